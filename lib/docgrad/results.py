@@ -1,0 +1,192 @@
+"""Result files: one shard of one cell (model, revision, corpus, chunk) as `<stem>.npz` + `<stem>.json`.
+
+Layout (shared with the published doc-batch-gradients `results/`, so its files load unchanged):
+  data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz
+npz keys: index (n x 2 int32: document, chunk), loss (n), gram_<group> (n x n float64, the sketched Gram,
+diagonal included), sqnorm_<group> (n, exact squared norms), exact_ref_dot (n, or empty).
+json: {"args": {model, revision, corpus, chunk, docs, ...}, timings, versions, spans_sha256, ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+GROUPS = ("attn", "mlp", "embed", "other")
+_STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)_d(?P<a>\d+)-(?P<b>\d+)$")
+
+
+class ResultFileError(ValueError):
+    """A result file is missing, corrupt, or inconsistent; the message names the file."""
+
+
+@dataclass
+class Shard:
+    """One loaded result file. `gram` / `sqnorm` map group name -> array."""
+
+    path: Path
+    meta: dict
+    index: np.ndarray
+    loss: np.ndarray
+    gram: dict[str, np.ndarray]
+    sqnorm: dict[str, np.ndarray]
+    exact_ref_dot: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def args(self) -> dict:
+        return self.meta.get("args", {})
+
+    @property
+    def cell(self) -> tuple[str, str, str, int]:
+        a = self.args
+        return (a["model"], str(a["revision"]), a["corpus"], int(a["chunk"]))
+
+    @property
+    def documents(self) -> np.ndarray:
+        return np.unique(self.index[:, 0])
+
+
+def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int]) -> str:
+    """Relative path (without suffix) of a result file, e.g. `HuggingFaceTB__SmolLM2-135M-Instruct/gguf-q8/BOOKS_c512_d0-16`."""
+    a, b = docs
+    return f"{model.replace('/', '__')}/{revision}/{corpus}_c{chunk}_d{a}-{b}"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same directory, then rename: readers never see a partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_bytes(Path(path), (json.dumps(obj, indent=1, sort_keys=False) + "\n").encode())
+
+
+def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact_ref_dot=None,
+                 meta: dict, overwrite: bool = False) -> None:
+    """Validate and write one result (npz first, then json; each atomically).
+
+    The json is written last, so a crash between the two leaves an npz without its json, which
+    `load_result` reports as incomplete rather than reading it as a finished result.
+    """
+    npz_path = Path(npz_path)
+    json_path = npz_path.with_suffix(".json")
+    if not overwrite and (npz_path.exists() or json_path.exists()):
+        raise FileExistsError(f"{npz_path}: a result already exists; pass overwrite=True (--overwrite) to replace it")
+    arrays = {"index": np.asarray(index, dtype=np.int32), "loss": np.asarray(loss, dtype=np.float64),
+              "exact_ref_dot": np.asarray([] if exact_ref_dot is None else exact_ref_dot, dtype=np.float64)}
+    for g in gram:
+        arrays[f"gram_{g}"] = np.asarray(gram[g], dtype=np.float64)
+        arrays[f"sqnorm_{g}"] = np.asarray(sqnorm[g], dtype=np.float64)
+    _validate_arrays(npz_path, arrays)
+    import io
+
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(npz_path, buf.getvalue())
+    atomic_write_json(json_path, meta)
+
+
+def _validate_arrays(path: Path, z: dict) -> None:
+    for key in ("index", "loss"):
+        if key not in z:
+            raise ResultFileError(f"{path}: missing array '{key}'")
+    index, loss = z["index"], z["loss"]
+    if index.ndim != 2 or index.shape[1] != 2:
+        raise ResultFileError(f"{path}: 'index' must be n x 2 (document, chunk), got shape {index.shape}")
+    n = index.shape[0]
+    if loss.shape != (n,):
+        raise ResultFileError(f"{path}: 'loss' has shape {loss.shape}, expected ({n},) to match 'index'")
+    groups = sorted(k[5:] for k in z if k.startswith("gram_"))
+    if not groups:
+        raise ResultFileError(f"{path}: no gram_<group> arrays (expected groups {', '.join(GROUPS)})")
+    for g in groups:
+        K = z[f"gram_{g}"]
+        if f"sqnorm_{g}" not in z:
+            raise ResultFileError(f"{path}: gram_{g} has no matching sqnorm_{g}")
+        if K.shape != (n, n):
+            raise ResultFileError(f"{path}: gram_{g} has shape {K.shape}, expected ({n}, {n}) to match 'index'")
+        if z[f"sqnorm_{g}"].shape != (n,):
+            raise ResultFileError(f"{path}: sqnorm_{g} has shape {z[f'sqnorm_{g}'].shape}, expected ({n},)")
+        for name in (f"gram_{g}", f"sqnorm_{g}"):
+            if not np.all(np.isfinite(z[name])):
+                bad = int(np.sum(~np.isfinite(z[name])))
+                raise ResultFileError(f"{path}: {name} has {bad} non-finite entries")
+    if not np.all(np.isfinite(loss)):
+        raise ResultFileError(f"{path}: 'loss' has non-finite entries")
+    ex = z.get("exact_ref_dot")
+    if ex is not None and ex.size not in (0, n):
+        raise ResultFileError(f"{path}: exact_ref_dot has {ex.size} entries, expected 0 or {n}")
+    pairs = {tuple(r) for r in index.tolist()}
+    if len(pairs) != n:
+        raise ResultFileError(f"{path}: 'index' repeats a (document, chunk) pair")
+
+
+def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
+    """Load and validate one result file (npz + json). Every problem raises ResultFileError naming the file.
+
+    groups: require these groups (default: whichever the file has, at least one).
+    """
+    npz_path = Path(npz_path)
+    json_path = npz_path.with_suffix(".json")
+    if not npz_path.exists():
+        raise ResultFileError(f"{npz_path}: no such result file")
+    if not json_path.exists():
+        raise ResultFileError(f"{npz_path}: metadata {json_path.name} is missing (incomplete or partial result)")
+    try:
+        meta = json.loads(json_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ResultFileError(f"{json_path}: not valid JSON ({e})") from e
+    args = meta.get("args")
+    if not isinstance(args, dict) or not {"model", "revision", "corpus", "chunk"} <= set(args):
+        raise ResultFileError(f"{json_path}: 'args' must name model, revision, corpus and chunk")
+    try:
+        with np.load(npz_path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        raise ResultFileError(f"{npz_path}: cannot read npz (truncated or corrupt: {e})") from e
+    _validate_arrays(npz_path, arrays)
+    have = sorted(k[5:] for k in arrays if k.startswith("gram_"))
+    if groups is not None:
+        missing = [g for g in groups if g not in have]
+        if missing:
+            raise ResultFileError(f"{npz_path}: missing group(s) {missing}; file has {have}")
+    return Shard(
+        path=npz_path,
+        meta=meta,
+        index=arrays["index"].astype(np.int64),
+        loss=arrays["loss"].astype(np.float64),
+        gram={g: arrays[f"gram_{g}"] for g in have},
+        sqnorm={g: arrays[f"sqnorm_{g}"] for g in have},
+        exact_ref_dot=arrays.get("exact_ref_dot", np.zeros(0)),
+    )
+
+
+def find_results(root: Path) -> list[Path]:
+    """Every finished result file (npz with its json) under root, sorted."""
+    return sorted(p for p in Path(root).rglob("*.npz") if not p.name.startswith("."))
+
+
+def parse_stem(npz_path: Path) -> dict:
+    """corpus, chunk, docs (a, b) from a file name like BOOKS_c512_d0-16.npz."""
+    m = _STEM.match(Path(npz_path).stem)
+    if not m:
+        raise ResultFileError(f"{npz_path}: name does not match <CORPUS>_c<chunk>_d<a>-<b>.npz")
+    return {"corpus": m["corpus"], "chunk": int(m["chunk"]), "docs": (int(m["a"]), int(m["b"]))}

@@ -122,3 +122,26 @@ def model_identity(model: str, revision: str | None) -> tuple[str, str]:
     if is_default(model):
         return DEFAULT_MODEL, DEFAULT_REVISION
     return model, str(revision)
+
+
+def tiny_model(arch: str = "llama", seed: int = 0, vocab_size: int = 256, hidden: int = 32, layers: int = 2,
+               tie_word_embeddings: bool = True):
+    """A small randomly initialised causal LM built from a config (no download), float32, eval mode.
+
+    arch: "llama" (same family as SmolLM2) or "gpt_neox" (same family as Pythia).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, GPTNeoXConfig, LlamaConfig
+
+    if arch == "llama":
+        cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                          max_position_embeddings=1024, tie_word_embeddings=tie_word_embeddings)
+    elif arch == "gpt_neox":
+        cfg = GPTNeoXConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                            num_hidden_layers=layers, num_attention_heads=4, max_position_embeddings=1024,
+                            tie_word_embeddings=False)
+    else:
+        raise ValueError(f"tiny_model: arch must be 'llama' or 'gpt_neox', got {arch!r}")
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()

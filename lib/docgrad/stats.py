@@ -95,14 +95,14 @@ def pool_cell(shards: list[Shard]) -> Cell:
         if sorted(sh.gram) != groups:
             raise ResultFileError(f"{sh.path}: groups {sorted(sh.gram)} differ from {groups} in {shards[0].path}")
     seen: dict[int, Path] = {}
-    info = []
+    info, clashes = [], []
     for sh in shards:
         docs, m, order = _ordered_rows(sh)
-        clash = [d for d in docs if d in seen]
-        if clash:
-            raise ResultFileError(f"{sh.path}: overlapping shards: document(s) {clash} also in {seen[clash[0]]}")
-        seen.update({d: sh.path for d in docs})
+        clashes += [f"document {d} in {sh.path} and {seen[d]}" for d in docs if d in seen]
+        seen.update({d: sh.path for d in docs if d not in seen})
         info.append((docs[0], sh, docs, m, order))
+    if clashes:
+        raise ResultFileError(f"overlapping shards of cell {key}: " + "; ".join(clashes))
     ms = {i[3] for i in info}
     if len(ms) > 1:
         detail = ", ".join(f"{i[1].path.name}: {i[3]}" for i in info)

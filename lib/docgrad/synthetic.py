@@ -148,3 +148,35 @@ def write_synthetic_results(root: Path, *, model: str = "HuggingFaceTB/SmolLM2-1
         kwc.setdefault("loss_level", {"BOOKS": 3.0, "CODE": 1.5, "PAPERS": 2.2, "WEB": 3.2}.get(corpus, 3.0))
         paths += write_cell(root, model=model, revision=revision, corpus=corpus, profile=prof, seed=seed, **kwc)
     return paths
+
+
+def write_gram_cell(root: Path, grams: dict[str, np.ndarray], *, n_docs: int, m: int, shard_size: int,
+                    model: str = "test/model", revision: str = "r0", corpus: str = "BOOKS", chunk: int = 512,
+                    loss: np.ndarray | None = None, exact_ref_dot: np.ndarray | None = None,
+                    doc_offset: int = 0, sqnorms: dict[str, np.ndarray] | None = None) -> list[Path]:
+    """Write given full-cell Grams (rows ordered document, chunk; one matrix per group) as shard files.
+
+    Each file keeps only its own documents' block of the Gram (cross-file pairs are dropped, as in a real
+    sharded run). The exact squared norms are `sqnorms` (per group, full cell) or else the Gram's diagonal.
+    Returns the npz paths.
+    """
+    n = n_docs * m
+    loss = np.full(n, 2.0) if loss is None else np.asarray(loss, dtype=float)
+    index = np.array([(doc_offset + d, k) for d in range(n_docs) for k in range(m)])
+    paths = []
+    for a in range(0, n_docs, shard_size):
+        b = min(a + shard_size, n_docs)
+        rows = np.arange(a * m, b * m)
+        sub = {g: np.asarray(K, dtype=float)[np.ix_(rows, rows)] for g, K in grams.items()}
+        stem = result_stem(model, revision, corpus, chunk, (doc_offset + a, doc_offset + b))
+        npz = Path(root) / f"{stem}.npz"
+        meta = {"args": {"model": model, "revision": revision, "tok": "synthetic", "corpus": corpus,
+                         "docs": f"{doc_offset + a}:{doc_offset + b}", "chunk": chunk, "exact_ref": False,
+                         "threads": 1, "out": str(npz)},
+                "chunks": int(len(rows)), "chunks_per_doc": m, "synthetic": True}
+        ex = exact_ref_dot[rows] if exact_ref_dot is not None and a == 0 else None
+        sq = {g: (np.asarray(sqnorms[g], dtype=float)[rows] if sqnorms is not None else np.diag(K).copy())
+              for g, K in sub.items()}
+        write_result(npz, index=index[rows], loss=loss[rows], gram=sub, sqnorm=sq, exact_ref_dot=ex, meta=meta)
+        paths.append(npz)
+    return paths

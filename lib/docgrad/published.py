@@ -1,0 +1,60 @@
+"""The published study's numbers (data/published/*.csv) as tidy DataFrames, with our corpus names.
+
+The published corpora correspond to ours: PG19 -> BOOKS, REPOS -> CODE, ARXIV -> PAPERS, WEB -> WEB
+(packed web control). Every frame keeps the published name in `corpus_published` and our name in `corpus`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+PUBLISHED_TO_OURS = {"PG19": "BOOKS", "REPOS": "CODE", "ARXIV": "PAPERS", "WEB": "WEB"}
+OURS_TO_PUBLISHED = {v: k for k, v in PUBLISHED_TO_OURS.items()}
+FINAL_1B = (("EleutherAI/pythia-1.4b", "step143000"), ("allenai/OLMo-2-0425-1B", "stage1-step1907359-tokens4001B"))
+MODEL_LABELS = {"EleutherAI/pythia-410m": "Pythia-410M", "EleutherAI/pythia-1.4b": "Pythia-1.4B",
+                "allenai/OLMo-2-0425-1B": "OLMo-2-1B"}
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "data" / "published"
+
+
+def _read(name: str, directory: Path | None) -> pd.DataFrame:
+    path = Path(directory or DEFAULT_DIR) / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: published reference table is missing (copy it from shared/reference/)")
+    df = pd.read_csv(path)
+    unknown = sorted(set(df["corpus"]) - set(PUBLISHED_TO_OURS))
+    if unknown:
+        raise ValueError(f"{path}: unknown published corpus name(s) {unknown}; known: {sorted(PUBLISHED_TO_OURS)}")
+    df = df.rename(columns={"corpus": "corpus_published"})
+    df.insert(df.columns.get_loc("corpus_published") + 1, "corpus", df["corpus_published"].map(PUBLISHED_TO_OURS))
+    df.insert(1, "model_label", df["model"].map(MODEL_LABELS).fillna(df["model"]))
+    return df
+
+
+def cells(directory: Path | None = None) -> pd.DataFrame:
+    """One row per published cell: S_cross, sigma2, rho_long (+CI), R_512 ... R_16384, R(16K) CI, B_simple, loss."""
+    df = _read("published_cells.csv", directory)
+    return df.rename(columns={"R_16384": "R_16K", "R_16K_ci_lo": "R_16K_lo", "R_16K_ci_hi": "R_16K_hi",
+                              "rho_long_ci_lo": "rho_long_lo", "rho_long_ci_hi": "rho_long_hi"}) \
+        .assign(R_16384=lambda d: d["R_16K"])
+
+
+def R_by_window(directory: Path | None = None) -> pd.DataFrame:
+    """Long form of the published R(W): model, revision, corpus, W_tokens, R."""
+    df = _read("published_cells.csv", directory)
+    rcols = [c for c in df.columns if c.startswith("R_") and c[2:].isdigit()]
+    long = df.melt(id_vars=["model", "model_label", "revision", "corpus_published", "corpus", "chunk"],
+                   value_vars=rcols, var_name="W", value_name="R")
+    long["W_tokens"] = long.pop("W").str[2:].astype(int)
+    return long.sort_values(["model", "revision", "corpus", "W_tokens"]).reset_index(drop=True)
+
+
+def rho_by_lag(directory: Path | None = None) -> pd.DataFrame:
+    """Published rho at every lag: model, revision, corpus, lag_tokens, rho."""
+    return _read("published_rho.csv", directory)
+
+
+def r_rel(directory: Path | None = None) -> pd.DataFrame:
+    """Published R_rel (final 1B-class checkpoints) with 95% intervals as columns lo, hi."""
+    return _read("published_r_rel.csv", directory).rename(columns={"ci_lo": "lo", "ci_hi": "hi"})

@@ -1,0 +1,49 @@
+"""Published reference tables load with our corpus names and agree with their own stated identities."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from docgrad import published
+
+
+def test_corpus_mapping_is_one_to_one_and_covers_ours():
+    assert published.PUBLISHED_TO_OURS == {"PG19": "BOOKS", "REPOS": "CODE", "ARXIV": "PAPERS", "WEB": "WEB"}
+    assert published.OURS_TO_PUBLISHED["CODE"] == "REPOS"
+
+
+def test_cells_table_has_our_corpus_names_and_headline_values():
+    df = published.cells()
+    assert len(df) == 29 and set(df["corpus"]) == {"BOOKS", "CODE", "PAPERS", "WEB"}
+    row = df[(df.model == "EleutherAI/pythia-1.4b") & (df.revision == "step143000") & (df.corpus == "CODE")].iloc[0]
+    assert row["corpus_published"] == "REPOS" and row["model_label"] == "Pythia-1.4B"
+    assert row["R_16K"] == pytest.approx(6.9117895739232456)
+    assert row["R_16K_lo"] < row["R_16K"] < row["R_16K_hi"]
+
+
+def test_published_R16K_matches_kish_identity_of_published_rho():
+    rho = published.rho_by_lag()
+    cells = published.cells().set_index(["model", "revision", "corpus"])
+    for (model, rev, corpus), g in rho.groupby(["model", "revision", "corpus"]):
+        r = g.sort_values("lag_tokens")["rho"].to_numpy()
+        lags = np.arange(1, len(r) + 1)
+        assert len(r) == 31
+        assert 1 + 2 / 32 * np.sum((32 - lags) * r) == pytest.approx(cells.loc[(model, rev, corpus), "R_16K"], rel=1e-9)
+
+
+def test_R_by_window_long_form_and_r_rel():
+    R = published.R_by_window()
+    assert sorted(R["W_tokens"].unique()) == [512, 1024, 2048, 4096, 8192, 16384]
+    assert (R[R.W_tokens == 512]["R"] == 1.0).all()
+    rel = published.r_rel()
+    assert list(rel.columns[:5]) == ["model", "model_label", "revision", "corpus_published", "corpus"]
+    assert len(rel) == 6 and (rel["lo"] < rel["R_rel"]).all() and (rel["R_rel"] < rel["hi"]).all()
+
+
+def test_unknown_corpus_name_is_an_error(tmp_path):
+    pd.DataFrame({"model": ["m"], "revision": ["r"], "corpus": ["NEWS"], "R_rel": [1.0], "ci_lo": [1.0],
+                  "ci_hi": [1.0]}).to_csv(tmp_path / "published_r_rel.csv", index=False)
+    with pytest.raises(ValueError, match="NEWS"):
+        published.r_rel(tmp_path)
+    with pytest.raises(FileNotFoundError, match="published_cells.csv"):
+        published.cells(tmp_path)

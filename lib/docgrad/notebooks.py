@@ -291,12 +291,15 @@ def validate_parameters(path: str | Path, given: dict) -> dict:
     return out
 
 
-def _cell_label(nb, index: int) -> str:
-    cell = nb.cells[index]
+def _cell_label(nb, source: str, fallback_index: int) -> str:
+    """`code cell N (cell i of n): first line`, locating the failing cell of the source notebook by its text
+    (papermill's output inserts cells, so its index is not the reader's)."""
     code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    first = next((ln for ln in cell.source.splitlines() if ln.strip()), "").strip()
-    n = code_cells.index(index) + 1 if index in code_cells else "?"
-    return f"code cell {n} (cell {index + 1} of {len(nb.cells)}): {first[:80]}"
+    index = next((i for i in code_cells if nb.cells[i].source.strip() == source.strip()), None)
+    first = next((ln for ln in source.splitlines() if ln.strip()), "").strip()[:80]
+    if index is None:
+        return f"cell {fallback_index + 1} of the executed notebook: {first}"
+    return f"code cell {code_cells.index(index) + 1} (cell {index + 1} of {len(nb.cells)}): {first}"
 
 
 def execute_notebook(source: str | Path, output: str | Path | None = None, parameters: dict | None = None,
@@ -330,10 +333,7 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
         except PapermillExecutionError as e:
             if out_ipynb.exists():
                 os.replace(out_ipynb, failed)
-            executed = _read_ipynb(failed) if failed.exists() else None
-            where = f"cell {e.cell_index + 1}"
-            if executed is not None:
-                where = _cell_label(executed, e.cell_index)
+            where = _cell_label(nb, e.source or "", e.cell_index)
             raise NotebookError(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
                                 f"  the partial run is in {failed}; {output} was left unchanged") from None
         os.replace(out_ipynb, output)

@@ -1,0 +1,217 @@
+"""Notebook machinery: parameter validation, pair sync, execution progress and errors, the HTML report."""
+
+import io
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from docgrad import notebooks as N
+from docgrad import report as R
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HEADER = """# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+"""
+
+TINY = HEADER + '''
+# %% [markdown]
+# # Tiny page
+#
+# A first paragraph that becomes the summary.
+
+# %% tags=["parameters"]
+lengths = [2, 8]  # valid positions per document
+theta = 0.0  # the logit
+label = "A"
+verbose = False
+
+# %%
+total = sum(lengths) + theta
+print("total", total)
+'''
+
+FAILING = HEADER + '''
+# %% tags=["parameters"]
+x = 1
+
+# %%
+y = x + 1
+
+# %%
+z = 1 / (x - 1)  # fails
+'''
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "notebooks").mkdir()
+    src = tmp_path / "notebooks" / "01_tiny.py"
+    src.write_text(TINY)
+    return src
+
+
+# --- parameters ---------------------------------------------------------------------------------------
+
+def test_read_parameters_gives_defaults_types_and_help(tiny):
+    params = N.read_parameters(tiny)
+    assert list(params) == ["lengths", "theta", "label", "verbose"]
+    assert params["lengths"] == {"default": [2, 8], "type": "list", "help": "valid positions per document"}
+    assert params["theta"]["type"] == "float"
+
+
+def test_unknown_parameter_is_rejected_with_the_parameter_list(tiny):
+    with pytest.raises(N.ParameterError) as e:
+        N.validate_parameters(tiny, {"lenghts": "[1, 2]"})
+    msg = str(e.value)
+    assert "unknown parameter 'lenghts'" in msg
+    assert "lengths: list = [2, 8]" in msg and "theta: float = 0.0" in msg
+
+
+@pytest.mark.parametrize("name, raw", [("theta", "abc"), ("lengths", "3"), ("lengths", "[2.5, 8]"),
+                                       ("verbose", "1"), ("theta", "True")])
+def test_wrong_type_is_rejected(tiny, name, raw):
+    with pytest.raises(N.ParameterError, match=f"parameter '{name}' expects"):
+        N.validate_parameters(tiny, {name: raw})
+
+
+def test_valid_values_are_parsed_and_coerced(tiny):
+    out = N.validate_parameters(tiny, {"theta": "1", "lengths": "[3, 4, 5]", "label": "B", "verbose": "True"})
+    assert out == {"theta": 1.0, "lengths": [3, 4, 5], "label": "B", "verbose": True}
+    assert isinstance(out["theta"], float)
+
+
+def test_cli_run_list_and_unknown_parameter(tiny, capsys, monkeypatch):
+    from docgrad.cli import main
+
+    monkeypatch.chdir(tiny.parent.parent)
+    assert main(["run", str(tiny), "--list"]) == 0
+    assert "theta: float = 0.0  # the logit" in capsys.readouterr().out
+    assert main(["run", str(tiny), "-p", "nope", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown parameter 'nope'" in err and "lengths: list" in err
+
+
+def test_notebook_without_parameters_cell_is_an_error(tmp_path):
+    src = tmp_path / "01_x.py"
+    src.write_text(HEADER + "\n# %%\nx = 1\n")
+    with pytest.raises(N.NotebookError, match="no code cell tagged 'parameters'"):
+        N.read_parameters(src)
+
+
+def test_find_notebooks_in_order_and_only(tmp_path):
+    for name in ("02_b.py", "01_a.py", "10_c.py", "notes.py"):
+        (tmp_path / name).write_text(HEADER)
+    assert [p.name for p in N.find_notebooks(tmp_path)] == ["01_a.py", "02_b.py", "10_c.py"]
+    assert [p.name for p in N.find_notebooks(tmp_path, ["10"])] == ["10_c.py"]
+    with pytest.raises(N.NotebookError, match="no notebook 07"):
+        N.find_notebooks(tmp_path, ["07"])
+
+
+# --- pairs ---------------------------------------------------------------------------------------------
+
+def test_pair_sync_detects_an_edited_source(tiny):
+    import jupytext
+
+    jupytext.write(jupytext.read(tiny), tiny.with_suffix(".ipynb"))
+    assert N.pair_differences(tiny) == []
+    tiny.write_text(TINY.replace("print(\"total\", total)", "print(total)"))
+    assert any("differs" in d for d in N.pair_differences(tiny))
+    tiny.with_suffix(".ipynb").unlink()
+    assert "missing" in N.pair_differences(tiny)[0]
+
+
+@pytest.mark.parametrize("source", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")), ids=lambda p: p.name)
+def test_every_notebook_pair_is_in_sync(source):
+    assert N.pair_differences(source) == []
+
+
+# --- execution -----------------------------------------------------------------------------------------
+
+def test_execution_prints_one_line_per_notebook_and_failure_names_the_cell(tiny):
+    bad = tiny.parent / "02_bad.py"
+    bad.write_text(FAILING)
+    old = bad.with_suffix(".ipynb")
+    old.write_text("previous complete run")
+    out = io.StringIO()
+    with pytest.raises(N.NotebookError) as e:
+        N.run_notebooks(N.find_notebooks(tiny.parent), cwd=tiny.parent.parent, out=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("[1/2] 01_tiny ... ok ") and lines[0].split()[-3] == "s"
+    assert lines[1].startswith("[2/2] 02_bad ... FAILED after ")
+    msg = str(e.value)
+    assert "code cell 3" in msg and "z = 1 / (x - 1)" in msg and "ZeroDivisionError" in msg
+    assert old.read_text() == "previous complete run"  # the failed run did not replace it
+    assert (tiny.parent / "02_bad.failed.ipynb").exists()
+    executed = nbformat.read(str(tiny.with_suffix(".ipynb")), as_version=4)
+    assert "total 10.0" in executed.cells[2].outputs[0]["text"]
+
+
+# --- HTML report ---------------------------------------------------------------------------------------
+
+def _executed(path, title, chart=True):
+    cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nSummary of {title}.\n\n## More")]
+    code = nbformat.v4.new_code_cell("chart")
+    if chart:
+        spec = {"$schema": "https://vega.github.io/schema/vega-lite/v6.json", "mark": "point",
+                "data": {"values": [{"a": 1, "b": "</script>"}]}, "encoding": {"x": {"field": "a"}}}
+        code.outputs = [nbformat.v4.new_output("execute_result", data={N.VEGALITE_MIME: spec,
+                                                                       "text/plain": "<chart>"},
+                                               execution_count=1)]
+    cells.append(code)
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nbformat.write(nb, str(path))
+    path.with_suffix(".py").write_text(HEADER)
+
+
+def test_report_has_index_pages_navigation_and_inlined_vega(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _executed(nbdir / "01_first.ipynb", "First page")
+    _executed(nbdir / "02_second.ipynb", "Second page", chart=False)
+    (nbdir / "03_unexecuted.py").write_text(HEADER)
+    index = R.build_report(nbdir, tmp_path / "report")
+    text = index.read_text()
+    assert "Abstract" in text and "First page" in text and "Summary of First page." in text
+    assert text.index("01_first.html") < text.index("02_second.html")
+    assert "03_unexecuted" not in text
+    first = (tmp_path / "report" / "01_first.html").read_text()
+    second = (tmp_path / "report" / "02_second.html").read_text()
+    assert 'href="02_second.html"' in first and 'href="01_first.html"' in second
+    assert first.count('href="index.html"') == 2  # navigation at top and bottom
+    assert "window.vegaEmbed=" in first and 'vegaEmbed("#docgrad-chart-1"' in first
+    assert "<\\/script>" in first  # a spec cannot close the script tag early
+    assert "window.vegaEmbed=" not in second  # bundle only where there are charts
+    for page in (first, second):  # nothing fetched from the network
+        assert "require.js" not in page and "mathjax" not in page.lower() and 'src="http' not in page
+
+
+def test_report_without_executed_notebooks_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no executed notebooks"):
+        R.build_report(tmp_path, tmp_path / "report")
+
+
+def test_altair_renderer_emits_valid_vegalite_mime_and_png():
+    import altair as alt
+    import pandas as pd
+
+    N.enable_altair_renderer()
+    chart = alt.Chart(pd.DataFrame({"a": [1, 2]})).mark_point().encode(x="a")
+    bundle, _ = alt.renderers.get()(chart.to_dict())
+    assert set(bundle) == {N.VEGALITE_MIME, "image/png", "text/plain"}
+    out = nbformat.v4.new_output("display_data", data=bundle)
+    nbformat.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[out])]))
+    json.dumps(bundle)

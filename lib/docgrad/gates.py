@@ -115,3 +115,25 @@ def evaluate(cells: dict, rows: list[dict], r_rel: list[dict]) -> dict:
     gates = {"G1": gate_g1(cells), "G2": gate_g2(rows), "G3": gate_g3(rows)}
     v, detail = verdict(gates, r_rel)
     return {"gates": gates, "verdict": v, "detail": detail}
+
+
+MEANING = {
+    "G1": "Sketch fidelity: the count-sketched Gram reproduces exact gradient inner products, so every "
+          "statistic computed from it measures the real gradients.",
+    "G2": "Control behaves as assumed: packed short web documents should show (almost) no correlation "
+          "between chunks; if they do, part of every corpus's R comes from chunk boundaries, not long documents.",
+    "G3": "Mean gradient resolved: S_cross (|G|^2) is distinguishable from 0, so B_simple = C sigma2 / S_cross "
+          "is finite and meaningful for that cell. R and rho do not need it.",
+}
+
+
+def gates_frame(report: dict):
+    """One row per gate: status, what was measured, what the gate means; plus the verdict as the last row."""
+    import pandas as pd
+
+    rows = [{"gate": k, "status": g["status"], "measured": g["summary"], "meaning": MEANING[k]}
+            for k, g in report["gates"].items()]
+    rows.append({"gate": "verdict", "status": report["verdict"], "measured": "; ".join(report.get("verdict_detail", [])),
+                 "meaning": "INCOMPLETE: a gate could not be evaluated; INCONCLUSIVE: G1 or G2 failed; "
+                            "MEASURED: both instrument gates pass."})
+    return pd.DataFrame(rows, columns=["gate", "status", "measured", "meaning"])

@@ -240,14 +240,21 @@ def r_rel_rows(rows: list[dict], draws: dict[tuple, np.ndarray | None]) -> list[
 
 
 def analyze(results_dir: Path, resamples: int = 2000, seed: int = 20261007,
-            groups: tuple[str, ...] | None = GROUPS) -> dict:
-    """The whole analysis of a results directory as a JSON-ready dict (cells, R_rel, gates, verdict)."""
+            groups: tuple[str, ...] | None = GROUPS, missing_ok: bool = False) -> dict:
+    """The whole analysis of a results directory as a JSON-ready dict (cells, R_rel, gates, verdict).
+
+    missing_ok: a missing or empty directory gives a report without cells (for notebooks) instead of an error.
+    """
     import time
 
     from docgrad import gates
 
     t0 = time.perf_counter()
-    cells = load_cells(Path(results_dir), groups=groups)
+    empty = not Path(results_dir).is_dir() or not find_results(results_dir)
+    if missing_ok and empty:
+        cells = {}
+    else:
+        cells = load_cells(Path(results_dir), groups=groups)
     t_load = time.perf_counter() - t0
     rows, draws = [], {}
     for key, cell in cells.items():
@@ -271,6 +278,11 @@ def _ci(x, i):
     return None if x is None or x[i] is None else float(x[i])
 
 
+CELL_COLUMNS = ["model", "revision", "corpus", "chunk", "n_docs", "S_cross", "S_cross_lo", "S_cross_hi", "sigma2",
+                "rho_long", "rho_long_lo", "rho_long_hi", "R_16K", "R_16K_lo", "R_16K_hi", "B_simple_shuf_tokens",
+                "B_simple_contig_16K_tokens", "loss_mean"]
+
+
 def cells_frame(report: dict):
     """One row per cell (group 'all'): headline numbers with their intervals."""
     import pandas as pd
@@ -285,7 +297,7 @@ def cells_frame(report: dict):
                      "R_16K_hi": _ci(c.get("R_16K_ci"), 1), "B_simple_shuf_tokens": c["B_simple_shuf_tokens"],
                      "B_simple_contig_16K_tokens": c["B_simple_contig_tokens"].get(str(SPAN_TOKENS)),
                      "loss_mean": c["loss_mean"]})
-    return pd.DataFrame(recs)
+    return pd.DataFrame(recs, columns=CELL_COLUMNS)
 
 
 def _curve_frame(report: dict, key: str, xname: str):
@@ -299,7 +311,7 @@ def _curve_frame(report: dict, key: str, xname: str):
                 ci = cis.get(x, [None, None])
                 recs.append({"model": c["model"], "revision": c["revision"], "corpus": c["corpus"],
                              "chunk": c["chunk"], "group": g, xname: int(x), key: v, "lo": ci[0], "hi": ci[1]})
-    return pd.DataFrame(recs)
+    return pd.DataFrame(recs, columns=["model", "revision", "corpus", "chunk", "group", xname, key, "lo", "hi"])
 
 
 def rho_frame(report: dict):
@@ -318,7 +330,8 @@ def per_doc_frame(report: dict):
 
     return pd.DataFrame([{"model": c["model"], "revision": c["revision"], "corpus": c["corpus"],
                           "chunk": c["chunk"], "doc": int(d), "rho_long": v}
-                         for c in report["cells"] for d, v in c["secondary"]["rho_long_per_doc"].items()])
+                         for c in report["cells"] for d, v in c["secondary"]["rho_long_per_doc"].items()],
+                        columns=["model", "revision", "corpus", "chunk", "doc", "rho_long"])
 
 
 def loss_frame(report: dict):
@@ -327,7 +340,8 @@ def loss_frame(report: dict):
 
     return pd.DataFrame([{"model": c["model"], "revision": c["revision"], "corpus": c["corpus"],
                           "chunk": c["chunk"], "position": i, "start_token": i * c["chunk"], "loss": v}
-                         for c in report["cells"] for i, v in enumerate(c["secondary"]["loss_by_chunk_position"])])
+                         for c in report["cells"] for i, v in enumerate(c["secondary"]["loss_by_chunk_position"])],
+                        columns=["model", "revision", "corpus", "chunk", "position", "start_token", "loss"])
 
 
 def r_rel_frame(report: dict):
@@ -336,6 +350,80 @@ def r_rel_frame(report: dict):
     return pd.DataFrame([{**{k: r[k] for k in ("model", "revision", "corpus", "chunk", "R_rel")},
                           "lo": r["R_rel_ci"][0], "hi": r["R_rel_ci"][1]} for r in report["R_rel"]],
                         columns=["model", "revision", "corpus", "chunk", "R_rel", "lo", "hi"])
+
+
+def subset(report: dict, model: str, revision: str, chunk: int, corpora=None) -> dict:
+    """The report restricted to one model, revision and chunk (and corpora, if given): cells and R_rel rows."""
+    def keep(r):
+        return (r["model"] == model and r["revision"] == revision and r["chunk"] == chunk
+                and (corpora is None or r["corpus"] in corpora))
+
+    order = {k: i for i, k in enumerate(corpora or [])}
+    out = dict(report)
+    out["cells"] = sorted((c for c in report["cells"] if keep(c)), key=lambda c: order.get(c["corpus"], 99))
+    out["R_rel"] = [r for r in report["R_rel"] if keep(r)]
+    return out
+
+
+def headline_table(report: dict, published_cells=None, published_r_rel=None,
+                   published_models=("EleutherAI/pythia-1.4b", "allenai/OLMo-2-0425-1B")):
+    """Per corpus: our R(16K) and R_rel with 95% intervals, beside the published final-checkpoint values.
+
+    report: one model/revision/chunk (see subset). Published frames as from docgrad.published (our corpus
+    names); only each published model's final checkpoint (frac_training == 1) is shown.
+    Columns: corpus, then for each source '<label> R(16K)', '<label> R_rel' as 'value [lo, hi]' strings.
+    """
+    import pandas as pd
+
+    def fmt(v, lo=None, hi=None):
+        if v is None or (isinstance(v, float) and not np.isfinite(v)):
+            return "-"
+        return f"{v:.2f}" if lo is None or hi is None or lo != lo else f"{v:.2f} [{lo:.2f}, {hi:.2f}]"
+
+    corpora = [c["corpus"] for c in report["cells"]]
+    if published_cells is not None:
+        corpora += [k for k in ["CODE", "PAPERS", "BOOKS", "WEB"] if k not in corpora]
+    rel = {r["corpus"]: r for r in report["R_rel"]}
+    ours = {c["corpus"]: c for c in report["cells"]}
+    label = "ours" if not report["cells"] else report["cells"][0]["model"].split("/")[-1]
+    rows = []
+    for k in corpora:
+        row = {"corpus": k}
+        c = ours.get(k)
+        row[f"{label} R(16K)"] = fmt(c.get("R_16K"), *(c.get("R_16K_ci") or [None, None])) if c else "missing"
+        r = rel.get(k)
+        row[f"{label} R_rel"] = "1 (control)" if k == CONTROL and c else (
+            fmt(r["R_rel"], *r["R_rel_ci"]) if r else "-")
+        for model in published_models if published_cells is not None else ():
+            pc = published_cells[(published_cells.model == model) & (published_cells.frac_training == 1.0)
+                                 & (published_cells.corpus == k)]
+            name = pc["model_label"].iloc[0] if len(pc) else model.split("/")[-1]
+            row[f"{name} R(16K)"] = fmt(*pc[["R_16K", "R_16K_lo", "R_16K_hi"]].iloc[0].tolist()) if len(pc) else "-"
+            pr = None if published_r_rel is None else published_r_rel[
+                (published_r_rel.model == model) & (published_r_rel.corpus == k)]
+            row[f"{name} R_rel"] = "1 (control)" if k == CONTROL else (
+                fmt(*pr[["R_rel", "lo", "hi"]].iloc[0].tolist()) if pr is not None and len(pr) else "-")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def reading(report: dict, window_tokens: int = SPAN_TOKENS) -> list[str]:
+    """Plain-language lines: a batch of W-token blocks of corpus X carries about N/R effective independent
+    chunks per block of N chunks (with the interval), for every cell of the report."""
+    out = []
+    for c in report["cells"]:
+        R = c["R"].get(str(window_tokens))
+        if R is None or not np.isfinite(R) or R <= 0:
+            continue
+        n = window_tokens // c["chunk"]
+        line = (f"A batch of {window_tokens // 1024}K-token blocks of {c['corpus']} carries about "
+                f"{effective_chunks(R, n):.1f} effective independent {c['chunk']}-token chunks per block of {n} "
+                f"(R = {R:.2f}")
+        ci = c.get("R_ci", {}).get(str(window_tokens))
+        if ci and ci[0] is not None and ci[0] > 0:
+            line += f"; 95% interval {effective_chunks(ci[1], n):.1f} to {effective_chunks(ci[0], n):.1f} chunks"
+        out.append(line + ").")
+    return out
 
 
 def effective_chunks(R: float, n_chunks: int = 32) -> float:

@@ -85,8 +85,10 @@ class Tokenizer:
 
     def __init__(self, hf, identity: dict, separator: str = "<|endoftext|>"):
         self.hf = hf
-        sep_id = hf.convert_tokens_to_ids(separator)
-        if sep_id is None or sep_id == getattr(hf, "unk_token_id", None):
+        vocab = hf.get_vocab()
+        if separator in vocab:
+            sep_id = vocab[separator]
+        else:  # a tokenizer without <|endoftext|>: its eos token separates documents
             separator, sep_id = hf.eos_token, hf.eos_token_id
         self.separator, self.separator_id = separator, int(sep_id)
         self.identity = {**identity, "separator": {"token": separator, "id": self.separator_id,
@@ -479,7 +481,9 @@ def cli_corpora(args) -> int:
     except (CorpusError, SourceError, DocumentError) as e:
         print(f"docgrad corpora: error: {e}", flush=True)
         return 1
-    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 60):
+    table["title"] = table["title"].str.slice(0, 44)
+    table["first_words"] = table["first_words"].str.slice(0, 60)
+    with pd.option_context("display.max_rows", None, "display.width", 250):
         for corpus, t in table.groupby("corpus", sort=False):
             print(f"\n== {corpus}: {len(t)} documents, tokens min {t.tokens.min()} / median "
                   f"{int(t.tokens.median())} / max {t.tokens.max()} (span [{SPAN_START}, {MIN_TOKENS}))")

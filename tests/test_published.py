@@ -47,3 +47,14 @@ def test_unknown_corpus_name_is_an_error(tmp_path):
         published.r_rel(tmp_path)
     with pytest.raises(FileNotFoundError, match="published_cells.csv"):
         published.cells(tmp_path)
+
+
+def test_beside_ours_stacks_our_curve_over_the_final_published_checkpoints():
+    ours = pd.DataFrame({"corpus": ["CODE", "CODE", "CODE"], "group": ["all", "attn", "all"],
+                         "lag_tokens": [512, 512, 1024], "rho": [0.3, 0.9, 0.2], "lo": [0.1, 0.1, 0.1],
+                         "hi": [0.5, 0.5, 0.5]})
+    df = published.beside_ours(ours, published.rho_by_lag(), "SmolLM2", "lag_tokens")
+    assert set(df["source"]) == {"SmolLM2", "Pythia-1.4B (published)", "OLMo-2-1B (published)"}
+    assert len(df[df.source == "SmolLM2"]) == 2                     # only the 'all' group
+    assert len(df[df.source == "Pythia-1.4B (published)"]) == 4 * 31
+    assert df[df.source != "SmolLM2"]["lo"].isna().all()

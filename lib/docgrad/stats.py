@@ -193,7 +193,8 @@ def analyze_cell(cell: Cell, resamples: int = 2000, seed: int = 20261007,
     counts = bs.counts_from_indices(indices, D) if indices is not None else None
     row: dict = {"model": cell.model, "revision": cell.revision, "corpus": cell.corpus, "chunk": C,
                  "n_docs": D, "doc_ids": cell.doc_ids, "chunks_per_doc": cell.m,
-                 "files": [str(f) for f in cell.files]}
+                 "files": [str(f) for f in cell.files],
+                 "synthetic": any(bool(sh.meta.get("synthetic")) for sh in cell.shards)}
     groups: dict = {}
     r16_draws = None
     for g, s in cell.sums.items():

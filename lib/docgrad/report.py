@@ -5,6 +5,7 @@ Each page is the executed notebook exported by nbconvert's `lab` template, with
   * every Altair chart (a Vega-Lite MIME output, see notebooks.setup) turned into a vega-embed call, with
     the Vega, Vega-Lite and vega-embed JavaScript inlined once per page (from vl_convert), so the charts
     are interactive with no network;
+  * the code of cells tagged `hide-input` hidden (their output stays);
   * no CDN scripts (require.js, MathJax, Mermaid are dropped), so the page makes no network request.
 The index holds a short abstract and a table of contents with each notebook's title and first paragraph.
 """
@@ -29,6 +30,7 @@ ABSTRACT = (
     "can be recomputed with `docgrad run NN -p name value`."
 )
 
+HIDE_INPUT_TAG = "hide-input"
 VEGALITE_MIME = re.compile(r"^application/vnd\.vegalite\.v\d+[+.]json$")
 _PAGE_TEMPLATE = r"""{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}
@@ -212,6 +214,7 @@ def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = 
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
 
     out_dir = Path(out_dir)
     sources = executed_notebooks(notebooks_dir)
@@ -226,6 +229,8 @@ def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = 
 
     exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"docgrad.html.j2": _PAGE_TEMPLATE})],
                             template_file="docgrad.html.j2")
+    # cells tagged `hide-input` (e.g. ones that only format prose from computed numbers) show their output only
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}), enabled=True)
     vega_js = None
     for i, (nb, page) in enumerate(zip(nbs, pages)):
         n_charts = embed_charts(nb)

@@ -69,7 +69,7 @@ def tiny(tmp_path):
 def test_read_parameters_gives_defaults_types_and_help(tiny):
     params = N.read_parameters(tiny)
     assert list(params) == ["lengths", "theta", "label", "verbose"]
-    assert params["lengths"] == {"default": [2, 8], "type": "list", "help": "valid positions per document"}
+    assert params["lengths"] == {"default": [2, 8], "type": "list[int]", "help": "valid positions per document"}
     assert params["theta"]["type"] == "float"
 
 
@@ -78,7 +78,7 @@ def test_unknown_parameter_is_rejected_with_the_parameter_list(tiny):
         N.validate_parameters(tiny, {"lenghts": "[1, 2]"})
     msg = str(e.value)
     assert "unknown parameter 'lenghts'" in msg
-    assert "lengths: list = [2, 8]" in msg and "theta: float = 0.0" in msg
+    assert "lengths: list[int] = [2, 8]" in msg and "theta: float = 0.0" in msg
 
 
 @pytest.mark.parametrize("name, raw", [("theta", "abc"), ("lengths", "3"), ("lengths", "[2.5, 8]"),
@@ -102,7 +102,7 @@ def test_cli_run_list_and_unknown_parameter(tiny, capsys, monkeypatch):
     assert "theta: float = 0.0  # the logit" in capsys.readouterr().out
     assert main(["run", str(tiny), "-p", "nope", "1"]) == 2
     err = capsys.readouterr().err
-    assert "unknown parameter 'nope'" in err and "lengths: list" in err
+    assert "unknown parameter 'nope'" in err and "lengths: list[int]" in err
 
 
 def test_notebook_without_parameters_cell_is_an_error(tmp_path):

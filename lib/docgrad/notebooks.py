@@ -226,8 +226,16 @@ def read_parameters(path: str | Path) -> dict[str, dict]:
             raise NotebookError(f"{path}: parameter {name!r} (line {node.lineno}) is not a plain literal") from None
         line = lines[node.end_lineno - 1]
         help_ = line.split("#", 1)[1].strip() if "#" in line[value.end_col_offset:] else ""
-        params[name] = {"default": default, "type": type(default).__name__, "help": help_}
+        params[name] = {"default": default, "type": _type_name(default), "help": help_}
     return params
+
+
+def _type_name(value) -> str:
+    """`int`, `float`, ..., and `list[int]` / `list[list]` for homogeneous lists."""
+    name = type(value).__name__
+    if isinstance(value, (list, tuple)) and value and len({type(v) for v in value}) == 1:
+        return f"{name}[{_type_name(value[0]).split('[')[0]}]"
+    return name
 
 
 def describe_parameters(params: dict[str, dict]) -> str:

@@ -96,7 +96,7 @@ line = alt.Chart(rho_all).mark_line(point=True).encode(
     opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)))
 chart_rho = (long_span + zero + band + line).add_params(pick).properties(
     width=620, height=340, title=f"Same-document gradient-noise correlation, {model.split('/')[-1]}")
-save_chart(chart_rho, "03_rho_by_lag", figures_dir)
+display(save_chart(chart_rho, "03_rho_by_lag", figures_dir))
 
 # %% [markdown]
 # ## Beside the published Pythia-1.4B and OLMo-2-1B curves
@@ -116,7 +116,7 @@ chart_cmp = alt.Chart(both).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
     tooltip=["source:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f")],
 ).add_params(pick2).properties(width=260, height=220).facet(
     column=alt.Column("source:N", title=None, sort=list(dict.fromkeys(both["source"]))))
-save_chart(chart_cmp, "03_rho_vs_published", figures_dir)
+display(save_chart(chart_cmp, "03_rho_vs_published", figures_dir))
 
 # %% [markdown]
 # ## Per parameter group
@@ -134,7 +134,7 @@ chart_groups = alt.Chart(rho_groups).mark_line().encode(
     tooltip=["group:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f"),
              alt.Tooltip("lo:Q", format=".4f"), alt.Tooltip("hi:Q", format=".4f")],
 ).add_params(pick3).properties(width=200, height=180).facet(column=alt.Column("group:N", title="parameter group"))
-save_chart(chart_groups, "03_rho_by_group", figures_dir)
+display(save_chart(chart_groups, "03_rho_by_group", figures_dir))
 group_long = pd.DataFrame([{"corpus": c["corpus"], "group": g, "rho_long": st["rho_long"],
                             "share of sigma2": st["sigma2"] / c["sigma2"]}
                            for c in report["cells"] for g, st in c["groups"].items()])
@@ -160,7 +160,7 @@ strip = alt.Chart(per_doc).mark_circle(size=60).encode(
     xOffset=alt.XOffset("jitter:Q"), color=color, opacity=alt.condition(pick4, alt.value(0.9), alt.value(0.1)),
     tooltip=["corpus:N", "doc:Q", "title:N", alt.Tooltip("rho_long:Q", format=".4f")],
 ).transform_calculate(jitter="random()").add_params(pick4).properties(width=420, height=280)
-save_chart(strip, "03_rho_long_per_document", figures_dir)
+display(save_chart(strip, "03_rho_long_per_document", figures_dir))
 top = per_doc.sort_values("rho_long", ascending=False).groupby("corpus", sort=False).head(3)
 top[["corpus", "doc", "title", "rho_long"]]
 
@@ -179,7 +179,7 @@ chart_loss = alt.Chart(loss).mark_line(point=True).encode(
     opacity=alt.condition(pick5, alt.value(1.0), alt.value(0.12)),
     tooltip=["corpus:N", "position:Q", alt.Tooltip("loss:Q", format=".3f")],
 ).add_params(pick5).properties(width=560, height=260)
-save_chart(chart_loss, "03_loss_by_position", figures_dir)
+display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
 
 # %% [markdown]
 # ## What was measured
@@ -208,7 +208,7 @@ numbers = {"results_dir": results_dir, "model": model, "revision": revision, "ch
                       "rho_long_by_group": {g: st["rho_long"] for g, st in c["groups"].items()},
                       "loss_by_chunk_position": c["secondary"]["loss_by_chunk_position"]}
                      for c in report["cells"]]}
-save_numbers("03_correlation_by_lag", numbers, figures_dir)
+_ = save_numbers("03_correlation_by_lag", numbers, figures_dir)
 if report["cells"]:
     display(Markdown("\n".join(
         f"- **{c['corpus']}**: ρ_long = {c['rho_long']:+.4f}"

@@ -58,3 +58,11 @@ def test_beside_ours_stacks_our_curve_over_the_final_published_checkpoints():
     assert len(df[df.source == "SmolLM2"]) == 2                     # only the 'all' group
     assert len(df[df.source == "Pythia-1.4B (published)"]) == 4 * 31
     assert df[df.source != "SmolLM2"]["lo"].isna().all()
+
+
+def test_beside_ours_with_no_cells_of_ours_keeps_numeric_columns():
+    from docgrad import stats
+
+    empty = stats.rho_frame({"cells": []})
+    df = published.beside_ours(empty, published.rho_by_lag(), "ours", "lag_tokens")
+    assert len(df) == 2 * 4 * 31 and df["lo"].dtype == float and df["rho"].dtype == float

@@ -74,4 +74,6 @@ def beside_ours(ours: pd.DataFrame, published_frame: pd.DataFrame, our_label: st
     for model, rev in models:
         keep |= (published_frame["model"] == model) & (published_frame["revision"] == rev)
     pub = published_frame[keep].assign(source=lambda d: d["model_label"] + " (published)")
-    return pd.concat([mine, pub[["source", "corpus", x, value]]], ignore_index=True)
+    out = pd.concat([mine, pub[["source", "corpus", x, value]]], ignore_index=True)
+    num = [c for c in (value, "lo", "hi") if c in out]
+    return out.astype({c: float for c in num} | {x: int})   # numeric even when ours is empty (JSON nulls)

@@ -29,7 +29,8 @@ def g1_errors(shard) -> tuple[np.ndarray, np.ndarray]:
     ex = np.asarray(shard.exact_ref_dot, dtype=float)
     if ex.size == 0:
         return np.zeros(0), np.zeros(0)
-    r = int(shard.meta.get("exact_ref_row", shard.args.get("exact_ref_row", 0)))
+    r = shard.meta.get("exact_ref_row")
+    r = 0 if r is None else int(r)                  # the probe's reference is the file's first row
     K = sum(np.asarray(shard.gram[g], dtype=float) for g in shard.gram)
     sq = sum(np.asarray(shard.sqnorm[g], dtype=float) for g in shard.sqnorm)
     others = np.arange(len(sq)) != r

@@ -186,3 +186,17 @@ def test_cli_writes_the_standard_path_and_refuses_to_overwrite(tmp_path, monkeyp
     argv[4] = "2:5"
     with pytest.raises(P.ProbeError, match=r"documents \[4\] are not in the corpus"):
         cli.main(argv)
+
+
+def test_measure_chunks_exact_and_sketched_agree_at_many_buckets():
+    model = tiny_model("llama", seed=1)
+    chunks = [t[:CHUNK] for _, t, _ in spans(4)]
+    res = P.measure_chunks(model, chunks, buckets=(4096, 8), seed=0, seed_style_coords=500)
+    # chunk 0 against itself: exact dot = squared norm
+    np.testing.assert_allclose(res["exact_ref_dot"][0], res["sqnorm"][0], rtol=1e-5)
+    f = P.chunk_fidelity(res, 4096)            # tiny model: ~12k params, 4096 buckets -> small errors
+    assert f["pairs"] == 3 and abs(f["mean_cosine_error"]) < 0.05
+    coarse = P.chunk_fidelity(res, 8, per_group=True)
+    fine = P.chunk_fidelity(res, 4096, per_group=True)
+    assert fine["rms_cosine_error"] < coarse["rms_cosine_error"]
+    assert res["seed_style_per_chunk_s"] > 0 and np.all(res["plain_fb_s"] > 0) and np.all(res["sketch_s"] > 0)

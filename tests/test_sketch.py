@@ -173,3 +173,26 @@ def test_gram_and_fidelity_statistics():
     off = exact + 0.1 * np.sqrt(sq[0] * sq)             # every cosine off by +0.1
     f = fidelity(exact, off, sq, sketched_diag=sq)
     assert f["mean_cosine_error"] == pytest.approx(0.1) and not f["passes"]
+
+
+def test_other_bucket_counts_share_signs_and_fold_signed_vectors():
+    big = CountSketch(PARAMS, 64, seed=1)
+    small = big.with_buckets(8)
+    assert all(small.params[n].signs is big.params[n].signs for n in big.params)
+    v = _vec(9)
+    signed = {k: x.clone() for k, x in v.items()}
+    a = big.sketch(signed, inplace=True)[0]
+    torch.testing.assert_close(big.fold(signed), a)
+    torch.testing.assert_close(small.fold(signed), _sk(CountSketch(PARAMS, 8, seed=1), v), rtol=1e-5, atol=1e-5)
+
+
+def test_seed_style_numpy_sketch_is_a_deterministic_unbiased_count_sketch():
+    from docgrad.sketch import seed_style_sketch
+
+    groups = {n: g for n, _, g in PARAMS}
+    v = {k: x.numpy() for k, x in _vec(10).items()}
+    a, b = seed_style_sketch(v, groups, 16, seed=3), seed_style_sketch(v, groups, 16, seed=3)
+    np.testing.assert_array_equal(a, b)                    # regenerated each call, to the same values
+    norms = [float((seed_style_sketch(v, groups, 16, seed=s) ** 2).sum()) for s in range(200)]
+    exact = float(sum((x.astype(float) ** 2).sum() for x in v.values()))
+    assert abs(np.mean(norms) - exact) < 4 * np.std(norms) / np.sqrt(200)

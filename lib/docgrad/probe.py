@@ -439,3 +439,105 @@ def cli_probe(args) -> int:
     except ImportError:
         pass
     return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# measurements on a few real chunks (benchmarks/probe_overhead.py and notebook 02)
+# --------------------------------------------------------------------------------------------------
+
+def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BUCKETS,), seed: int = 0,
+                   plain: bool = True, seed_style_coords: int = 0, progress: bool = False) -> dict:
+    """Speed and fidelity of the probe on real chunks, in one run. Chunk 0 is the reference.
+
+    For every chunk k (token id sequences of equal length):
+      * plain forward+backward, timed (if plain) — the baseline;
+      * the probe's step: forward+backward (timed) and the in-place sketch at buckets[0] with exact squared
+        norms (timed: this is all the probe adds per chunk besides storing the result);
+      * untimed extras: the already sign-multiplied gradient folded at the other bucket counts, and the exact
+        inner product with chunk 0's gradient per group.
+    With seed_style_coords > 0, the seed-style numpy sketch (hashes regenerated per chunk) is timed on the
+    first parameters up to that many coordinates of chunk 0's gradient, and extrapolated linearly to all.
+    Returns numpy arrays: loss (n), sqnorm (n x groups), exact_ref_dot (n x groups), and per bucket count
+    sketched_ref_dot / sketched_sqnorm (n x groups); timings in seconds.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    model.eval()
+    t0 = time.perf_counter()
+    main = CountSketch.from_model(model, buckets[0], seed, device)
+    others = {b: main.with_buckets(b) for b in buckets[1:]}
+    t_hash = time.perf_counter() - t0
+    n, G = len(chunks), len(GROUPS)
+    res = {"buckets": list(buckets), "loss": np.zeros(n), "sqnorm": np.zeros((n, G)), "exact_ref_dot": np.zeros((n, G)),
+           "sketched_ref_dot": {b: np.zeros((n, G)) for b in buckets},
+           "sketched_sqnorm": {b: np.zeros((n, G)) for b in buckets},
+           "plain_fb_s": np.full(n, np.nan), "probe_fb_s": np.zeros(n), "sketch_s": np.zeros(n),
+           "hash_build_s": t_hash, "threads": torch.get_num_threads(), "device": str(device),
+           "parameters": sum(p.numel for p in main.params.values()), "sign_table_bytes": main.memory_bytes}
+    ref_signed, ref_sk = None, {}
+    from tqdm.auto import tqdm
+
+    for k in tqdm(range(n), disable=not progress, desc="chunks"):
+        ids = torch.as_tensor(np.asarray(chunks[k]), dtype=torch.long, device=device)
+        if plain:
+            t0 = time.perf_counter()
+            forward_backward(model, ids)
+            _sync(device)
+            res["plain_fb_s"][k] = time.perf_counter() - t0
+            model.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        res["loss"][k] = forward_backward(model, ids)
+        _sync(device)
+        t1 = time.perf_counter()
+        res["probe_fb_s"][k] = t1 - t0
+        if k == 0 and seed_style_coords > 0:
+            from docgrad.sketch import seed_style_sketch
+
+            sub, total = {}, 0
+            for name, p in model.named_parameters():
+                if name in main.params and total < seed_style_coords:
+                    sub[name] = p.grad.detach().cpu().numpy().copy()
+                    total += p.numel()
+            ts = time.perf_counter()
+            seed_style_sketch(sub, {nm: GROUPS[main.params[nm].group] for nm in sub}, buckets[0], seed)
+            res["seed_style_subset_s"] = time.perf_counter() - ts
+            res["seed_style_subset_coords"] = total
+            res["seed_style_per_chunk_s"] = res["seed_style_subset_s"] * res["parameters"] / total
+            t1 = time.perf_counter()        # the seed-style timing is not part of the probe's step
+        s, sq, _, signed = main.sketch_model_grads(model, keep_signed=(k == 0))
+        _sync(device)
+        res["sketch_s"][k] = time.perf_counter() - t1
+        res["sqnorm"][k] = sq
+        grads = {nm: p.grad for nm, p in model.named_parameters() if nm in main.params and p.grad is not None}
+        sketches = {buckets[0]: s, **{b: sk.fold(grads) for b, sk in others.items()}}
+        if k == 0:
+            ref_signed, ref_sk = signed, sketches
+        for gi in range(G):
+            res["exact_ref_dot"][k, gi] = sum(float(torch.dot(ref_signed[nm].reshape(-1), grads[nm].reshape(-1)).double())
+                                              for nm in grads if main.params[nm].group == gi)
+        for b in buckets:
+            res["sketched_ref_dot"][b][k] = (ref_sk[b].double() * sketches[b].double()).sum(1).cpu().numpy()
+            res["sketched_sqnorm"][b][k] = (sketches[b].double() ** 2).sum(1).cpu().numpy()
+        model.zero_grad(set_to_none=True)
+    return res
+
+
+def chunk_fidelity(res: dict, b: int, per_group: bool = False) -> dict:
+    """G1 statistics (docgrad.sketch.fidelity) of a measure_chunks result at bucket count b, summed over groups;
+    per_group=True pools the cosine errors of each group separately (4 x more pairs, each group its own hash)."""
+    from docgrad.sketch import fidelity
+
+    if not per_group:
+        return fidelity(res["exact_ref_dot"].sum(1), res["sketched_ref_dot"][b].sum(1), res["sqnorm"].sum(1),
+                        sketched_diag=res["sketched_sqnorm"][b].sum(1))
+    errs = []
+    for gi in range(len(GROUPS)):
+        sq = res["sqnorm"][:, gi]
+        if sq.min() <= 0:
+            continue
+        f = (res["sketched_ref_dot"][b][1:, gi] - res["exact_ref_dot"][1:, gi]) / np.sqrt(sq[0] * sq[1:])
+        errs.append(f)
+    e = np.concatenate(errs)
+    return {"pairs": int(e.size), "mean_cosine_error": float(e.mean()), "sd_cosine_error": float(e.std(ddof=1)),
+            "rms_cosine_error": float(np.sqrt((e ** 2).mean()))}

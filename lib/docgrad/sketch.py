@@ -117,18 +117,20 @@ class CountSketch:
     """
 
     def __init__(self, params: Iterable[tuple[str, Sequence[int], str]], buckets: int = DEFAULT_BUCKETS,
-                 seed: int = 0, device="cpu"):
+                 seed: int = 0, device="cpu", signs_from: "CountSketch | None" = None):
         import torch
 
         if buckets < 1:
             raise ValueError(f"buckets must be >= 1, got {buckets}")
         self.buckets, self.seed, self.device = int(buckets), int(seed), torch.device(device)
         self.params: dict[str, _Param] = {}
+        self._shapes: dict[str, tuple] = {}
         B = self.buckets
         for name, shape, group in params:
             if group not in GROUPS:
                 raise ValueError(f"parameter {name}: group {group!r} is not one of {GROUPS}")
             shape = tuple(int(d) for d in shape)
+            self._shapes[name] = shape
             n = int(np.prod(shape, dtype=np.int64)) if shape else 1
             key = param_key(self.seed, name, shape)
             nb = (n + B - 1) // B
@@ -142,7 +144,10 @@ class CountSketch:
                 segments.append((a, a + first, o))
                 if b - a > first:
                     segments.append((a + first, b, 0))
-            signs = torch.from_numpy(signs_for(key, n)).to(self.device)
+            if signs_from is not None and signs_from.seed == self.seed and name in signs_from.params:
+                signs = signs_from.params[name].signs     # signs depend on (seed, name, shape), not on B
+            else:
+                signs = torch.from_numpy(signs_for(key, n)).to(self.device)
             self.params[name] = _Param(name, GROUPS.index(group), n, signs, segments, blocks)
         self.memory_bytes = 4 * sum(p.numel for p in self.params.values())
 
@@ -201,6 +206,23 @@ class CountSketch:
             ref_dot = float(torch.stack(ref_parts).double().sum()) if ref_parts else 0.0
         return out, sqnorm, ref_dot, signed
 
+    def with_buckets(self, buckets: int) -> "CountSketch":
+        """The same hash family with another bucket count, sharing this sketch's sign tables (no extra memory)."""
+        return CountSketch([(p.name, self._shapes[p.name], GROUPS[p.group]) for p in self.params.values()],
+                           buckets, self.seed, self.device, signs_from=self)
+
+    def fold(self, signed: Mapping[str, object]):
+        """Sketch vectors that are already multiplied by their signs (e.g. .grad after an in-place sketch)."""
+        import torch
+
+        out = torch.zeros(len(GROUPS), self.buckets, dtype=torch.float32, device=self.device)
+        for name, v in signed.items():
+            p = self.params[name]
+            g, acc = v.reshape(-1), out[p.group]
+            for a, b, d in p.segments:
+                acc[d:d + (b - a)].add_(g[a:b])
+        return out
+
     def sketch_model_grads(self, model, ref=None, keep_signed=False):
         """Sketch the .grad of every (deduplicated) parameter in place; see `sketch`."""
         grads = {n: p.grad for n, p in model.named_parameters() if n in self.params}
@@ -236,4 +258,23 @@ def fidelity(exact_ref_dot, sketched_ref_row, sqnorm, ref: int = 0, sketched_dia
         out["sd_norm_ratio"] = float(ratio.std(ddof=1)) if ratio.size > 1 else 0.0
     out["passes"] = bool(abs(out["mean_cosine_error"]) <= 0.003 and out["sd_cosine_error"] <= 0.03
                          and ("mean_norm_ratio" not in out or abs(out["mean_norm_ratio"] - 1) <= 0.03))
+    return out
+
+
+def seed_style_sketch(vectors: Mapping[str, np.ndarray], groups: Mapping[str, str], buckets: int = DEFAULT_BUCKETS,
+                      seed: int = 0) -> np.ndarray:
+    """The published probe's approach, re-implemented in numpy for the speed comparison (notebook 02).
+
+    For every chunk it regenerates each parameter's hash from a seeded numpy RNG — a bucket index and a sign per
+    coordinate, drawn afresh (same seed, so the same values) — and scatters with np.bincount. Same
+    estimator as CountSketch (a count sketch with independent uniform buckets), but the per-chunk regeneration
+    of 2 x N random numbers dominates its cost. Returns (len(GROUPS), buckets) float64.
+    """
+    out = np.zeros((len(GROUPS), buckets))
+    for name, v in vectors.items():
+        rng = np.random.default_rng([seed, param_key(0, name, np.shape(v)) & 0xFFFFFFFF])
+        x = np.asarray(v, dtype=np.float32).reshape(-1)
+        h = rng.integers(0, buckets, size=x.size)
+        s = rng.integers(0, 2, size=x.size, dtype=np.int8) * 2 - 1
+        out[GROUPS.index(groups[name])] += np.bincount(h, weights=x * s, minlength=buckets)
     return out

@@ -200,3 +200,23 @@ def test_measure_chunks_exact_and_sketched_agree_at_many_buckets():
     fine = P.chunk_fidelity(res, 4096, per_group=True)
     assert fine["rms_cosine_error"] < coarse["rms_cosine_error"]
     assert res["seed_style_per_chunk_s"] > 0 and np.all(res["plain_fb_s"] > 0) and np.all(res["sketch_s"] > 0)
+
+
+def test_bucket_sweep_speed_summary_and_sample_chunks():
+    model = tiny_model("llama", seed=1)
+    chunks = P.sample_chunks(spans(3), 5, CHUNK, documents=2)
+    assert len(chunks) == 5 and np.array_equal(chunks[3], spans(3)[1][1][:CHUNK])
+    res = P.measure_chunks(model, chunks, buckets=(256, 16, 64), seed=0)
+    rows = P.bucket_sweep(res)
+    assert [r["buckets"] for r in rows] == [16, 64, 256]
+    assert rows[0]["theory_sd"] == pytest.approx(4 * rows[2]["theory_sd"])   # sqrt(256 / 16)
+    sp = P.speed_summary(res)
+    assert sp["ratio_probe_over_plain"] > 0 and "seed_style_sketch_s" not in sp
+
+
+def test_storage_of_exact_gradients_vs_sketches():
+    from docgrad.sketch import storage_bytes
+
+    s = storage_bytes(2048, 134_515_008)
+    assert s["exact_gradients"] == 4 * 2048 * 134_515_008        # ~1.1 TB
+    assert s["sketches"] == 4 * 2048 * 4 * 2**17                  # ~4.3 GB

@@ -474,7 +474,8 @@ def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BU
            "sketched_sqnorm": {b: np.zeros((n, G)) for b in buckets},
            "plain_fb_s": np.full(n, np.nan), "probe_fb_s": np.zeros(n), "sketch_s": np.zeros(n),
            "hash_build_s": t_hash, "threads": torch.get_num_threads(), "device": str(device),
-           "parameters": sum(p.numel for p in main.params.values()), "sign_table_bytes": main.memory_bytes}
+           "parameters": sum(p.numel for p in main.params.values()), "sign_table_bytes": main.memory_bytes,
+           "loadavg_start": os.getloadavg()[0]}
     ref_signed, ref_sk = None, {}
     from tqdm.auto import tqdm
 
@@ -520,6 +521,7 @@ def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BU
             res["sketched_ref_dot"][b][k] = (ref_sk[b].double() * sketches[b].double()).sum(1).cpu().numpy()
             res["sketched_sqnorm"][b][k] = (sketches[b].double() ** 2).sum(1).cpu().numpy()
         model.zero_grad(set_to_none=True)
+    res["loadavg_end"] = os.getloadavg()[0]       # 1-minute load average: > cores means the timings were contended
     return res
 
 
@@ -541,3 +543,43 @@ def chunk_fidelity(res: dict, b: int, per_group: bool = False) -> dict:
     e = np.concatenate(errs)
     return {"pairs": int(e.size), "mean_cosine_error": float(e.mean()), "sd_cosine_error": float(e.std(ddof=1)),
             "rms_cosine_error": float(np.sqrt((e ** 2).mean()))}
+
+
+def sample_chunks(spans, n: int, chunk: int, documents: int = 2) -> list[np.ndarray]:
+    """n chunks of real text: the first ceil(n/documents) chunks of each of the first `documents` spans."""
+    spans = as_doc_spans(spans)[:documents]
+    per = -(-n // len(spans))
+    return [s.tokens[k * chunk:(k + 1) * chunk] for s in spans for k in range(per)][:n]
+
+
+def bucket_sweep(res: dict) -> list[dict]:
+    """Per bucket count: cosine errors of the reference chunk against the others, pooled over groups (each group
+    has its own hash), beside the theory sd sqrt((1 + cos^2) / B) averaged over the same pairs."""
+    rows = []
+    cos = []
+    for gi in range(len(GROUPS)):
+        sq = res["sqnorm"][:, gi]
+        if sq.min() > 0:
+            cos.append(res["exact_ref_dot"][1:, gi] / np.sqrt(sq[0] * sq[1:]))
+    cos = np.concatenate(cos)
+    for b in sorted(res["buckets"]):
+        f = chunk_fidelity(res, b, per_group=True)
+        rows.append({"buckets": b, **f, "theory_sd": float(np.sqrt(np.mean((1 + cos ** 2) / b))),
+                     "g1_total": chunk_fidelity(res, b)})
+    return rows
+
+
+def speed_summary(res: dict, skip: int = 1) -> dict:
+    """Median seconds per chunk (chunk 0 skipped: warm-up and the seed-style timing) and the probe's ratio."""
+    plain = float(np.nanmedian(res["plain_fb_s"][skip:]))
+    fb = float(np.median(res["probe_fb_s"][skip:]))
+    sk = float(np.median(res["sketch_s"][skip:]))
+    out = {"plain_forward_backward_s": plain, "probe_forward_backward_s": fb, "sketch_s": sk,
+           "probe_step_s": fb + sk, "ratio_probe_over_plain": (fb + sk) / plain,
+           "ratio_components": (plain + sk) / plain, "hash_build_s": res["hash_build_s"],
+           "loadavg_start": res.get("loadavg_start"), "loadavg_end": res.get("loadavg_end"), "threads": res.get("threads")}
+    if "seed_style_per_chunk_s" in res:
+        out["seed_style_sketch_s"] = res["seed_style_per_chunk_s"]
+        out["seed_style_measured_fraction"] = res["seed_style_subset_coords"] / res["parameters"]
+        out["seed_style_ratio"] = (plain + res["seed_style_per_chunk_s"]) / plain
+    return out

@@ -278,3 +278,10 @@ def seed_style_sketch(vectors: Mapping[str, np.ndarray], groups: Mapping[str, st
         s = rng.integers(0, 2, size=x.size, dtype=np.int8) * 2 - 1
         out[GROUPS.index(groups[name])] += np.bincount(h, weights=x * s, minlength=buckets)
     return out
+
+
+def storage_bytes(n_chunks: int, n_params: int, buckets: int = DEFAULT_BUCKETS, groups: int = len(GROUPS)) -> dict:
+    """Memory to hold n_chunks gradients exactly (float32) vs as count sketches (float32, `groups` x buckets each),
+    and the float64 Gram matrix either way."""
+    return {"exact_gradients": 4 * n_chunks * n_params, "sketches": 4 * n_chunks * groups * buckets,
+            "gram_per_group": 8 * n_chunks * n_chunks, "compression": n_params / (groups * buckets)}

@@ -1,0 +1,179 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Sketching per-chunk gradients
+#
+# The study needs the inner product of every pair of chunk gradients: 16 documents x 32 chunks per corpus, all
+# pairs, for every parameter group. Holding the gradients themselves is out of the question; this page shows
+# why, what we keep instead (a count sketch), why its inner products are right on average and how far off a
+# single one is, and then measures all of that live on the default model (SmolLM2-135M) over real chunks,
+# together with what it costs per chunk.
+#
+# Every number on this page comes from `docgrad.sketch` and `docgrad.probe` (tested in `tests/test_sketch.py`
+# and `tests/test_probe.py`) and is saved to `figures/02_sketching.json`. Re-execute with other settings, e.g.
+# `docgrad run 02 -p n_chunks 10 -p corpus "\"CODE\""`.
+
+# %% tags=["parameters"]
+model_name = "smollm2-135m"  # 'smollm2-135m' (offline default) or a pinned hub id
+revision = None  # hub revision (pinned in data/checkpoint_revisions.json); None for the default model
+corpus = "BOOKS"  # which corpus the real chunks come from
+n_chunks = 6  # chunks measured (half from each of the corpus's first two documents); chunk 0 is the reference
+chunk = 512  # tokens per chunk
+buckets = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]  # bucket counts per group (the largest is timed)
+seed = 0  # sketch hash seed
+seed_style_coords = 200_000_000  # coordinates the seed-style numpy sketch is timed on (more than all: the whole model)
+standard_chunks = 2048  # chunks of the standard study (4 corpora x 16 documents x 32 chunks), for the memory arithmetic
+
+# %%
+from docgrad.notebooks import setup, save_numbers, save_chart, versions
+
+ROOT = setup()
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import torch
+
+from docgrad import corpora, models, probe
+from docgrad.results import GROUPS
+from docgrad.sketch import SKETCH_NAME, storage_bytes
+
+# %% [markdown]
+# ## Why a sketch
+#
+# One chunk's gradient has one number per parameter. Keeping every chunk's gradient of the standard study, to
+# take all pairwise inner products afterwards, would need:
+
+# %%
+lm = models.load_model(model_name, revision)
+sizes = models.group_sizes(lm)
+n_params = sum(sizes.values())
+mem = storage_bytes(standard_chunks, n_params, max(buckets))
+pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks],
+              "exact gradients (GB, float32)": [mem["exact_gradients"] / 1e9],
+              "count sketches (GB, float32)": [mem["sketches"] / 1e9],
+              "compression": [mem["compression"]]})
+
+# %% [markdown]
+# Exact gradients would take about a terabyte; a count sketch of 2^17 buckets for each of the four parameter
+# groups (attention, MLP, embeddings incl. the tied output layer, other) takes a few gigabytes for the whole study
+# and about a gigabyte per 512-chunk cell, and the probe keeps the exact squared norm of every group beside it
+# (those replace the Gram diagonal in the analysis).
+#
+# ## The count sketch, and why it is unbiased
+#
+# Each coordinate i of a group gets a bucket h(i) in {0..B-1} and a sign s(i) = +-1, fixed once for the whole
+# run. The sketch of a gradient g is the vector of bucket sums (S g)_b = sum over i with h(i) = b of s(i) g_i. Then
+#
+# <S g, S u> = <g, u> + sum over i != j with h(i) = h(j) of s(i) s(j) g_i u_j.
+#
+# The signs are independent with mean 0, so each cross term has mean 0: the sketched inner product is unbiased.
+# Its variance is about (|g|^2 |u|^2 + <g, u>^2) / B, so the error of a sketched cosine is of order
+# sqrt((1 + cos^2) / B): 0.003 at B = 2^17, whatever the number of parameters.
+#
+# Our hash (`docgrad.sketch`, see its docstring) cuts each parameter into blocks of B coordinates and adds each
+# block into the buckets rotated by a random offset, with a random sign per coordinate. Any two coordinates meet
+# with probability at most 1/B, as with a fully random hash, so the same mean and variance hold; but sketching
+# is then a multiply and contiguous adds, with no scatter and no per-chunk random numbers. The published probe
+# regenerated a random bucket and sign for every coordinate for every chunk, which is where most of its time went.
+#
+# ## Measured on the default model
+
+# %%
+spans = corpora.load_spans(corpus)
+chunks = probe.sample_chunks(spans, n_chunks, chunk)
+res = probe.measure_chunks(lm, chunks, buckets=[max(buckets)] + [b for b in buckets if b != max(buckets)],
+                           seed=seed, plain=True, seed_style_coords=seed_style_coords)
+g1 = probe.chunk_fidelity(res, max(buckets))
+pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["mean_exact_cosine"],
+           "mean cosine error": g1["mean_cosine_error"], "sd cosine error": g1["sd_cosine_error"],
+           "max |cosine error|": g1["max_abs_cosine_error"], "mean sketched/exact norm": g1["mean_norm_ratio"],
+           "G1 passes": g1["passes"]}, name=f"B = {max(buckets)}").to_frame()
+
+# %% [markdown]
+# The G1 gate asks for |mean cosine error| <= 0.003, sd <= 0.03 and a sketched/exact norm ratio within 3%.
+# With only a few chunks this is a spot check; the standard run records the exact inner products of one
+# chunk with all 511 others (`--exact-ref`), and the analysis evaluates G1 on those.
+#
+# ### Error against bucket count
+#
+# Each group has its own hash, so the four groups give four independent errors per pair. The line is the theory
+# sd sqrt((1 + cos^2) / B) over the same pairs.
+
+# %%
+sweep = pd.DataFrame([{k: v for k, v in r.items() if k != "g1_total"} for r in probe.bucket_sweep(res)])
+long = pd.concat([sweep.assign(kind="measured rms error", value=sweep["rms_cosine_error"]),
+                  sweep.assign(kind="theory sd", value=sweep["theory_sd"])])
+chart = alt.Chart(long).mark_line(point=True).encode(
+    x=alt.X("buckets:Q", scale=alt.Scale(type="log", base=2), title="buckets per group B"),
+    y=alt.Y("value:Q", scale=alt.Scale(type="log"), title="cosine error"),
+    color=alt.Color("kind:N", title=None), tooltip=["buckets", "kind", alt.Tooltip("value:Q", format=".5f")],
+).properties(width=460, height=280, title="Sketched cosine error vs bucket count (per-group pairs)")
+save_chart(chart, "02_error_vs_buckets")
+
+# %%
+sweep[["buckets", "pairs", "mean_cosine_error", "sd_cosine_error", "rms_cosine_error", "theory_sd"]]
+
+# %% [markdown]
+# ### Per-group norms
+#
+# How the squared gradient norm splits over the groups (mean over the measured chunks); the embedding group
+# holds the tied input/output matrix.
+
+# %%
+sq = res["sqnorm"]
+norms = pd.DataFrame({"group": list(GROUPS), "parameters": [sizes[g] for g in GROUPS],
+                      "mean squared norm": sq.mean(0), "share of squared norm": sq.mean(0) / sq.sum(1).mean(),
+                      "sketched/exact at 2^17": (res["sketched_sqnorm"][max(buckets)] / sq).mean(0)})
+norms
+
+# %% [markdown]
+# ### Speed, from the same run
+#
+# Per chunk (median over chunks 1..n-1): plain forward+backward, the probe's forward+backward and its sketch,
+# and the seed-style numpy sketch (hashes regenerated per chunk), timed once on chunk 0's gradient.
+# The probe's per-document and per-run bookkeeping (saving state, the final Gram) is measured separately by
+# `benchmarks/probe_overhead.py`. These are wall-clock times on a shared machine: background load inflates both
+# forward+backward passes differently, so the table also gives (plain + sketch) / plain, which compares the same
+# forward+backward with and without the sketch.
+
+# %%
+speed = probe.speed_summary(res)
+speed_table = pd.DataFrame([
+    {"step": "plain forward+backward", "seconds per chunk": speed["plain_forward_backward_s"]},
+    {"step": "probe: forward+backward", "seconds per chunk": speed["probe_forward_backward_s"]},
+    {"step": f"probe: count sketch (B = {max(buckets)}) + exact norms", "seconds per chunk": speed["sketch_s"]},
+    {"step": "seed-style numpy sketch (hashes regenerated)", "seconds per chunk": speed.get("seed_style_sketch_s")},
+    {"step": "hash tables, once per run", "seconds per chunk": speed["hash_build_s"]},
+])
+speed_table["x plain forward+backward"] = speed_table["seconds per chunk"] / speed["plain_forward_backward_s"]
+print(f"probe step / plain forward+backward: {speed['ratio_probe_over_plain']:.3f}; "
+      f"(plain + sketch) / plain: {speed['ratio_components']:.3f}")
+speed_table
+
+# %%
+numbers = {
+    "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": SKETCH_NAME,
+    "threads": res["threads"], "parameters": n_params, "group_sizes": sizes, "storage": mem,
+    "g1": g1, "bucket_sweep": probe.bucket_sweep(res), "speed": speed,
+    "losses": res["loss"],
+    "group_sqnorm_share": dict(zip(GROUPS, (sq.mean(0) / sq.sum(1).mean()).tolist())),
+}
+save_numbers("02_sketching", numbers)
+print(f"G1 at 2^17: mean error {g1['mean_cosine_error']:+.5f}, sd {g1['sd_cosine_error']:.5f}, "
+      f"norm ratio {g1['mean_norm_ratio']:.4f}; probe/plain {speed['ratio_probe_over_plain']:.3f}; "
+      f"seed-style sketch {speed.get('seed_style_sketch_s', float('nan')):.1f} s vs ours {speed['sketch_s']:.3f} s")
+
+# %%
+versions()

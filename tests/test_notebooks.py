@@ -218,3 +218,17 @@ def test_altair_renderer_emits_valid_vegalite_mime_and_png():
     out = nbformat.v4.new_output("display_data", data=bundle)
     nbformat.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[out])]))
     json.dumps(bundle)
+
+
+def test_report_no_execute_rebuilds_html_only_and_refuses_stale_pairs(tiny, monkeypatch, capsys):
+    import argparse
+
+    import jupytext
+
+    monkeypatch.chdir(tiny.parent.parent)
+    args = argparse.Namespace(notebooks="notebooks", only=None, no_html=False, no_execute=True, out="report")
+    assert N.cli_report(args) == 1  # no executed twin yet: refused, nothing executed
+    assert "stale" in capsys.readouterr().err and not tiny.with_suffix(".ipynb").exists()
+    jupytext.write(jupytext.read(tiny), tiny.with_suffix(".ipynb"))
+    assert N.cli_report(args) == 0
+    assert (tiny.parent.parent / "report" / "01_tiny.html").exists()

@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="execute only the notebook(s) with this number prefix (repeatable); the HTML "
                    "report is rebuilt from every executed notebook")
     p.add_argument("--no-html", action="store_true", help="execute notebooks but do not build report/")
+    p.add_argument("--no-execute", action="store_true",
+                   help="do not execute anything: rebuild report/ from the executed notebooks already there")
     p.add_argument("--notebooks", default="notebooks", help="notebook directory (default: notebooks)")
     p.add_argument("--out", default="report", help="HTML report directory (default: report)")
     p.set_defaults(func=_report)

@@ -391,7 +391,12 @@ def cli_report(args) -> int:
         sources = find_notebooks(nb_dir, args.only)
         if not sources:
             raise NotebookError(f"no notebooks (NN_name.py) in {nb_dir}")
-        run_notebooks(sources, cwd=root)
+        if getattr(args, "no_execute", False):
+            stale = [d for src in sources for d in pair_differences(src)]
+            if stale:
+                raise NotebookError("cannot build the report from stale notebooks:\n  " + "\n  ".join(stale))
+        else:
+            run_notebooks(sources, cwd=root)
     except NotebookError as e:
         print(f"docgrad report: {e}", file=sys.stderr)
         return 1

@@ -232,3 +232,14 @@ def test_report_no_execute_rebuilds_html_only_and_refuses_stale_pairs(tiny, monk
     jupytext.write(jupytext.read(tiny), tiny.with_suffix(".ipynb"))
     assert N.cli_report(args) == 0
     assert (tiny.parent.parent / "report" / "01_tiny.html").exists()
+
+
+def test_math_becomes_mathml_outside_code_and_bad_tex_is_kept():
+    page = ('<p>$$\\rho(\\Delta) = \\frac{a}{b}$$ and $\\sigma^2$ cost $5</p>'
+            '<pre>$x$ stays</pre><code>$y$</code><p>$\\notamacro{$ and $a &lt; b$</p>')
+    out = R.math_to_mathml(page)
+    assert out.count('display="block"') == 1 and out.count('display="inline"') >= 2
+    assert "<mfrac>" in out and "&#x003C3;" in out  # \frac and sigma were converted
+    assert "<pre>$x$ stays</pre>" in out and "<code>$y$</code>" in out  # code is left alone
+    assert "cost $5" in out  # a lone dollar is not math
+    assert "&#x0003C;" in out  # HTML-escaped < inside math was unescaped before conversion

@@ -6,7 +6,9 @@ Each page is the executed notebook exported by nbconvert's `lab` template, with
     the Vega, Vega-Lite and vega-embed JavaScript inlined once per page (from vl_convert), so the charts
     are interactive with no network;
   * the code of cells tagged `hide-input` hidden (their output stays);
-  * no CDN scripts (require.js, MathJax, Mermaid are dropped), so the page makes no network request.
+  * no CDN scripts (require.js, MathJax, Mermaid are dropped), so the page makes no network request; the
+    TeX math of markdown ($...$, $$...$$) is converted to MathML at build time (latex2mathml), which the
+    browser renders natively.
 The index holds a short abstract and a table of contents with each notebook's title and first paragraph.
 """
 
@@ -94,6 +96,33 @@ Charts are interactive (Vega-Lite, JavaScript inlined; no network needed).</p>
 </body>
 </html>
 """
+
+
+_PROTECTED = re.compile(r"(<(pre|code|script|style)\b.*?</\2>)", re.S | re.I)
+_MATH = re.compile(r"(?<![\\$])\$\$(.+?)\$\$|(?<![\\$])\$(?!\s)([^$\n]+?)(?<!\s)\$(?!\d)", re.S)
+
+
+def math_to_mathml(page_html: str) -> str:
+    """Replace the TeX math that nbconvert leaves verbatim in rendered markdown ($$...$$ display, $...$ inline)
+    by MathML, outside <pre>, <code>, <script> and <style>. Math that does not parse is left as it was."""
+    from latex2mathml.converter import convert
+
+    def one(m: re.Match) -> str:
+        display = m.group(1) is not None
+        tex = html.unescape(m.group(1) if display else m.group(2))
+        try:
+            return convert(tex.strip(), display="block" if display else "inline")
+        except Exception:  # noqa: BLE001 - unknown macro etc.: keep the source text rather than fail the build
+            return m.group(0)
+
+    parts = _PROTECTED.split(page_html)
+    out, i = [], 0
+    while i < len(parts):
+        out.append(_MATH.sub(one, parts[i]))
+        if i + 1 < len(parts):
+            out.append(parts[i + 1])  # the protected element itself, unchanged
+        i += 3                        # split() also returns the inner tag-name group
+    return "".join(out)
 
 
 @dataclass
@@ -241,7 +270,7 @@ def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = 
                      "docgrad_vega_js": vega_js if n_charts else "",
                      "metadata": {"name": page.source.stem}}
         body, _ = exporter.from_notebook_node(nb, resources=resources)
-        _atomic_write_text(out_dir / page.html_name, body)
+        _atomic_write_text(out_dir / page.html_name, math_to_mathml(body))
 
     toc = "\n".join(f'<li><a href="{p.html_name}">{html.escape(p.title)}</a>'
                     f'<p>{html.escape(p.summary)}</p></li>' for p in pages)

@@ -82,7 +82,7 @@ cells[["corpus", "n_docs", "S_cross", "sigma2", "rho_long", "rho_long_lo", "rho_
 rho = stats.rho_frame(report)
 rho_all = rho[rho["group"] == "all"]
 pick = alt.selection_point(fields=["corpus"], bind="legend")
-color = alt.Color("corpus:N", sort=order, title="corpus")
+color = alt.Color("corpus:N", sort=order, title="corpus", scale=alt.Scale(domain=order))
 x = alt.X("lag_tokens:Q", title="distance Δ between chunks (tokens)", scale=alt.Scale(domainMin=0))
 tip = [alt.Tooltip("corpus:N"), alt.Tooltip("lag_tokens:Q", title="lag (tokens)"),
        alt.Tooltip("rho:Q", format=".4f", title="ρ"), alt.Tooltip("lo:Q", format=".4f", title="95% lo"),

@@ -79,7 +79,7 @@ R_all = R[R["group"] == "all"]
 both = published.beside_ours(R_all, published.R_by_window(), label, "W_tokens")
 both = both[both["corpus"].isin(order)]
 pick = alt.selection_point(fields=["corpus"], bind="legend")
-color = alt.Color("corpus:N", sort=order)
+color = alt.Color("corpus:N", sort=order, scale=alt.Scale(domain=order))
 xW = alt.X("W_tokens:Q", title="window W (tokens)", scale=alt.Scale(type="log", base=2),
            axis=alt.Axis(values=[512, 1024, 2048, 4096, 8192, 16384]))
 tip = ["source:N", "corpus:N", "W_tokens:Q", alt.Tooltip("R:Q", format=".3f"),

@@ -91,7 +91,7 @@ pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks]
 # ## Measured on the default model
 
 # %%
-spans = corpora.load_spans(corpus)
+spans = corpora.ensure_spans(corpus)  # builds the cache from its packages if missing
 chunks = probe.sample_chunks(spans, n_chunks, chunk)
 res = probe.measure_chunks(lm, chunks, buckets=[max(buckets)] + [b for b in buckets if b != max(buckets)],
                            seed=seed, plain=True, seed_style_coords=seed_style_coords)

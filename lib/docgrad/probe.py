@@ -419,7 +419,7 @@ def cli_probe(args) -> int:
     device = _init_distributed(resolve_device(args.device))
     from docgrad import corpora
 
-    spans = select_spans(corpora.load_spans(corpus, args.manifest, getattr(args, "cache", corpora.DEFAULT_CACHE)), docs)
+    spans = select_spans(corpora.ensure_spans(corpus, args.manifest, getattr(args, "cache", corpora.DEFAULT_CACHE)), docs)
     t0 = time.perf_counter()
     model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
     load_s = time.perf_counter() - t0

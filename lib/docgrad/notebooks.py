@@ -31,6 +31,17 @@ def project_root(start: Path | None = None) -> Path:
     raise FileNotFoundError(f"no docgrad project root (pyproject.toml + notebooks/) above {here}")
 
 
+def quiet_model_loading() -> None:
+    """Switch off transformers' and huggingface_hub's logging progress bars in the pages (noise there).
+    transformers' GGUF de-quantisation bar is a plain tqdm and still shows on stderr."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+
+
 def setup() -> Path:
     """chdir to the project root, enable the report's Altair renderer, and return the root.
 
@@ -44,6 +55,7 @@ def setup() -> Path:
     os.chdir(root)
     (root / "figures").mkdir(exist_ok=True)
     enable_altair_renderer()
+    quiet_model_loading()
     # transformers imports tqdm.auto, which warns in a kernel without ipywidgets; progress bars are not used here
     warnings.filterwarnings("ignore", message="IProgress not found")
     return root

@@ -131,3 +131,14 @@ def test_cli_reports_bad_input_and_writes_nothing(tmp_path, capsys):
     assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", "0"]) == 1
     assert f.name in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_report_json_turns_numpy_nan_into_null():
+    import json
+
+    import numpy as np
+
+    from docgrad.results import to_jsonable
+
+    out = to_jsonable({"a": np.float64("nan"), 1: np.arange(2), "b": np.bool_(True), "c": float("nan")})
+    assert json.loads(json.dumps(out, allow_nan=False)) == {"a": None, "1": [0, 1], "b": True, "c": None}

@@ -92,32 +92,12 @@ def enable_altair_renderer() -> None:
     alt.renderers.enable("docgrad")
 
 
-def _jsonable(x):
-    import numpy as np
-
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.bool_,)):
-        return bool(x)
-    if isinstance(x, float) and x != x:
-        return None  # NaN -> null, so the file stays valid JSON
-    return x
-
-
 def save_numbers(notebook: str, numbers: dict, figures_dir: str | Path = "figures") -> Path:
     """Write the numbers a page states to figures/<notebook>.json (keys named after the quantities)."""
-    from docgrad.results import atomic_write_json
+    from docgrad.results import atomic_write_json, to_jsonable
 
     path = Path(figures_dir) / f"{notebook}.json"
-    atomic_write_json(path, _jsonable(numbers))
+    atomic_write_json(path, to_jsonable(numbers))
     return path
 
 

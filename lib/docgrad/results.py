@@ -76,6 +76,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def to_jsonable(x):
+    """numpy scalars/arrays -> Python numbers/lists, dict keys -> str, NaN -> null (so the file stays valid JSON)."""
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return to_jsonable(x.tolist())
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return None if x != x else float(x)
+    return x
+
+
 def atomic_write_json(path: Path, obj) -> None:
     atomic_write_bytes(Path(path), (json.dumps(obj, indent=1, sort_keys=False) + "\n").encode())
 

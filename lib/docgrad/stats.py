@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from docgrad import bootstrap as bs
-from docgrad.results import GROUPS, ResultFileError, Shard, atomic_write_json, find_results, load_result, parse_stem
+from docgrad.results import GROUPS, ResultFileError, Shard, atomic_write_json, find_results, to_jsonable, load_result, parse_stem
 
 SPAN_TOKENS = 16384          # W of the headline R(16K)
 CONTROL = "WEB"
@@ -472,9 +472,7 @@ def cli_analyze(args) -> int:
     except (ResultFileError, FileNotFoundError) as e:
         print(f"docgrad analyze: {e}", file=sys.stderr)
         return 1
-    from docgrad.notebooks import _jsonable
-
-    atomic_write_json(Path(args.out), _jsonable(report))
+    atomic_write_json(Path(args.out), to_jsonable(report))
     print(summary_table(report))
     print(f"wrote {args.out} ({len(report['cells'])} cells, {report['resamples']} resamples, "
           f"{report['seconds']['total']:.1f} s)")

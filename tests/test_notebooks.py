@@ -139,6 +139,15 @@ def test_every_notebook_pair_is_in_sync(source):
     assert N.pair_differences(source) == []
 
 
+@pytest.mark.parametrize("executed", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name)
+def test_executed_pages_carry_no_progress_bars_or_tqdm_warnings(executed):
+    nb = nbformat.read(executed, as_version=4)
+    noise = [(i, o["text"][:80]) for i, cell in enumerate(nb.cells) for o in cell.get("outputs", [])
+             if o.get("output_type") == "stream" and o.get("name") == "stderr"
+             and ("%|" in o["text"] or "it/s" in o["text"] or "TqdmWarning" in o["text"])]
+    assert noise == []
+
+
 # --- execution -----------------------------------------------------------------------------------------
 
 def test_execution_prints_one_line_per_notebook_and_failure_names_the_cell(tiny):
@@ -243,3 +252,15 @@ def test_math_becomes_mathml_outside_code_and_bad_tex_is_kept():
     assert "<pre>$x$ stays</pre>" in out and "<code>$y$</code>" in out  # code is left alone
     assert "cost $5" in out  # a lone dollar is not math
     assert "&#x0003C;" in out  # HTML-escaped < inside math was unescaped before conversion
+
+
+def test_readme_headline_numbers_match_the_executed_design_effect_page():
+    """The README quotes R(16K) per corpus; it must be what notebook 04 computed from the committed results."""
+    import re
+
+    numbers = json.loads((ROOT / "figures" / "04_design_effect.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    quoted = {m["corpus"]: (m["r"], m["lo"], m["hi"]) for m in re.finditer(
+        r"(?P<r>\d+\.\d\d) \[(?P<lo>\d+\.\d\d), (?P<hi>\d+\.\d\d)\] for (?:the )?(?P<corpus>[A-Z]+)", readme)}
+    computed = {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in numbers["cells"]}
+    assert quoted == computed

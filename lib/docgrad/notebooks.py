@@ -32,9 +32,15 @@ def project_root(start: Path | None = None) -> Path:
 
 
 def quiet_model_loading() -> None:
-    """Switch off transformers' and huggingface_hub's logging progress bars in the pages (noise there).
-    transformers' GGUF de-quantisation bar is a plain tqdm and still shows on stderr."""
+    """Switch off progress bars in the pages, where they are stderr noise: transformers' and huggingface_hub's
+    logging bars, and every plain tqdm bar (transformers' GGUF de-quantisation) through TQDM_DISABLE, which
+    tqdm reads when it is first imported. `docgrad run`/`report` print their own progress per notebook."""
+    import warnings
+
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    # tqdm.auto warns on import in a kernel without ipywidgets; no widget bars are used here
+    warnings.filterwarnings("ignore", message="IProgress not found")
     try:
         from transformers.utils import logging as hf_logging
     except ImportError:
@@ -49,15 +55,11 @@ def setup() -> Path:
     holding the Vega-Lite spec (JupyterLab draws it interactively; the HTML report embeds it with the
     Vega JavaScript inlined, so it works offline) plus a PNG fallback (GitHub, VS Code, plain viewers).
     """
-    import warnings
-
     root = project_root()
     os.chdir(root)
     (root / "figures").mkdir(exist_ok=True)
     enable_altair_renderer()
     quiet_model_loading()
-    # transformers imports tqdm.auto, which warns in a kernel without ipywidgets; progress bars are not used here
-    warnings.filterwarnings("ignore", message="IProgress not found")
     return root
 
 

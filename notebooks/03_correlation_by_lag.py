@@ -157,9 +157,10 @@ except Exception as e:  # no manifest here (e.g. someone else's result files): s
 pick4 = alt.selection_point(fields=["corpus"], bind="legend")
 strip = alt.Chart(per_doc).mark_circle(size=60).encode(
     x=alt.X("corpus:N", sort=order, title=None), y=alt.Y("rho_long:Q", title="per-document ρ_long"),
-    xOffset=alt.XOffset("jitter:Q"), color=color, opacity=alt.condition(pick4, alt.value(0.9), alt.value(0.1)),
+    xOffset=alt.XOffset("doc:N", title="document"), color=color,
+    opacity=alt.condition(pick4, alt.value(0.9), alt.value(0.1)),
     tooltip=["corpus:N", "doc:Q", "title:N", alt.Tooltip("rho_long:Q", format=".4f")],
-).transform_calculate(jitter="random()").add_params(pick4).properties(width=420, height=280)
+).add_params(pick4).properties(width=420, height=280)
 display(save_chart(strip, "03_rho_long_per_document", figures_dir))
 top = per_doc.sort_values("rho_long", ascending=False).groupby("corpus", sort=False).head(3)
 top[["corpus", "doc", "title", "rho_long"]]

@@ -167,6 +167,7 @@ def test_execution_prints_one_line_per_notebook_and_failure_names_the_cell(tiny)
     assert (tiny.parent / "02_bad.failed.ipynb").exists()
     executed = nbformat.read(str(tiny.with_suffix(".ipynb")), as_version=4)
     assert "total 10.0" in executed.cells[2].outputs[0]["text"]
+    assert [c.id for c in executed.cells] == ["cell-000", "cell-001", "cell-002"]  # same ids on every run
 
 
 # --- HTML report ---------------------------------------------------------------------------------------

@@ -326,6 +326,8 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
     cwd = Path(cwd) if cwd else project_root(source.parent)
     params = validate_parameters(source, parameters or {})
     nb = jupytext.read(source)
+    for i, cell in enumerate(nb.cells):  # jupytext draws random cell ids; fixed ones keep re-executions diffable
+        cell.id = f"cell-{i:03d}"
     output.parent.mkdir(parents=True, exist_ok=True)
     failed = output.with_name(output.stem + ".failed.ipynb")
     with tempfile.TemporaryDirectory(prefix="docgrad-nb-") as tmp:

@@ -12,11 +12,15 @@
 # ---
 
 # %% [markdown]
-# # 03 · Correlation by lag
+# # How far apart do a document's gradients stay correlated?
 #
 # Two 512-token chunks of the same document: how similar are their gradients, as a function of the distance
-# between them? This notebook reads the Gram files written by the probe (`docgrad probe`), pools the shards
-# of each cell, and shows the same-document gradient-noise correlation
+# between them? This page reads the Gram matrices the probe measured on SmolLM2-135M for books, code, papers
+# and a packed-web control, and shows the correlation of the gradient noise of two chunks of one document from
+# 512 to 15,872 tokens apart, beside the published Pythia and OLMo curves, per parameter group and per document.
+#
+# The probe (`docgrad probe`) writes one Gram file per cell; this page pools the shards of each cell and
+# computes the same-document gradient-noise correlation
 #
 # $$\rho(\Delta) = \frac{\overline{K}_{\text{same doc, lag }\Delta} - S_\text{cross}}{\sigma^2},\qquad
 # S_\text{cross} = \overline{K}_{\text{different docs}} \approx |G|^2,\quad \sigma^2 = \overline{K_{ii}} - S_\text{cross},$$

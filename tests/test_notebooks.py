@@ -193,11 +193,12 @@ def test_report_has_index_pages_navigation_and_inlined_vega(tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
     _executed(nbdir / "01_first.ipynb", "First page")
-    _executed(nbdir / "02_second.ipynb", "Second page", chart=False)
+    _executed(nbdir / "02_second.ipynb", "Second page with $m$ chunks", chart=False)
     (nbdir / "03_unexecuted.py").write_text(HEADER)
     index = R.build_report(nbdir, tmp_path / "report")
     text = index.read_text()
     assert "Abstract" in text and "First page" in text and "Summary of First page." in text
+    assert "$m$" not in text and "<math" in text  # TeX in a title or summary becomes MathML on the index too
     assert text.index("01_first.html") < text.index("02_second.html")
     assert "03_unexecuted" not in text
     first = (tmp_path / "report" / "01_first.html").read_text()

@@ -276,5 +276,6 @@ def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = 
                     f'<p>{html.escape(p.summary)}</p></li>' for p in pages)
     index = out_dir / "index.html"
     abstract = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(ABSTRACT))
-    _atomic_write_text(index, _INDEX_TEMPLATE.format(title=html.escape(title), abstract=abstract, toc=toc))
+    _atomic_write_text(index, math_to_mathml(_INDEX_TEMPLATE.format(title=html.escape(title), abstract=abstract,
+                                                                     toc=toc)))
     return index

@@ -133,10 +133,11 @@ bs = cf.melt(id_vars=["corpus"], value_vars=["B_simple_shuf_tokens", "B_simple_c
 bs["batching"] = bs["batching"].map({"B_simple_shuf_tokens": "shuffled 512-token chunks",
                                      "B_simple_contig_16K_tokens": "contiguous 16K blocks"})
 bs = bs[bs["tokens"] > 0]
+batching = ["shuffled 512-token chunks", "contiguous 16K blocks"]
 chart_B = alt.Chart(bs).mark_bar().encode(
-    x=alt.X("corpus:N", sort=order, title=None), xOffset="batching:N",
-    y=alt.Y("tokens:Q", scale=alt.Scale(type="log"), title="B_simple (tokens)"),
-    color=alt.Color("batching:N", title=None),
+    x=alt.X("corpus:N", sort=order, title=None), xOffset=alt.XOffset("batching:N", sort=batching),
+    y=alt.Y("tokens:Q", stack=None, title="B_simple (tokens)"),
+    color=alt.Color("batching:N", sort=batching, title=None),
     tooltip=["corpus:N", "batching:N", alt.Tooltip("tokens:Q", format=",.0f")],
 ).properties(width=380, height=260)
 if len(bs):

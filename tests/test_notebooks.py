@@ -266,3 +266,15 @@ def test_readme_headline_numbers_match_the_executed_design_effect_page():
         r"(?P<r>\d+\.\d\d) \[(?P<lo>\d+\.\d\d), (?P<hi>\d+\.\d\d)\] for (?:the )?(?P<corpus>[A-Z]+)", readme)}
     computed = {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in numbers["cells"]}
     assert quoted == computed
+
+
+@pytest.mark.parametrize("figure", sorted((ROOT / "figures").glob("*.png")), ids=lambda p: p.name)
+def test_committed_figures_draw_marks_not_just_axes_and_legend(figure):
+    """An invalid encoding (e.g. stacked bars on a log scale) renders an empty frame with its legend: the
+    coloured pixels are then only the legend swatches (~0.1% of the image; real charts here have >= 1%)."""
+    import numpy as np
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(figure).convert("RGB")).astype(int)
+    coloured = (rgb.max(axis=-1) - rgb.min(axis=-1) > 40).mean()
+    assert coloured > 0.005, f"{figure.name}: only {coloured:.2%} of pixels coloured - are the marks drawn?"

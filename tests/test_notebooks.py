@@ -168,6 +168,8 @@ def test_execution_prints_one_line_per_notebook_and_failure_names_the_cell(tiny)
     executed = nbformat.read(str(tiny.with_suffix(".ipynb")), as_version=4)
     assert "total 10.0" in executed.cells[2].outputs[0]["text"]
     assert [c.id for c in executed.cells] == ["cell-000", "cell-001", "cell-002"]  # same ids on every run
+    assert executed.metadata.papermill.input_path == "notebooks/01_tiny.py"  # not papermill's temporary file
+    assert executed.metadata.papermill.output_path == "notebooks/01_tiny.ipynb"
 
 
 # --- HTML report ---------------------------------------------------------------------------------------

@@ -346,10 +346,26 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
             where = _cell_label(nb, e.source or "", e.cell_index)
             raise NotebookError(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
                                 f"  the partial run is in {failed}; {output} was left unchanged") from None
+        _record_paths(out_ipynb, source, output, cwd)
         os.replace(out_ipynb, output)
     if failed.exists():
         failed.unlink()
     return output
+
+
+def _record_paths(executed: Path, source: Path, output: Path, cwd: Path) -> None:
+    """Papermill records the temporary files it ran; record the source and output instead (relative to the
+    project when inside it), so re-executions do not differ by a random temporary directory."""
+    import nbformat
+
+    def shown(p: Path) -> str:
+        p = p.resolve()
+        return str(p.relative_to(cwd.resolve())) if p.is_relative_to(cwd.resolve()) else str(p)
+
+    nb = nbformat.read(str(executed), as_version=4)
+    pm_meta = nb.metadata.setdefault("papermill", {})
+    pm_meta["input_path"], pm_meta["output_path"] = shown(source), shown(output)
+    nbformat.write(nb, str(executed))
 
 
 def _read_ipynb(path: Path):

@@ -100,6 +100,20 @@ def _check_int_list(name: str, values, allow_empty: bool = False) -> list[int]:
     return out
 
 
+def _one_per_document(name: str, values, n_docs: int) -> list[int]:
+    """`values` as integers, checked to hold exactly one entry for each of the n_docs documents."""
+    values = _check_int_list(name, values)
+    if len(values) != n_docs:
+        raise ReductionError(f"{name} must have one entry per document: got {len(values)} for {n_docs} documents")
+    return values
+
+
+def _reject_negative(name: str, values: list[int], what: str) -> None:
+    for i, v in enumerate(values):
+        if v < 0:
+            raise ReductionError(f"{name}[{i}] = {v}: {what} cannot be negative")
+
+
 def make_batch(lengths, labels, padding=None, pad_label: int = 0) -> Batch:
     """A batch of documents: document i has `lengths[i]` valid positions, all labelled `labels[i]`,
     followed by `padding[i]` padding positions (mask 0, target `pad_label`).
@@ -108,26 +122,16 @@ def make_batch(lengths, labels, padding=None, pad_label: int = 0) -> Batch:
     Errors: negative lengths or padding, labels outside {0, 1}, lists of different lengths.
     """
     lengths = _check_int_list("lengths", lengths)
-    labels = _check_int_list("labels", labels)
-    if len(labels) != len(lengths):
-        raise ReductionError(f"lengths and labels must have one entry per document: "
-                             f"got {len(lengths)} lengths and {len(labels)} labels")
-    for i, n in enumerate(lengths):
-        if n < 0:
-            raise ReductionError(f"lengths[{i}] = {n}: a document cannot have a negative number of positions")
+    labels = _one_per_document("labels", labels, len(lengths))
+    _reject_negative("lengths", lengths, "a document's number of positions")
     for i, y in enumerate(labels):
         if y not in (0, 1):
             raise ReductionError(f"labels[{i}] = {y}: labels must be 0 or 1 in this binary model")
     if padding is None:
         longest = max(lengths)
         padding = [longest - n for n in lengths]
-    padding = _check_int_list("padding", padding)
-    if len(padding) != len(lengths):
-        raise ReductionError(f"padding must have one entry per document: got {len(padding)} for "
-                             f"{len(lengths)} documents")
-    for i, k in enumerate(padding):
-        if k < 0:
-            raise ReductionError(f"padding[{i}] = {k}: padding counts cannot be negative")
+    padding = _one_per_document("padding", padding, len(lengths))
+    _reject_negative("padding", padding, "a padding count")
     if pad_label not in (0, 1):
         raise ReductionError(f"pad_label must be 0 or 1, got {pad_label!r}")
     targets, mask = [], []
@@ -416,10 +420,8 @@ def make_documents(lengths, prompt_lengths=None, vocab_size: int = 256, seed: in
     import torch
 
     lengths = _check_int_list("lengths", lengths)
-    prompt_lengths = [0] * len(lengths) if prompt_lengths is None else _check_int_list("prompt_lengths",
-                                                                                      prompt_lengths)
-    if len(prompt_lengths) != len(lengths):
-        raise ReductionError("prompt_lengths must have one entry per document")
+    prompt_lengths = ([0] * len(lengths) if prompt_lengths is None
+                      else _one_per_document("prompt_lengths", prompt_lengths, len(lengths)))
     g = torch.Generator().manual_seed(seed)
     docs = []
     for i, (n, k) in enumerate(zip(lengths, prompt_lengths)):

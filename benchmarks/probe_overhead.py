@@ -14,7 +14,6 @@ standard-library sources.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -36,10 +35,12 @@ def real_chunks(n: int, chunk: int, corpus: str) -> tuple[list[np.ndarray], str]
     try:
         from docgrad import corpora
 
+        from docgrad.probe import sample_chunks
+
         spans = corpora.load_spans(corpus)
         half = (n + 1) // 2
-        out = [s.tokens[k * chunk:(k + 1) * chunk] for s in spans[:2] for k in range(half)][:n]
-        return out, f"{corpus} documents {spans[0].doc} and {spans[1].doc}, chunks 0..{half - 1} of each"
+        return (sample_chunks(spans, n, chunk),
+                f"{corpus} documents {spans[0].doc} and {spans[1].doc}, chunks 0..{half - 1} of each")
     except Exception as e:  # noqa: BLE001 - fall back to any real text available offline
         print(f"corpus {corpus} unavailable ({e}); using CPython stdlib sources", file=sys.stderr)
         import sysconfig
@@ -67,7 +68,8 @@ def main(argv=None) -> int:
     import torch
 
     from docgrad import models
-    from docgrad.probe import chunk_fidelity, measure_chunks
+    from docgrad.probe import chunk_fidelity, measure_chunks, speed_summary
+    from docgrad.results import atomic_write_json, atomic_write_npz, to_jsonable
 
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -89,7 +91,7 @@ def main(argv=None) -> int:
     state = np.random.default_rng(0).standard_normal((m, 4, a.buckets), dtype=np.float32)
     with tempfile.TemporaryDirectory() as tmp:
         ts = time.perf_counter()
-        np.savez(Path(tmp) / "doc.npz", sketch=state)
+        atomic_write_npz(Path(tmp) / "doc.npz", {"sketch": state})   # as the probe saves a document
         t_save = time.perf_counter() - ts
     del state
     x = np.random.default_rng(1).standard_normal((a.run_chunks, a.buckets), dtype=np.float32)
@@ -100,9 +102,8 @@ def main(argv=None) -> int:
     del x, xd
 
     skip = 1                                           # chunk 0 warms caches/allocator for both paths
-    plain = float(np.median(res["plain_fb_s"][skip:]))
-    fb = float(np.median(res["probe_fb_s"][skip:]))
-    sk = float(np.median(res["sketch_s"][skip:]))
+    speed = speed_summary(res, skip=skip)
+    plain, fb, sk = speed["plain_forward_backward_s"], speed["probe_forward_backward_s"], speed["sketch_s"]
     book = t_save / m + t_gram / a.run_chunks
     probe = fb + sk + book
     g1 = chunk_fidelity(res, a.buckets)
@@ -138,9 +139,7 @@ def main(argv=None) -> int:
           f"sd {g1_groups['sd_cosine_error']:.5f}")
     print(f"losses: {np.round(res['loss'], 3).tolist()}")
     if a.json:
-        from docgrad.notebooks import _jsonable
-
-        Path(a.json).write_text(json.dumps(_jsonable(out), indent=1) + "\n")
+        atomic_write_json(Path(a.json), to_jsonable(out))
     return 0
 
 

@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from docgrad.results import GROUPS, atomic_write_json, result_stem, write_result
+from docgrad.results import GROUPS, atomic_write_json, atomic_write_npz, result_stem, write_result
 from docgrad.sketch import DEFAULT_BUCKETS, SKETCH_NAME, CountSketch
 
 PARTIAL_FORMAT = "docgrad-probe-partial/1"
@@ -151,13 +151,7 @@ def _doc_file(pdir: Path, doc: int) -> Path:
 
 
 def _save_doc(path: Path, state: dict) -> None:
-    import io
-
-    from docgrad.results import atomic_write_bytes
-
-    buf = io.BytesIO()
-    np.savez(buf, **state)
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_npz(path, state)
 
 
 def _load_doc(path: Path, span: DocSpan, n_chunks: int) -> dict:

@@ -114,12 +114,17 @@ def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact
         arrays[f"gram_{g}"] = np.asarray(gram[g], dtype=np.float64)
         arrays[f"sqnorm_{g}"] = np.asarray(sqnorm[g], dtype=np.float64)
     _validate_arrays(npz_path, arrays)
+    atomic_write_npz(npz_path, arrays, compressed=True)
+    atomic_write_json(json_path, meta)
+
+
+def atomic_write_npz(path: Path, arrays: dict, compressed: bool = False) -> None:
+    """np.savez(_compressed) of `arrays`, written atomically (built in memory, then atomic_write_bytes)."""
     import io
 
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    atomic_write_bytes(npz_path, buf.getvalue())
-    atomic_write_json(json_path, meta)
+    (np.savez_compressed if compressed else np.savez)(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _validate_arrays(path: Path, z: dict) -> None:

@@ -59,6 +59,29 @@ def test_fineweb_loader_packs_short_documents_with_the_separator(fake_hub, tmp_p
     assert len(loaded) == 16 and np.array_equal(loaded[0].tokens, spans[0])
 
 
+def test_hub_corpus_joins_a_manifest_only_for_the_same_tokenizer_and_offline_builds_keep_it(fake_hub, tmp_path):
+    tmp, _ = fake_hub
+    write_parquet(tmp / "sample_10BT_000_00000.parquet", text=[text_of(500 + i % 13, f"w{i}") for i in range(700)],
+                  id=[f"id{i}" for i in range(700)])
+    manifest = tmp_path / "m.json"
+    offline = {"documents": [], "tokens": {}, "rejected": []}
+    spans = np.zeros((16, corpora.SPAN_TOKENS), dtype=np.int32)
+    corpora.store(corpora.open_manifest_for(manifest, TOK), manifest, tmp_path / "c", {"WEB": (offline, spans)})
+    hub_corpora.build_hub_corpus("FINEWEB", tok=TOK, revision="abc123", allow_unpinned=True,
+                                 manifest_path=manifest, spans_cache=tmp_path / "c")
+    # an offline corpus stored later comes first and keeps the hub corpus after it
+    corpora.store(corpora.open_manifest_for(manifest, TOK), manifest, tmp_path / "c", {"BOOKS": (offline, spans)})
+    assert list(json.loads(manifest.read_text())["corpora"]) == ["BOOKS", "WEB", "FINEWEB"]
+
+    class OtherTokenizer(type(TOK)):
+        identity = {**TOK.identity, "gguf_sha256": "other"}
+
+    with pytest.raises(corpora.CorpusError, match="recorded for tokenizer"):
+        hub_corpora.build_hub_corpus("FINEWEB", tok=OtherTokenizer(), revision="abc123", allow_unpinned=True,
+                                     manifest_path=manifest, spans_cache=tmp_path / "c")
+    assert json.loads(manifest.read_text())["tokenizer"]["gguf_sha256"] == "fake"   # not relabelled
+
+
 def test_unpinned_revision_is_refused():
     with pytest.raises(SourceError, match="not pinned"):
         hub_corpora.resolve_dataset("PG19", revision="main")

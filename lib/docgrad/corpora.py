@@ -265,10 +265,13 @@ def build_corpus(corpus: str, tok, cache: Path, seed: int = DEFAULT_SEED, previo
         entry["packing"] = {"separator": tok.identity["separator"], **stats}
     else:
         raise CorpusError(f"unknown corpus {corpus!r}; expected one of {', '.join(CORPORA)}")
-    entry["tokens"] = _summary([d["tokens"] for d in docs])
-    entry["documents"] = docs
-    entry["rejected"] = rejected
-    return entry, spans
+    return finish_entry(entry, docs, rejected), spans
+
+
+def finish_entry(entry: dict, docs: list[dict], rejected: list) -> dict:
+    """Add the token summary, the documents and the rejected candidates to a manifest entry."""
+    entry.update({"tokens": _summary([d["tokens"] for d in docs]), "documents": docs, "rejected": rejected})
+    return entry
 
 
 def spans_path(cache: Path, corpus: str) -> Path:
@@ -325,24 +328,13 @@ def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFA
     A corpus already in the manifest must come out identical (same documents, text and span hashes);
     otherwise nothing is written and a CorpusError lists the differences, unless force=True.
     """
-    from docgrad.results import atomic_write_json
-
     corpora = [c.upper() for c in (corpora or CORPORA)]
     for c in corpora:
         if c not in CORPORA:
             raise CorpusError(f"unknown corpus {c!r}; expected one of {', '.join(CORPORA)}")
     manifest_path, cache_dir = Path(manifest_path), Path(cache_dir)
-    old = read_manifest(manifest_path) if manifest_path.exists() else None
     tok = tok or default_tokenizer()
-    if old and old.get("tokenizer", {}).get("gguf_sha256") != tok.identity.get("gguf_sha256") and not force:
-        raise CorpusError(f"{manifest_path}: recorded for tokenizer {old.get('tokenizer')}, building with "
-                          f"{tok.identity}; pass --force to replace the manifest")
-    man = old or {"format": MANIFEST_FORMAT}
-    man.update({"format": MANIFEST_FORMAT, "span": {"start": SPAN_START, "tokens": SPAN_TOKENS,
-               "min_tokens": MIN_TOKENS, "span_sha256": "sha256 of the span's token ids as little-endian int32",
-               "text_sha256": "sha256 of the cleaned text as UTF-8", "documents_per_corpus": N_DOCS},
-               "tokenizer": tok.identity, "cache": "spans/<CORPUS>.npy (16 x 16384 int32) under the cache dir"})
-    man.setdefault("corpora", {})
+    man = open_manifest_for(manifest_path, tok, force)
     built, diffs = {}, []
     for corpus in corpora:
         previous = man["corpora"].get(corpus)
@@ -358,13 +350,39 @@ def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFA
     if diffs and not force:
         raise CorpusError(f"{manifest_path}: the rebuilt corpora differ from the manifest; nothing written. "
                           "Differences: " + "; ".join(diffs) + ". Pass --force to replace them.")
+    store(man, manifest_path, cache_dir, built)
+    return man
+
+
+def open_manifest_for(manifest_path: Path, tok, force: bool = False) -> dict:
+    """The manifest at manifest_path (a new one if absent) with this build's span rules and tokenizer.
+    A manifest recorded for another tokenizer is a CorpusError unless force=True (its spans would not match)."""
+    old = read_manifest(manifest_path) if manifest_path.exists() else None
+    if old and old.get("tokenizer", {}).get("gguf_sha256") != tok.identity.get("gguf_sha256") and not force:
+        raise CorpusError(f"{manifest_path}: recorded for tokenizer {old.get('tokenizer')}, building with "
+                          f"{tok.identity}; pass --force to replace the manifest")
+    man = old or {"format": MANIFEST_FORMAT}
+    man.update({"format": MANIFEST_FORMAT, "span": {"start": SPAN_START, "tokens": SPAN_TOKENS,
+               "min_tokens": MIN_TOKENS, "span_sha256": "sha256 of the span's token ids as little-endian int32",
+               "text_sha256": "sha256 of the cleaned text as UTF-8", "documents_per_corpus": N_DOCS},
+               "tokenizer": tok.identity, "cache": "spans/<CORPUS>.npy (16 x 16384 int32) under the cache dir"})
+    man.setdefault("corpora", {})
+    return man
+
+
+def store(man: dict, manifest_path: Path, cache_dir: Path, built: dict) -> None:
+    """Write each built corpus's spans (built: name -> (entry, spans)), then the manifest with their entries:
+    the offline corpora first in CORPORA order, then any others (hub corpora) as they were."""
+    from docgrad.results import atomic_write_json
+
     for corpus, (entry, spans) in built.items():
         write_spans(cache_dir, corpus, spans)
         man["corpora"][corpus] = entry
-    man["corpora"] = {c: man["corpora"][c] for c in CORPORA if c in man["corpora"]}
+    entries = man["corpora"]
+    man["corpora"] = {**{c: entries[c] for c in CORPORA if c in entries},
+                      **{c: e for c, e in entries.items() if c not in CORPORA}}
     atomic_write_json(manifest_path, man)
     say(f"wrote {manifest_path} ({', '.join(built)}) and spans under {cache_dir / 'spans'}")
-    return man
 
 
 # --- loading -------------------------------------------------------------------------------------------
@@ -462,12 +480,6 @@ def corpus_table(manifest_path: str | Path = DEFAULT_MANIFEST, corpora: Iterable
                                        "first_words"])
 
 
-def token_summary(manifest_path: str | Path = DEFAULT_MANIFEST):
-    """Per corpus: documents and min/median/max tokens."""
-    t = corpus_table(manifest_path)
-    return t.groupby("corpus", sort=False)["tokens"].agg(["count", "min", "median", "max"]).reset_index()
-
-
 # --- CLI -----------------------------------------------------------------------------------------------
 
 def cli_corpora(args) -> int:
@@ -476,7 +488,6 @@ def cli_corpora(args) -> int:
     try:
         if args.corpora_command == "build":
             build(args.corpus, args.manifest, args.cache, args.seed, force=getattr(args, "force", False))
-            args.corpus = args.corpus or None
         table = corpus_table(args.manifest, args.corpus)
     except (CorpusError, SourceError, DocumentError) as e:
         print(f"docgrad corpora: error: {e}", flush=True)

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from docgrad import corpora
+from docgrad import corpora, models
 from docgrad.corpora_sources import Candidate, SourceError, decode_utf8, say
 
-PINS_PATH = Path(__file__).resolve().parents[2] / "data" / "checkpoint_revisions.json"
+PINS_PATH = models.PINS_PATH
 
 HUB_CORPORA = {
     "PG19": {"pin": "pg19", "corpus": "BOOKS", "files": ["data/train-00000-of-00003.parquet"],
@@ -61,7 +61,7 @@ def resolve_dataset(name: str, revision: str | None = None, allow_unpinned: bool
                     pins_path: Path = PINS_PATH) -> tuple[str, str]:
     """(repo, revision) for a hub corpus, the revision pinned in checkpoint_revisions.json."""
     spec = HUB_CORPORA[name]
-    pin = json.loads(Path(pins_path).read_text()).get("datasets", {}).get(spec["pin"]) if spec["pin"] else None
+    pin = models.load_pins(pins_path).get("datasets", {}).get(spec["pin"]) if spec["pin"] else None
     repo = pin["repo"] if pin else spec["repo"]
     if pin and revision in (None, pin["revision"]):
         return repo, pin["revision"]
@@ -101,18 +101,16 @@ def build_from_texts(name: str, rows, tok, source: dict, seed: int = corpora.DEF
     else:
         docs, spans, rejected, stats = corpora.pack_short_documents(rows, tok, name)
         entry["packing"] = {"separator": tok.identity["separator"], **stats}
-    entry.update({"tokens": corpora._summary([d["tokens"] for d in docs]), "documents": docs,
-                  "rejected": rejected})
-    return entry, spans
+    return corpora.finish_entry(entry, docs, rejected), spans
 
 
 def build_hub_corpus(name: str, tok=None, revision: str | None = None, allow_unpinned: bool = False,
                      files: list[str] | None = None, cache_dir: str | Path | None = None,
-                     manifest_path: str | Path | None = None, spans_cache: str | Path | None = None):
+                     manifest_path: str | Path | None = None, spans_cache: str | Path | None = None,
+                     force: bool = False):
     """Fetch the pinned files of a published corpus and build its entry (and optionally write it as corpus
-    `name` into a manifest + span cache of the same format as the offline corpora)."""
-    from docgrad.results import atomic_write_json
-
+    `name` into a manifest + span cache of the same format as the offline corpora; a manifest recorded for
+    another tokenizer is refused unless force=True)."""
     if name not in HUB_CORPORA:
         raise SourceError(f"unknown hub corpus {name!r}; expected one of {', '.join(HUB_CORPORA)}")
     spec = HUB_CORPORA[name]
@@ -127,9 +125,6 @@ def build_hub_corpus(name: str, tok=None, revision: str | None = None, allow_unp
     entry, spans = build_from_texts(name, rows(), tok, {"repo": repo, "revision": rev, "files": files})
     if manifest_path:
         mp = Path(manifest_path)
-        man = corpora.read_manifest(mp) if mp.exists() else {"format": corpora.MANIFEST_FORMAT, "corpora": {}}
-        man["tokenizer"] = tok.identity
-        man.setdefault("corpora", {})[name] = entry
-        corpora.write_spans(Path(spans_cache or corpora.DEFAULT_CACHE), name, spans)
-        atomic_write_json(mp, man)
+        man = corpora.open_manifest_for(mp, tok, force)
+        corpora.store(man, mp, Path(spans_cache or corpora.DEFAULT_CACHE), {name: (entry, spans)})
     return entry, spans

@@ -142,3 +142,12 @@ def test_report_json_turns_numpy_nan_into_null():
 
     out = to_jsonable({"a": np.float64("nan"), 1: np.arange(2), "b": np.bool_(True), "c": float("nan")})
     assert json.loads(json.dumps(out, allow_nan=False)) == {"a": None, "1": [0, 1], "b": True, "c": None}
+
+
+def test_a_probes_partial_folder_beside_the_results_is_not_read(tmp_path):
+    """A running (or killed) probe keeps per-document npz files in .partial/ under the results folder."""
+    files = _cell(tmp_path)
+    partial = files[0].parent / ".partial" / "WEB_c512_d0-16"
+    partial.mkdir(parents=True)
+    np.savez(partial / "doc_00000.npz", sketch=np.zeros((2, 4, 8), dtype=np.float32))
+    assert len(stats.load_cells(tmp_path)) == 1

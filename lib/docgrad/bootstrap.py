@@ -121,17 +121,21 @@ def estimate(s: BlockSums, c: np.ndarray, chunk: int) -> dict[str, np.ndarray]:
         sigma2 = (c @ s.diag) / (c @ s.n) - S
         rho = ((c @ s.lag) / (c @ s.nlag) - S[:, None]) / sigma2[:, None]
         R = ((c @ s.blk) / (c @ s.nblk) - S[:, None]) / (sigma2[:, None] / s.sizes[None, :])
-        lags = np.arange(1, s.lag.shape[1] + 1)
-        long = (lags * chunk >= LONG_LAG_TOKENS[0]) & (lags * chunk < LONG_LAG_TOKENS[1])
+        long = _long_lags(s, chunk)
         rho_long = rho[:, long].mean(axis=1) if long.any() else np.full(len(S), np.nan)
         B = chunk * sigma2 / S
     return {"S_cross": S, "sigma2": sigma2, "rho": rho, "rho_long": rho_long, "R": R, "B_simple_shuf_tokens": B}
 
 
+def _long_lags(s: BlockSums, chunk: int) -> np.ndarray:
+    """Mask over lags 1..m-1 (in chunks) of those averaged into rho_long: LONG_LAG_TOKENS[0] <= lag*C < [1]."""
+    tokens = np.arange(1, s.lag.shape[1] + 1) * chunk
+    return (tokens >= LONG_LAG_TOKENS[0]) & (tokens < LONG_LAG_TOKENS[1])
+
+
 def per_document_rho_long(s: BlockSums, S_cross: float, sigma2: float, chunk: int) -> np.ndarray:
     """rho_long of each document alone, using the cell's S_cross and sigma2 (which documents dominate)."""
-    lags = np.arange(1, s.lag.shape[1] + 1)
-    long = (lags * chunk >= LONG_LAG_TOKENS[0]) & (lags * chunk < LONG_LAG_TOKENS[1])
+    long = _long_lags(s, chunk)
     if not long.any():
         return np.full(len(s.n), np.nan)
     per_lag = s.lag[:, long] / s.nlag[:, long]

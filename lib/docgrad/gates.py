@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 G1_MEAN, G1_SD, G1_NORM = 0.003, 0.03, 0.03
+CONTROL = "WEB"  # the packed-web control corpus (G2, and the denominator of R_rel)
 G2_R, G2_RHO = 1.2, 0.01
 
 
@@ -60,9 +61,9 @@ def gate_g1(cells: dict) -> dict:
 
 
 def gate_g2(rows: list[dict]) -> dict:
-    webs = [r for r in rows if r["corpus"] == "WEB"]
+    webs = [r for r in rows if r["corpus"] == CONTROL]
     if not webs:
-        return {"status": "not evaluated", "pass": None, "summary": "no WEB (control) cell"}
+        return {"status": "not evaluated", "pass": None, "summary": f"no {CONTROL} (control) cell"}
     cells = [{"model": r["model"], "revision": r["revision"], "chunk": r["chunk"], "R_16K": r.get("R_16K"),
               "rho_long": r["rho_long"],
               "pass": bool(r.get("R_16K") is not None and r["R_16K"] < G2_R and r["rho_long"] < G2_RHO)}

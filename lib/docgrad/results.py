@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-GROUPS = ("attn", "mlp", "embed", "other")
+from docgrad.models import GROUP_NAMES as GROUPS  # the parameter groups of every Gram file
 _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)_d(?P<a>\d+)-(?P<b>\d+)$")
 
 
@@ -203,8 +203,11 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
 
 
 def find_results(root: Path) -> list[Path]:
-    """Every finished result file (npz with its json) under root, sorted."""
-    return sorted(p for p in Path(root).rglob("*.npz") if not p.name.startswith("."))
+    """Every result file (*.npz) under root, sorted, skipping hidden files and folders (a running or killed
+    probe's .partial/). An npz without its json is kept: load_result reports it as incomplete."""
+    root = Path(root)
+    return sorted(p for p in root.rglob("*.npz")
+                  if not any(part.startswith(".") for part in p.relative_to(root).parts))
 
 
 def parse_stem(npz_path: Path) -> dict:

@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from docgrad import bootstrap as bs
+from docgrad import gates
+from docgrad.gates import CONTROL
 from docgrad.results import GROUPS, ResultFileError, Shard, atomic_write_json, find_results, to_jsonable, load_result, parse_stem
 
 SPAN_TOKENS = 16384          # W of the headline R(16K)
-CONTROL = "WEB"
 ALL = "all"
 
 
@@ -248,14 +249,13 @@ def analyze(results_dir: Path, resamples: int = 2000, seed: int = 20261007,
     """
     import time
 
-    from docgrad import gates
-
     t0 = time.perf_counter()
-    empty = not Path(results_dir).is_dir() or not find_results(results_dir)
-    if missing_ok and empty:
-        cells = {}
-    else:
+    try:
         cells = load_cells(Path(results_dir), groups=groups)
+    except FileNotFoundError:  # a missing or empty directory
+        if not missing_ok:
+            raise
+        cells = {}
     t_load = time.perf_counter() - t0
     rows, draws = [], {}
     for key, cell in cells.items():

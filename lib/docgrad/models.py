@@ -155,13 +155,6 @@ def group_sizes(model) -> dict[str, int]:
     return sizes
 
 
-def model_identity(model: str, revision: str | None) -> tuple[str, str]:
-    """(model id, revision name) as used in result paths and report rows."""
-    if is_default(model):
-        return DEFAULT_MODEL, DEFAULT_REVISION
-    return model, str(revision)
-
-
 def model_pin(model: str, revision: str | None, allow_unpinned: bool = False) -> dict:
     """What pins the weights, for result metadata: the GGUF file's sha256, or the hub revision and commit."""
     if is_default(model):

@@ -38,6 +38,7 @@ import numpy as np
 
 from docgrad.results import GROUPS, atomic_write_json, atomic_write_npz, result_stem, write_result
 from docgrad.sketch import DEFAULT_BUCKETS, SKETCH_NAME, CountSketch
+from docgrad.sketch import gram as gram_matrix
 
 PARTIAL_FORMAT = "docgrad-probe-partial/1"
 
@@ -266,9 +267,7 @@ def run_probe(model, spans, out_npz, *, chunk: int = 512, buckets: int = DEFAULT
     sqnorm = {g: np.concatenate([st["sqnorm"][:, gi] for st in states]) for gi, g in enumerate(GROUPS)}
     gram = {}
     for gi, g in enumerate(GROUPS):
-        x = np.concatenate([st["sketch"][:, gi, :] for st in states]).astype(np.float64)
-        gram[g] = x @ x.T
-        del x
+        gram[g] = gram_matrix(np.concatenate([st["sketch"][:, gi, :] for st in states]))
     ref_dot = np.concatenate([st["ref_dot"] for st in states]) if exact_ref else None
     t_gram = time.perf_counter() - t0
 

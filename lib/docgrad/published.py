@@ -33,11 +33,10 @@ def _read(name: str, directory: Path | None) -> pd.DataFrame:
 
 
 def cells(directory: Path | None = None) -> pd.DataFrame:
-    """One row per published cell: S_cross, sigma2, rho_long (+CI), R_512 ... R_16384, R(16K) CI, B_simple, loss."""
+    """One row per published cell: S_cross, sigma2, rho_long (+CI), R_512 ... R_8192, R_16K (+CI), B_simple, loss."""
     df = _read("published_cells.csv", directory)
     return df.rename(columns={"R_16384": "R_16K", "R_16K_ci_lo": "R_16K_lo", "R_16K_ci_hi": "R_16K_hi",
-                              "rho_long_ci_lo": "rho_long_lo", "rho_long_ci_hi": "rho_long_hi"}) \
-        .assign(R_16384=lambda d: d["R_16K"])
+                              "rho_long_ci_lo": "rho_long_lo", "rho_long_ci_hi": "rho_long_hi"})
 
 
 def R_by_window(directory: Path | None = None) -> pd.DataFrame:

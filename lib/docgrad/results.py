@@ -93,6 +93,21 @@ def to_jsonable(x):
     return x
 
 
+def package_versions(dists, missing=None) -> dict:
+    """{"python": ..., "platform": ..., dist: installed version (or `missing`)} for result and page metadata."""
+    import importlib.metadata as md
+    import platform
+    import sys
+
+    v = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for dist in dists:
+        try:
+            v[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            v[dist] = missing
+    return v
+
+
 def atomic_write_json(path: Path, obj) -> None:
     atomic_write_bytes(Path(path), (json.dumps(obj, indent=1, sort_keys=False) + "\n").encode())
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 import zlib
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +40,15 @@ class Cell:
     revision: str
     corpus: str
     chunk: int
-    files: list[Path]
     doc_ids: list[int]                       # global document ids, sorted
     m: int                                   # chunks per document
     sums: dict[str, bs.BlockSums]            # group (and 'all') -> block sums
     loss: np.ndarray                         # (D, m) per-chunk loss
-    shards: list[Shard] = field(default_factory=list, repr=False)
+    shards: list[Shard] = field(default_factory=list, repr=False)   # in document order
+
+    @property
+    def files(self) -> list[Path]:
+        return [sh.path for sh in self.shards]
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -83,6 +87,14 @@ def _check_names(shard: Shard) -> None:
         raise ResultFileError(f"{shard.path}: file name says corpus {st['corpus']} but args.corpus is {a['corpus']}")
 
 
+class _Part(NamedTuple):
+    """One shard of a cell with its documents (ascending), chunks per document and row order."""
+    shard: Shard
+    docs: list[int]
+    m: int
+    order: np.ndarray
+
+
 def pool_cell(shards: list[Shard]) -> Cell:
     """Pool the shards of one cell; refuse overlapping documents, mixed chunk counts, mismatched groups."""
     if not shards:
@@ -96,40 +108,39 @@ def pool_cell(shards: list[Shard]) -> Cell:
         if sorted(sh.gram) != groups:
             raise ResultFileError(f"{sh.path}: groups {sorted(sh.gram)} differ from {groups} in {shards[0].path}")
     seen: dict[int, Path] = {}
-    info, clashes = [], []
+    parts, clashes = [], []
     for sh in shards:
         docs, m, order = _ordered_rows(sh)
         clashes += [f"document {d} in {sh.path} and {seen[d]}" for d in docs if d in seen]
         seen.update({d: sh.path for d in docs if d not in seen})
-        info.append((docs[0], sh, docs, m, order))
+        parts.append(_Part(sh, docs, m, order))
     if clashes:
         raise ResultFileError(f"overlapping shards of cell {key}: " + "; ".join(clashes))
-    ms = {i[3] for i in info}
+    ms = {p.m for p in parts}
     if len(ms) > 1:
-        detail = ", ".join(f"{i[1].path.name}: {i[3]}" for i in info)
+        detail = ", ".join(f"{p.shard.path.name}: {p.m}" for p in parts)
         raise ResultFileError(f"cell {key}: files disagree on chunks per document ({detail})")
     m = ms.pop()
-    info.sort(key=lambda i: i[0])
+    parts.sort(key=lambda p: p.docs[0])
     sums: dict[str, bs.BlockSums] = {}
     for g in groups:
-        parts = []
-        for _, sh, docs, _, order in info:
-            K = np.array(sh.gram[g], dtype=np.float64)
-            K[np.diag_indices_from(K)] = sh.sqnorm[g]
-            parts.append(bs.shard_block_sums(K[np.ix_(order, order)], len(docs), m))
-        sums[g] = bs.assemble(parts, m)
+        blocks = []
+        for p in parts:
+            K = np.array(p.shard.gram[g], dtype=np.float64)
+            K[np.diag_indices_from(K)] = p.shard.sqnorm[g]
+            blocks.append(bs.shard_block_sums(K[np.ix_(p.order, p.order)], len(p.docs), m))
+        sums[g] = bs.assemble(blocks, m)
     total = sums[groups[0]]
     for g in groups[1:]:
         total = total + sums[g]
     sums[ALL] = total
-    doc_ids = [d for i in info for d in i[2]]
-    loss = np.concatenate([i[1].loss[i[4]].reshape(len(i[2]), m) for i in info])
+    doc_ids = [d for p in parts for d in p.docs]
+    loss = np.concatenate([p.shard.loss[p.order].reshape(len(p.docs), m) for p in parts])
     if len(doc_ids) < 2 or not np.any(sums[ALL].Np - np.diag(np.diag(sums[ALL].Np))):
         raise ResultFileError(f"cell {key}: no cross-document pairs (every file holds a single document: "
-                              f"{[str(i[1].path) for i in info]}); S_cross is undefined")
+                              f"{[str(p.shard.path) for p in parts]}); S_cross is undefined")
     model, revision, corpus, chunk = key
-    return Cell(model, revision, corpus, chunk, [i[1].path for i in info], doc_ids, m, sums, loss,
-                [i[1] for i in info])
+    return Cell(model, revision, corpus, chunk, doc_ids, m, sums, loss, [p.shard for p in parts])
 
 
 def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS) -> dict[tuple, Cell]:
@@ -152,15 +163,14 @@ def cell_rng(seed: int, cell: Cell) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(cell.name.encode())])
 
 
-def _stats_dict(est: dict, i: int, sizes: np.ndarray, chunk: int) -> dict:
-    rho = est["rho"][i]
-    R = est["R"][i]
+def _stats_dict(est: dict, sizes: np.ndarray, chunk: int) -> dict:
+    """The point estimates (row 0 of bootstrap.estimate's arrays) as a JSON-ready dict keyed in tokens."""
     out = {
-        "S_cross": float(est["S_cross"][i]), "sigma2": float(est["sigma2"][i]),
-        "rho": {str((l + 1) * chunk): float(r) for l, r in enumerate(rho)},
-        "rho_long": float(est["rho_long"][i]),
-        "R": {str(int(b) * chunk): float(r) for b, r in zip(sizes, R)},
-        "B_simple_shuf_tokens": float(est["B_simple_shuf_tokens"][i]),
+        "S_cross": float(est["S_cross"][0]), "sigma2": float(est["sigma2"][0]),
+        "rho": {str((l + 1) * chunk): float(r) for l, r in enumerate(est["rho"][0])},
+        "rho_long": float(est["rho_long"][0]),
+        "R": {str(int(b) * chunk): float(r) for b, r in zip(sizes, est["R"][0])},
+        "B_simple_shuf_tokens": float(est["B_simple_shuf_tokens"][0]),
     }
     out["R_16K"] = out["R"].get(str(SPAN_TOKENS))
     out["B_simple_contig_tokens"] = {w: r * out["B_simple_shuf_tokens"] for w, r in out["R"].items()}
@@ -200,7 +210,7 @@ def analyze_cell(cell: Cell, resamples: int = 2000, seed: int = 20261007,
     r16_draws = None
     for g, s in cell.sums.items():
         est = bs.estimate(s, ones, C)
-        st = _stats_dict(est, 0, s.sizes, C)
+        st = _stats_dict(est, s.sizes, C)
         if counts is not None:
             draws = bs.estimate(s, counts, C)
             st.update(_ci_dict(draws, s.sizes, C))
@@ -434,8 +444,7 @@ def effective_chunks(R: float, n_chunks: int = 32) -> float:
 
 def missing_cells(report: dict, model: str, revision: str, corpora, chunk: int) -> list[str]:
     """Corpora with no cell for (model, revision, chunk) in the report."""
-    have = {c["corpus"] for c in report["cells"]
-            if c["model"] == model and c["revision"] == revision and c["chunk"] == chunk}
+    have = {c["corpus"] for c in subset(report, model, revision, chunk)["cells"]}
     return [k for k in corpora if k not in have]
 
 

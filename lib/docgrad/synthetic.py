@@ -122,16 +122,22 @@ def write_cell(root: Path, *, model: str, revision: str, corpus: str, profile: P
         ex = None
         if exact_ref and a == 0:
             ex = sum(X[g][rows] @ X[g][rows[0]] for g in groups)
-        stem = result_stem(model, revision, corpus, chunk, (a, b))
-        npz = Path(root) / f"{stem}.npz"
-        meta = {"args": {"model": model, "revision": revision, "tok": "synthetic", "corpus": corpus,
-                         "docs": f"{a}:{b}", "chunk": chunk, "exact_ref": bool(ex is not None), "threads": 1,
-                         "out": str(npz)},
-                "chunks": int(len(rows)), "chunks_per_doc": m, "synthetic": True, "seed": seed,
-                "profile": asdict(profile), "dim_per_group": dim}
-        write_result(npz, index=index[rows], loss=loss[rows], gram=gram, sqnorm=sq, exact_ref_dot=ex, meta=meta)
-        paths.append(npz)
+        paths.append(_write_shard(root, model, revision, corpus, chunk, (a, b), m, index[rows], loss[rows], gram,
+                                  sq, ex, {"seed": seed, "profile": asdict(profile), "dim_per_group": dim}))
     return paths
+
+
+def _write_shard(root: Path, model: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int], m: int,
+                 index, loss, gram: dict, sqnorm: dict, exact_ref_dot, extra_meta: dict | None = None) -> Path:
+    """One synthetic result file for documents [a, b) of a cell, named and described like the probe's."""
+    a, b = docs
+    npz = Path(root) / f"{result_stem(model, revision, corpus, chunk, (a, b))}.npz"
+    meta = {"args": {"model": model, "revision": revision, "tok": "synthetic", "corpus": corpus,
+                     "docs": f"{a}:{b}", "chunk": chunk, "exact_ref": exact_ref_dot is not None, "threads": 1,
+                     "out": str(npz)},
+            "chunks": int(len(index)), "chunks_per_doc": m, "synthetic": True, **(extra_meta or {})}
+    write_result(npz, index=index, loss=loss, gram=gram, sqnorm=sqnorm, exact_ref_dot=exact_ref_dot, meta=meta)
+    return npz
 
 
 def write_synthetic_results(root: Path, *, model: str = "HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -168,15 +174,9 @@ def write_gram_cell(root: Path, grams: dict[str, np.ndarray], *, n_docs: int, m:
         b = min(a + shard_size, n_docs)
         rows = np.arange(a * m, b * m)
         sub = {g: np.asarray(K, dtype=float)[np.ix_(rows, rows)] for g, K in grams.items()}
-        stem = result_stem(model, revision, corpus, chunk, (doc_offset + a, doc_offset + b))
-        npz = Path(root) / f"{stem}.npz"
-        meta = {"args": {"model": model, "revision": revision, "tok": "synthetic", "corpus": corpus,
-                         "docs": f"{doc_offset + a}:{doc_offset + b}", "chunk": chunk, "exact_ref": False,
-                         "threads": 1, "out": str(npz)},
-                "chunks": int(len(rows)), "chunks_per_doc": m, "synthetic": True}
         ex = exact_ref_dot[rows] if exact_ref_dot is not None and a == 0 else None
         sq = {g: (np.asarray(sqnorms[g], dtype=float)[rows] if sqnorms is not None else np.diag(K).copy())
               for g, K in sub.items()}
-        write_result(npz, index=index[rows], loss=loss[rows], gram=sub, sqnorm=sq, exact_ref_dot=ex, meta=meta)
-        paths.append(npz)
+        paths.append(_write_shard(root, model, revision, corpus, chunk, (doc_offset + a, doc_offset + b), m,
+                                  index[rows], loss[rows], sub, sq, ex))
     return paths

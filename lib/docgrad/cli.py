@@ -6,34 +6,15 @@ import argparse
 import sys
 
 
-def _report(args: argparse.Namespace) -> int:
-    from docgrad import notebooks
+def _lazy(module: str, function: str):
+    """Subcommand handler calling docgrad.<module>.<function>(args); the module (numpy, torch, ...) is imported
+    only when that subcommand runs, so `docgrad --help` stays instant."""
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
 
-    return notebooks.cli_report(args)
+        return getattr(importlib.import_module(f"docgrad.{module}"), function)(args)
 
-
-def _run(args: argparse.Namespace) -> int:
-    from docgrad import notebooks
-
-    return notebooks.cli_run(args)
-
-
-def _corpora(args: argparse.Namespace) -> int:
-    from docgrad import corpora
-
-    return corpora.cli_corpora(args)
-
-
-def _probe(args: argparse.Namespace) -> int:
-    from docgrad import probe
-
-    return probe.cli_probe(args)
-
-
-def _analyze(args: argparse.Namespace) -> int:
-    from docgrad import stats
-
-    return stats.cli_analyze(args)
+    return handler
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not execute anything: rebuild report/ from the executed notebooks already there")
     p.add_argument("--notebooks", default="notebooks", help="notebook directory (default: notebooks)")
     p.add_argument("--out", default="report", help="HTML report directory (default: report)")
-    p.set_defaults(func=_report)
+    p.set_defaults(func=_lazy("notebooks", "cli_report"))
 
     p = sub.add_parser("run", help="execute one notebook with parameters",
                        description="Execute one notebook with papermill. Parameters are checked against "
@@ -67,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None,
                    help="executed notebook path (default: the .ipynb beside the source)")
     p.add_argument("--list", action="store_true", help="list the notebook's parameters and exit")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_lazy("notebooks", "cli_run"))
 
     # --- corpora --------------------------------------------------------------------------
     p = sub.add_parser("corpora", help="build or show the four offline corpora",
@@ -82,11 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--seed", type=int, default=20261129, help="selection seed (default: 20261129)")
     pb.add_argument("--force", action="store_true",
                     help="replace manifest entries that the rebuild does not reproduce (default: refuse)")
-    pb.set_defaults(func=_corpora)
+    pb.set_defaults(func=_lazy("corpora", "cli_corpora"))
     ps = csub.add_parser("show", help="print a table per corpus: documents, tokens, first words")
     ps.add_argument("--manifest", default="data/corpora/manifest.json", help="manifest path")
     ps.add_argument("--corpus", action="append", default=None, help="show only this corpus (repeatable)")
-    ps.set_defaults(func=_corpora)
+    ps.set_defaults(func=_lazy("corpora", "cli_corpora"))
 
     # --- probe ----------------------------------------------------------------------------
     p = sub.add_parser("probe", help="sketch per-chunk gradients of a model and write a result file",
@@ -108,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "goes to <org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz under it), or an explicit .npz path")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing complete result")
-    p.set_defaults(func=_probe)
+    p.set_defaults(func=_lazy("probe", "cli_probe"))
 
     # --- analyze --------------------------------------------------------------------------
     p = sub.add_parser("analyze", help="estimators, document bootstrap and gates from result files",
@@ -118,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="data/report.json", help="output JSON path")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (0 skips the bootstrap)")
     p.add_argument("--seed", type=int, default=20261007, help="bootstrap seed")
-    p.set_defaults(func=_analyze)
+    p.set_defaults(func=_lazy("stats", "cli_analyze"))
     return parser
 
 

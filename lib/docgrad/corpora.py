@@ -32,6 +32,7 @@ import numpy as np
 
 from docgrad import corpora_sources as src
 from docgrad.corpora_sources import Candidate, DocumentError, SourceError, say
+from docgrad.rlazy import RDataError
 
 SPAN_START = 2048
 SPAN_TOKENS = 16384
@@ -489,7 +490,7 @@ def cli_corpora(args) -> int:
         if args.corpora_command == "build":
             build(args.corpus, args.manifest, args.cache, args.seed, force=getattr(args, "force", False))
         table = corpus_table(args.manifest, args.corpus)
-    except (CorpusError, SourceError, DocumentError) as e:
+    except (CorpusError, SourceError, DocumentError, RDataError) as e:
         print(f"docgrad corpora: error: {e}", flush=True)
         return 1
     table["title"] = table["title"].str.slice(0, 44)

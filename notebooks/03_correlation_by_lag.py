@@ -64,7 +64,7 @@ report = stats.subset(report_all, model, revision, chunk, corpora)
 missing = stats.missing_cells(report_all, model, revision, corpora, chunk)
 present = [c["corpus"] for c in report["cells"]]
 synthetic = any(c.get("synthetic") for c in report["cells"])
-order = [k for k in corpora]
+order = list(corpora)
 lines = [f"- results directory: `{results_dir}`; model `{model}` at `{revision}`, C = {chunk} tokens",
          f"- cells present: {', '.join(present) or 'none'}",
          f"- cells missing: {', '.join(missing) or 'none'}"
@@ -151,13 +151,15 @@ group_long.pivot(index="corpus", columns="group", values="rho_long") if len(grou
 # mean driven by a few documents shows as a long upper tail here; hover a point for the document.
 
 # %%
-per_doc = stats.per_doc_frame(report)
-try:
-    docs = corpora_mod.corpus_table(manifest, corpora=[k for k in present])
-    per_doc = per_doc.merge(docs[["corpus", "doc", "title"]], on=["corpus", "doc"], how="left")
-except Exception as e:  # no manifest here (e.g. someone else's result files): show document numbers only
-    print(f"corpus manifest not usable for titles ({type(e).__name__}: {e})")
-    per_doc["title"] = ""
+tables = []  # the measured documents of each corpus, from the manifest (titles here, the full table below)
+for k in corpora:
+    try:
+        tables.append(corpora_mod.corpus_table(manifest, corpora=[k]))
+    except Exception as e:  # not in this manifest (e.g. someone else's result files): document numbers only
+        print(f"{k}: not in the corpus manifest ({type(e).__name__}: {e})")
+corpus_docs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["corpus", "doc", "title"])
+per_doc = stats.per_doc_frame(report).merge(corpus_docs[["corpus", "doc", "title"]], on=["corpus", "doc"],
+                                            how="left").fillna({"title": ""})
 pick4 = alt.selection_point(fields=["corpus"], bind="legend")
 strip = alt.Chart(per_doc).mark_circle(size=60).encode(
     x=alt.X("corpus:N", sort=order, title=None), y=alt.Y("rho_long:Q", title="per-document ρ_long"),
@@ -193,13 +195,6 @@ display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
 # [2048, 2048 + 16384) of each, cut into 32 chunks of 512 tokens.
 
 # %%
-tables = []
-for k in corpora:
-    try:
-        tables.append(corpora_mod.corpus_table(manifest, corpora=[k]))
-    except Exception as e:
-        print(f"{k}: not in the corpus manifest ({type(e).__name__}: {e})")
-corpus_docs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 if len(corpus_docs):
     display(corpus_docs.groupby("corpus", sort=False)["tokens"].agg(["count", "min", "median", "max"]))
 corpus_docs

@@ -35,7 +35,7 @@ def real_chunks(n: int, chunk: int, corpus: str) -> tuple[list[np.ndarray], str]
     try:
         from docgrad import corpora
 
-        from docgrad.probe import sample_chunks
+        from docgrad.probe_bench import sample_chunks
 
         spans = corpora.load_spans(corpus)
         half = (n + 1) // 2
@@ -68,8 +68,8 @@ def main(argv=None) -> int:
     import torch
 
     from docgrad import models
-    from docgrad.probe import chunk_fidelity, measure_chunks, speed_summary
-    from docgrad.results import atomic_write_json, atomic_write_npz, to_jsonable
+    from docgrad.probe_bench import chunk_fidelity, measure_chunks, speed_summary
+    from docgrad.fileio import atomic_write_json, atomic_write_npz, to_jsonable
 
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -50,7 +50,7 @@ from IPython.display import Markdown, display
 
 from docgrad import reduction as R
 from docgrad.models import tiny_model
-from docgrad.notebooks import save_chart, save_numbers, setup, versions
+from docgrad.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 torch.set_num_threads(2)

@@ -36,7 +36,7 @@ seed_style_coords = 200_000_000  # coordinates the seed-style numpy sketch is ti
 standard_chunks = 2048  # chunks of the standard study (4 corpora x 16 documents x 32 chunks), for the memory arithmetic
 
 # %%
-from docgrad.notebooks import setup, save_numbers, save_chart, versions
+from docgrad.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 
@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from docgrad import corpora, models, probe
+from docgrad import corpora, models, probe_bench
 from docgrad.results import GROUPS
 from docgrad.sketch import SKETCH_NAME, storage_bytes
 
@@ -92,10 +92,10 @@ pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks]
 
 # %%
 spans = corpora.ensure_spans(corpus)  # builds the cache from its packages if missing
-chunks = probe.sample_chunks(spans, n_chunks, chunk)
-res = probe.measure_chunks(lm, chunks, buckets=[max(buckets)] + [b for b in buckets if b != max(buckets)],
+chunks = probe_bench.sample_chunks(spans, n_chunks, chunk)
+res = probe_bench.measure_chunks(lm, chunks, buckets=[max(buckets)] + [b for b in buckets if b != max(buckets)],
                            seed=seed, plain=True, seed_style_coords=seed_style_coords)
-g1 = probe.chunk_fidelity(res, max(buckets))
+g1 = probe_bench.chunk_fidelity(res, max(buckets))
 pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["mean_exact_cosine"],
            "mean cosine error": g1["mean_cosine_error"], "sd cosine error": g1["sd_cosine_error"],
            "max |cosine error|": g1["max_abs_cosine_error"], "mean sketched/exact norm": g1["mean_norm_ratio"],
@@ -112,7 +112,7 @@ pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["me
 # sd sqrt((1 + cos^2) / B) over the same pairs.
 
 # %%
-sweep = pd.DataFrame([{k: v for k, v in r.items() if k != "g1_total"} for r in probe.bucket_sweep(res)])
+sweep = pd.DataFrame([{k: v for k, v in r.items() if k != "g1_total"} for r in probe_bench.bucket_sweep(res)])
 long = pd.concat([sweep.assign(kind="measured rms error", value=sweep["rms_cosine_error"]),
                   sweep.assign(kind="theory sd", value=sweep["theory_sd"])])
 chart = alt.Chart(long).mark_line(point=True).encode(
@@ -149,7 +149,7 @@ norms
 # forward+backward with and without the sketch.
 
 # %%
-speed = probe.speed_summary(res)
+speed = probe_bench.speed_summary(res)
 speed_table = pd.DataFrame([
     {"step": "plain forward+backward", "seconds per chunk": speed["plain_forward_backward_s"]},
     {"step": "probe: forward+backward", "seconds per chunk": speed["probe_forward_backward_s"]},
@@ -166,7 +166,7 @@ speed_table
 numbers = {
     "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": SKETCH_NAME,
     "threads": res["threads"], "parameters": n_params, "group_sizes": sizes, "storage": mem,
-    "g1": g1, "bucket_sweep": probe.bucket_sweep(res), "speed": speed,
+    "g1": g1, "bucket_sweep": probe_bench.bucket_sweep(res), "speed": speed,
     "losses": res["loss"],
     "group_sqnorm_share": dict(zip(GROUPS, (sq.mean(0) / sq.sum(1).mean()).tolist())),
 }

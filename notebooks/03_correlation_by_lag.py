@@ -28,7 +28,7 @@
 # where $K$ is the Gram matrix of per-chunk gradients (exact squared norms on its diagonal). Subtracting
 # $S_\text{cross}$ removes what every chunk shares with the corpus mean gradient $G$, so $\rho$ is the
 # correlation of the *noise* around it. Bands are 95% document-bootstrap intervals (documents are resampled;
-# a document drawn twice never pairs with its own copy). Definitions: `docgrad.bootstrap`, DESIGN.md.
+# a document drawn twice never pairs with its own copy). Definitions: [docs/methods.md](../docs/methods.md#estimators).
 
 # %% tags=["parameters"]
 results_dir = "data/results"  # directory of result files (searched recursively)
@@ -42,7 +42,7 @@ manifest = "data/corpora/manifest.json"  # corpus manifest (for the table of mea
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.notebooks import save_chart, save_numbers, setup, versions
+from docgrad.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 
@@ -51,7 +51,8 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from docgrad import corpora as corpora_mod
-from docgrad import published, stats
+from docgrad import published, stats, tables
+from docgrad.charts import corpus_color, highlight, legend_pick
 
 # %% [markdown]
 # ## The cells
@@ -59,11 +60,9 @@ from docgrad import published, stats
 # One cell is (model, revision, corpus, chunk). Which of the requested cells exist in the results directory:
 
 # %%
-report_all = stats.analyze(results_dir, resamples=resamples, seed=seed, missing_ok=True)
-report = stats.subset(report_all, model, revision, chunk, corpora)
-missing = stats.missing_cells(report_all, model, revision, corpora, chunk)
-present = [c["corpus"] for c in report["cells"]]
-synthetic = any(c.get("synthetic") for c in report["cells"])
+report, missing = stats.page_analysis(results_dir, model, revision, chunk, corpora, resamples, seed)
+present = [c.corpus for c in report.cells]
+synthetic = any(c.synthetic for c in report.cells)
 order = list(corpora)
 lines = [f"- results directory: `{results_dir}`; model `{model}` at `{revision}`, C = {chunk} tokens",
          f"- cells present: {', '.join(present) or 'none'}",
@@ -73,7 +72,7 @@ if synthetic:
     lines.append("- **these result files are SYNTHETIC** (docgrad.synthetic): the numbers below illustrate the "
                  "pipeline, they are not measurements")
 display(Markdown("\n".join(lines)))
-cells = stats.cells_frame(report)
+cells = tables.cells_frame(report)
 cells[["corpus", "n_docs", "S_cross", "sigma2", "rho_long", "rho_long_lo", "rho_long_hi", "loss_mean"]]
 
 # %% [markdown]
@@ -83,10 +82,10 @@ cells[["corpus", "n_docs", "S_cross", "sigma2", "rho_long", "rho_long_lo", "rho_
 # several). The grey span marks the lags averaged into $\rho_\text{long}$ (2,048 ≤ Δ < 16,384 tokens).
 
 # %%
-rho = stats.rho_frame(report)
+rho = tables.rho_frame(report)
 rho_all = rho[rho["group"] == "all"]
-pick = alt.selection_point(fields=["corpus"], bind="legend")
-color = alt.Color("corpus:N", sort=order, title="corpus", scale=alt.Scale(domain=order))
+pick = legend_pick()
+color = corpus_color(order)
 x = alt.X("lag_tokens:Q", title="distance Δ between chunks (tokens)", scale=alt.Scale(domainMin=0))
 tip = [alt.Tooltip("corpus:N"), alt.Tooltip("lag_tokens:Q", title="lag (tokens)"),
        alt.Tooltip("rho:Q", format=".4f", title="ρ"), alt.Tooltip("lo:Q", format=".4f", title="95% lo"),
@@ -94,10 +93,10 @@ tip = [alt.Tooltip("corpus:N"), alt.Tooltip("lag_tokens:Q", title="lag (tokens)"
 long_span = alt.Chart(pd.DataFrame({"a": [2048], "b": [16384]})).mark_rect(color="#eee").encode(x="a:Q", x2="b:Q")
 zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="grey").encode(y="y:Q")
 band = alt.Chart(rho_all).mark_area(opacity=0.2).encode(
-    x=x, y="lo:Q", y2="hi:Q", color=color, opacity=alt.condition(pick, alt.value(0.25), alt.value(0.03)))
+    x=x, y="lo:Q", y2="hi:Q", color=color, opacity=highlight(pick, 0.25, 0.03))
 line = alt.Chart(rho_all).mark_line(point=True).encode(
     x=x, y=alt.Y("rho:Q", title="ρ(Δ)"), color=color, tooltip=tip,
-    opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)))
+    opacity=highlight(pick, 1.0, 0.15))
 chart_rho = (long_span + zero + band + line).add_params(pick).properties(
     width=620, height=340, title=f"Same-document gradient-noise correlation, {model.split('/')[-1]}")
 display(save_chart(chart_rho, "03_rho_by_lag", figures_dir))
@@ -113,10 +112,10 @@ display(save_chart(chart_rho, "03_rho_by_lag", figures_dir))
 display(pd.DataFrame(list(published.PUBLISHED_TO_OURS.items()), columns=["published corpus", "ours"]))
 both = published.beside_ours(rho_all, published.rho_by_lag(), model.split("/")[-1], "lag_tokens")
 both = both[both["corpus"].isin(order)]
-pick2 = alt.selection_point(fields=["corpus"], bind="legend")
+pick2 = legend_pick()
 chart_cmp = alt.Chart(both).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
     x=alt.X("lag_tokens:Q", title="Δ (tokens)"), y=alt.Y("rho:Q", title="ρ(Δ)"), color=color,
-    opacity=alt.condition(pick2, alt.value(1.0), alt.value(0.12)),
+    opacity=highlight(pick2),
     tooltip=["source:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f")],
 ).add_params(pick2).properties(width=260, height=220).facet(
     column=alt.Column("source:N", title=None, sort=list(dict.fromkeys(both["source"]))))
@@ -131,17 +130,15 @@ display(save_chart(chart_cmp, "03_rho_vs_published", figures_dir))
 
 # %%
 rho_groups = rho[rho["group"] != "all"]
-pick3 = alt.selection_point(fields=["corpus"], bind="legend")
+pick3 = legend_pick()
 chart_groups = alt.Chart(rho_groups).mark_line().encode(
     x=alt.X("lag_tokens:Q", title="Δ (tokens)"), y=alt.Y("rho:Q", title="ρ(Δ)"), color=color,
-    opacity=alt.condition(pick3, alt.value(1.0), alt.value(0.12)),
+    opacity=highlight(pick3),
     tooltip=["group:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f"),
              alt.Tooltip("lo:Q", format=".4f"), alt.Tooltip("hi:Q", format=".4f")],
 ).add_params(pick3).properties(width=200, height=180).facet(column=alt.Column("group:N", title="parameter group"))
 display(save_chart(chart_groups, "03_rho_by_group", figures_dir))
-group_long = pd.DataFrame([{"corpus": c["corpus"], "group": g, "rho_long": st["rho_long"],
-                            "share of sigma2": st["sigma2"] / c["sigma2"]}
-                           for c in report["cells"] for g, st in c["groups"].items()])
+group_long = tables.group_frame(report)
 group_long.pivot(index="corpus", columns="group", values="rho_long") if len(group_long) else group_long
 
 # %% [markdown]
@@ -151,20 +148,20 @@ group_long.pivot(index="corpus", columns="group", values="rho_long") if len(grou
 # mean driven by a few documents shows as a long upper tail here; hover a point for the document.
 
 # %%
-tables = []  # the measured documents of each corpus, from the manifest (titles here, the full table below)
+doc_tables = []  # the measured documents of each corpus, from the manifest (titles here, the full table below)
 for k in corpora:
     try:
-        tables.append(corpora_mod.corpus_table(manifest, corpora=[k]))
+        doc_tables.append(corpora_mod.corpus_table(manifest, corpora=[k]))
     except Exception as e:  # not in this manifest (e.g. someone else's result files): document numbers only
         print(f"{k}: not in the corpus manifest ({type(e).__name__}: {e})")
-corpus_docs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["corpus", "doc", "title"])
-per_doc = stats.per_doc_frame(report).merge(corpus_docs[["corpus", "doc", "title"]], on=["corpus", "doc"],
+corpus_docs = pd.concat(doc_tables, ignore_index=True) if doc_tables else pd.DataFrame(columns=["corpus", "doc", "title"])
+per_doc = tables.per_doc_frame(report).merge(corpus_docs[["corpus", "doc", "title"]], on=["corpus", "doc"],
                                             how="left").fillna({"title": ""})
-pick4 = alt.selection_point(fields=["corpus"], bind="legend")
+pick4 = legend_pick()
 strip = alt.Chart(per_doc).mark_circle(size=60).encode(
     x=alt.X("corpus:N", sort=order, title=None), y=alt.Y("rho_long:Q", title="per-document ρ_long"),
     xOffset=alt.XOffset("doc:N", title="document"), color=color,
-    opacity=alt.condition(pick4, alt.value(0.9), alt.value(0.1)),
+    opacity=highlight(pick4, 0.9, 0.1),
     tooltip=["corpus:N", "doc:Q", "title:N", alt.Tooltip("rho_long:Q", format=".4f")],
 ).add_params(pick4).properties(width=420, height=280)
 display(save_chart(strip, "03_rho_long_per_document", figures_dir))
@@ -178,12 +175,12 @@ top[["corpus", "doc", "title", "rho_long"]]
 # with the whole document as context; differences by position reflect the documents themselves.
 
 # %%
-loss = stats.loss_frame(report)
-pick5 = alt.selection_point(fields=["corpus"], bind="legend")
+loss = tables.loss_frame(report)
+pick5 = legend_pick()
 chart_loss = alt.Chart(loss).mark_line(point=True).encode(
     x=alt.X("start_token:Q", title="chunk start within the span (tokens)"),
     y=alt.Y("loss:Q", title="mean next-token loss (nats)", scale=alt.Scale(zero=False)), color=color,
-    opacity=alt.condition(pick5, alt.value(1.0), alt.value(0.12)),
+    opacity=highlight(pick5),
     tooltip=["corpus:N", "position:Q", alt.Tooltip("loss:Q", format=".3f")],
 ).add_params(pick5).properties(width=560, height=260)
 display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
@@ -202,19 +199,23 @@ corpus_docs
 # %%
 numbers = {"results_dir": results_dir, "model": model, "revision": revision, "chunk": chunk,
            "resamples": resamples, "seed": seed, "synthetic": synthetic, "missing": missing,
-           "cells": [{"corpus": c["corpus"], "n_docs": c["n_docs"], "rho_long": c["rho_long"],
-                      "rho_long_ci": c.get("rho_long_ci"), "rho": c["rho"], "rho_ci": c.get("rho_ci"),
-                      "rho_long_per_doc": c["secondary"]["rho_long_per_doc"],
-                      "rho_long_by_group": {g: st["rho_long"] for g, st in c["groups"].items()},
-                      "loss_by_chunk_position": c["secondary"]["loss_by_chunk_position"]}
-                     for c in report["cells"]]}
+           "cells": [{"corpus": c.corpus, "n_docs": c.n_docs,
+                      **{k: c.to_json().get(k) for k in ("rho_long", "rho_long_ci", "rho", "rho_ci")},
+                      "rho_long_per_doc": {str(d): v for d, v in c.rho_long_per_doc.items()},
+                      "rho_long_by_group": {g: e.rho_long for g, e in c.groups.items()},
+                      "loss_by_chunk_position": c.loss_by_chunk_position}
+                     for c in report.cells]}
 _ = save_numbers("03_correlation_by_lag", numbers, figures_dir)
-if report["cells"]:
-    display(Markdown("\n".join(
-        f"- **{c['corpus']}**: ρ_long = {c['rho_long']:+.4f}"
-        + (f" (95% interval {c['rho_long_ci'][0]:+.4f} to {c['rho_long_ci'][1]:+.4f})"
-           if c.get("rho_long_ci") and c["rho_long_ci"][0] is not None else "")
-        + f"; ρ at 512 tokens = {c['rho'].get('512', float('nan')):+.3f}" for c in report["cells"])))
+
+
+def rho_long_line(c):
+    lo, hi = c.all.interval("rho_long")
+    return (f"- **{c.corpus}**: ρ_long = {c.all.rho_long:+.4f}"
+            + (f" (95% interval {lo:+.4f} to {hi:+.4f})" if lo is not None else "")
+            + f"; ρ at {c.chunk} tokens = {c.all.rho.get(c.chunk, float('nan')):+.3f}")
+
+
+display(Markdown("\n".join(rho_long_line(c) for c in report.cells)))
 
 # %%
 versions()

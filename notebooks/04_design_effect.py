@@ -29,7 +29,8 @@
 # blocks carries about $1/R$ as many effective independent samples as its token count suggests, and
 # McCandlish's gradient noise scale $B_\text{simple} = C\sigma^2/S_\text{cross}$ (in tokens, for shuffled
 # chunks) grows by the factor $R$ for contiguous blocks. $R_\text{rel}$ divides by the packed-web control at
-# the same model and checkpoint. Intervals: 95% document bootstrap with paired draws for ratios.
+# the same model and checkpoint. Intervals: 95% document bootstrap; the interval of a ratio divides the i-th
+# draws of the two cells, each resampled on its own ([docs/methods.md](../docs/methods.md#document-bootstrap)).
 
 # %% tags=["parameters"]
 results_dir = "data/results"  # directory of result files (searched recursively)
@@ -42,7 +43,7 @@ seed = 20261007  # bootstrap seed
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.notebooks import save_chart, save_numbers, setup, versions
+from docgrad.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 
@@ -50,18 +51,17 @@ import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import gates, published, stats
+from docgrad import published, stats, tables
+from docgrad.charts import corpus_color, highlight, legend_pick
 
 # %%
-report_all = stats.analyze(results_dir, resamples=resamples, seed=seed, missing_ok=True)
-report = stats.subset(report_all, model, revision, chunk, corpora)
-missing = stats.missing_cells(report_all, model, revision, corpora, chunk)
-synthetic = any(c.get("synthetic") for c in report["cells"])
+report, missing = stats.page_analysis(results_dir, model, revision, chunk, corpora, resamples, seed)
+synthetic = any(c.synthetic for c in report.cells)
 label = model.split("/")[-1]
 order = list(corpora)
 lines = [f"- results directory: `{results_dir}`; model `{model}` at `{revision}`, C = {chunk} tokens, "
          f"{resamples} bootstrap resamples",
-         f"- cells present: {', '.join(c['corpus'] for c in report['cells']) or 'none'}",
+         f"- cells present: {', '.join(c.corpus for c in report.cells) or 'none'}",
          f"- cells missing: {', '.join(missing) or 'none'}"]
 if "WEB" in missing:
     lines.append("- without the WEB control cell there is no R_rel and gate G2 cannot be evaluated")
@@ -78,12 +78,12 @@ display(Markdown("\n".join(lines)))
 # legend entry to highlight a corpus.
 
 # %%
-R = stats.R_frame(report)
+R = tables.R_frame(report)
 R_all = R[R["group"] == "all"]
 both = published.beside_ours(R_all, published.R_by_window(), label, "W_tokens")
 both = both[both["corpus"].isin(order)]
-pick = alt.selection_point(fields=["corpus"], bind="legend")
-color = alt.Color("corpus:N", sort=order, scale=alt.Scale(domain=order))
+pick = legend_pick()
+color = corpus_color(order)
 xW = alt.X("W_tokens:Q", title="window W (tokens)", scale=alt.Scale(type="log", base=2),
            axis=alt.Axis(values=[512, 1024, 2048, 4096, 8192, 16384]))
 tip = ["source:N", "corpus:N", "W_tokens:Q", alt.Tooltip("R:Q", format=".3f"),
@@ -91,9 +91,9 @@ tip = ["source:N", "corpus:N", "W_tokens:Q", alt.Tooltip("R:Q", format=".3f"),
 base = alt.Chart(both)
 chart_R = alt.layer(
     base.mark_errorbar(ticks=True).encode(x=xW, y=alt.Y("lo:Q", title="R(W)"), y2="hi:Q", color=color,
-                                          opacity=alt.condition(pick, alt.value(0.8), alt.value(0.08))),
+                                          opacity=highlight(pick, 0.8, 0.08)),
     base.mark_line(point=True).encode(x=xW, y="R:Q", color=color, tooltip=tip,
-                                      opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12))).add_params(pick),
+                                      opacity=highlight(pick)).add_params(pick),
 ).properties(width=260, height=240).facet(
     column=alt.Column("source:N", title=None, sort=list(dict.fromkeys(both["source"]))))
 display(save_chart(chart_R, "04_R_by_window", figures_dir))
@@ -105,7 +105,7 @@ display(save_chart(chart_R, "04_R_by_window", figures_dir))
 # PG19 → BOOKS, REPOS → CODE, ARXIV → PAPERS). Brackets are 95% document-bootstrap intervals.
 
 # %%
-headline = stats.headline_table(report, published.cells(), published.r_rel())
+headline = tables.headline_table(report, published.cells(), published.r_rel())
 headline
 
 # %% [markdown]
@@ -114,8 +114,8 @@ headline
 # The same numbers in plain words ($N/R$ effective independent chunks in a block of $N$ chunks):
 
 # %%
-display(Markdown("\n".join(f"- {s}" for s in stats.reading(report)) or "- no cells to read"))
-rel = stats.r_rel_frame(report)
+display(Markdown("\n".join(f"- {s}" for s in tables.reading(report)) or "- no cells to read"))
+rel = tables.r_rel_frame(report)
 rel
 
 # %% [markdown]
@@ -127,7 +127,7 @@ rel
 # (gate G3); where that fails, read these bars as undetermined.
 
 # %%
-cf = stats.cells_frame(report)
+cf = tables.cells_frame(report)
 bs = cf.melt(id_vars=["corpus"], value_vars=["B_simple_shuf_tokens", "B_simple_contig_16K_tokens"],
              var_name="batching", value_name="tokens")
 bs["batching"] = bs["batching"].map({"B_simple_shuf_tokens": "shuffled 512-token chunks",
@@ -152,14 +152,13 @@ cf[["corpus", "S_cross", "S_cross_lo", "S_cross_hi", "sigma2", "B_simple_shuf_to
 # Each gate checks an assumption the headline depends on. A failing gate is reported as a finding, not
 # tuned away: G1 (the count sketch is faithful), G2 (the packed-web control has no long-range correlation:
 # R(16K) < 1.2 and ρ_long < 0.01), G3 (the mean gradient is resolved, so B_simple is defined). Gates are
-# evaluated over every cell in the results directory.
+# evaluated on the cells this page shows (definitions: [docs/methods.md](../docs/methods.md#gates-and-verdict)).
 
 # %%
-gates_table = gates.gates_frame(report_all)
+gates_table = tables.gates_frame(report)
 with pd.option_context("display.max_colwidth", 200):
     display(gates_table)
-display(Markdown(f"**Verdict: {report_all['verdict']}**"
-                 + "".join(f"\n- {d}" for d in report_all.get("verdict_detail", []))))
+display(Markdown(f"**Verdict: {report.verdict}**" + "".join(f"\n- {d}" for d in report.verdict_detail)))
 
 # %% [markdown]
 # ## Limitations
@@ -182,16 +181,14 @@ display(Markdown(f"**Verdict: {report_all['verdict']}**"
 # %%
 numbers = {"results_dir": results_dir, "model": model, "revision": revision, "chunk": chunk,
            "resamples": resamples, "seed": seed, "synthetic": synthetic, "missing": missing,
-           "cells": [{"corpus": c["corpus"], "n_docs": c["n_docs"], "R": c["R"], "R_ci": c.get("R_ci"),
-                      "R_16K": c.get("R_16K"), "R_16K_ci": c.get("R_16K_ci"),
-                      "B_simple_shuf_tokens": c["B_simple_shuf_tokens"],
-                      "B_simple_shuf_ci": c.get("B_simple_shuf_ci"),
-                      "B_simple_contig_tokens": c["B_simple_contig_tokens"],
-                      "S_cross": c["S_cross"], "S_cross_ci": c.get("S_cross_ci"), "sigma2": c["sigma2"]}
-                     for c in report["cells"]],
-           "R_rel": report["R_rel"], "reading": stats.reading(report),
-           "gates": {k: {"status": g["status"], "summary": g["summary"]} for k, g in report_all["gates"].items()},
-           "verdict": report_all["verdict"], "verdict_detail": report_all.get("verdict_detail", [])}
+           "cells": [{"corpus": c.corpus, "n_docs": c.n_docs,
+                      **{k: c.all.to_json().get(k) for k in ("R", "R_ci", "R_16K", "R_16K_ci", "B_simple_shuf_tokens",
+                                                             "B_simple_shuf_ci", "B_simple_contig_tokens", "S_cross",
+                                                             "S_cross_ci", "sigma2")}}
+                     for c in report.cells],
+           "R_rel": report.R_rel, "reading": tables.reading(report),
+           "gates": {k: {"status": g["status"], "summary": g["summary"]} for k, g in report.gates.items()},
+           "verdict": report.verdict, "verdict_detail": report.verdict_detail}
 _ = save_numbers("04_design_effect", numbers, figures_dir)
 
 # %%

@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from docgrad import notebooks as N
+from docgrad import pages
 from docgrad import report as R
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,7 +183,7 @@ def _executed(path, title, chart=True):
     if chart:
         spec = {"$schema": "https://vega.github.io/schema/vega-lite/v6.json", "mark": "point",
                 "data": {"values": [{"a": 1, "b": "</script>"}]}, "encoding": {"x": {"field": "a"}}}
-        code.outputs = [nbformat.v4.new_output("execute_result", data={N.VEGALITE_MIME: spec,
+        code.outputs = [nbformat.v4.new_output("execute_result", data={pages.VEGALITE_MIME: spec,
                                                                        "text/plain": "<chart>"},
                                                execution_count=1)]
     cells.append(code)
@@ -224,10 +225,10 @@ def test_altair_renderer_emits_valid_vegalite_mime_and_png():
     import altair as alt
     import pandas as pd
 
-    N.enable_altair_renderer()
+    pages.enable_altair_renderer()
     chart = alt.Chart(pd.DataFrame({"a": [1, 2]})).mark_point().encode(x="a")
     bundle, _ = alt.renderers.get()(chart.to_dict())
-    assert set(bundle) == {N.VEGALITE_MIME, "image/png", "text/plain"}
+    assert set(bundle) == {pages.VEGALITE_MIME, "image/png", "text/plain"}
     out = nbformat.v4.new_output("display_data", data=bundle)
     nbformat.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[out])]))
     json.dumps(bundle)

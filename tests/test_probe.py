@@ -1,9 +1,11 @@
-"""The probe on a tiny model: the numbers it writes, resume, refusals, non-finite stops, two-process runs, CLI."""
+"""The probe on a tiny model: the numbers it writes, resume, refusals, non-finite stops, two-process runs, CLI.
+(State, lock and argument refusals: test_probe_state.py.)"""
 
 import hashlib
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,28 +14,30 @@ import torch
 import torch.nn.functional as F
 
 from docgrad import probe as P
+from docgrad import probe_bench
 from docgrad.models import named_parameter_groups, tiny_model
 from docgrad.results import GROUPS, load_result
 from docgrad.sketch import hash_of
 
 torch.set_num_threads(1)
 CHUNK, M, B = 16, 3, 64
+CONFIG = P.ProbeConfig(model="tiny", revision="r0", corpus="T", chunk=CHUNK, buckets=B, seed=4, pin={"model": "tiny"})
 
 
-def spans(n=3, seed=0):
+def spans(n=3, seed=0, tail=0):
     rng = np.random.default_rng(seed)
     out = []
     for d in range(n):
-        t = rng.integers(0, 256, size=CHUNK * M + 5)        # 5 tail tokens: ignored (not a whole chunk)
+        t = rng.integers(0, 256, size=CHUNK * M + tail)
         out.append((d, t, hashlib.sha256(t.astype("<i4").tobytes()).hexdigest()))
     return out
 
 
-def run(tmp, model=None, **kw):
+def run(tmp, model=None, config=CONFIG, exact_ref=False, **kw):
     model = model or tiny_model("llama", seed=1)
     kw.setdefault("progress", False)
-    return P.run_probe(model, kw.pop("spans", spans()), Path(tmp) / "T_c16_d0-3.npz", chunk=CHUNK, buckets=B, seed=4,
-                       args={"model": "tiny", "revision": "r0", "corpus": "T"}, pin={"model": "tiny"}, **kw)
+    config = replace(config, exact_ref=exact_ref) if exact_ref else config
+    return P.run_probe(model, kw.pop("spans", spans()), Path(tmp) / "T_c16_d0-3.npz", config, **kw)
 
 
 def arrays(path):
@@ -76,6 +80,11 @@ def test_result_equals_direct_gradients_sketched_by_the_explicit_hash(tmp_path):
     np.testing.assert_allclose(total_sq, (flat ** 2).sum(1), rtol=1e-5)
     np.testing.assert_allclose(sh.exact_ref_dot, flat @ flat[0], rtol=1e-4, atol=1e-6 * (flat[0] @ flat[0]))
     assert sh.meta["exact_ref_row"] == 0 and sh.meta["args"]["corpus"] == "T"
+    assert {k: sh.meta["args"][k] for k in ("model", "revision", "chunk", "docs", "buckets", "seed", "exact_ref",
+                                            "dtype", "context")} == {
+        "model": "tiny", "revision": "r0", "chunk": CHUNK, "docs": [0, 3], "buckets": B, "seed": 4, "exact_ref": True,
+        "dtype": "float32", "context": "standalone"}
+    assert sh.meta["pin"] == {"model": "tiny"} and sh.meta["chunks_per_document"] == M
     assert set(sh.meta["timings"]) >= {"load_s", "forward_backward_s", "sketch_s"}
     assert not P.partial_dir(path).exists()
 
@@ -107,8 +116,7 @@ def test_other_arguments_against_partial_state_are_refused(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, on_document=kill)
     with pytest.raises(P.ProbeError, match="different arguments.*seed"):
-        P.run_probe(tiny_model("llama", seed=1), spans(), tmp_path / "T_c16_d0-3.npz", chunk=CHUNK, buckets=B,
-                    seed=5, args={"corpus": "T"}, pin={"model": "tiny"}, progress=False)
+        run(tmp_path, config=replace(CONFIG, seed=5))
     with pytest.raises(P.ProbeError, match="different arguments.*spans"):
         run(tmp_path, spans=spans(seed=9))
 
@@ -184,33 +192,33 @@ def test_cli_writes_the_standard_path_and_refuses_to_overwrite(tmp_path, monkeyp
     assert cli.main(argv) == 2
     assert "--overwrite" in capsys.readouterr().err
     argv[4] = "2:5"
-    with pytest.raises(P.ProbeError, match=r"documents \[4\] are not in the corpus"):
-        cli.main(argv)
+    assert cli.main(argv) == 2                      # a ProbeError is a DocgradError: one line, status 2
+    assert "documents [4] are not in the corpus" in capsys.readouterr().err
 
 
 def test_measure_chunks_exact_and_sketched_agree_at_many_buckets():
     model = tiny_model("llama", seed=1)
     chunks = [t[:CHUNK] for _, t, _ in spans(4)]
-    res = P.measure_chunks(model, chunks, buckets=(4096, 8), seed=0, seed_style_coords=500)
+    res = probe_bench.measure_chunks(model, chunks, buckets=(4096, 8), seed=0, seed_style_coords=500)
     # chunk 0 against itself: exact dot = squared norm
     np.testing.assert_allclose(res["exact_ref_dot"][0], res["sqnorm"][0], rtol=1e-5)
-    f = P.chunk_fidelity(res, 4096)            # tiny model: ~12k params, 4096 buckets -> small errors
+    f = probe_bench.chunk_fidelity(res, 4096)            # tiny model: ~12k params, 4096 buckets -> small errors
     assert f["pairs"] == 3 and abs(f["mean_cosine_error"]) < 0.05
-    coarse = P.chunk_fidelity(res, 8, per_group=True)
-    fine = P.chunk_fidelity(res, 4096, per_group=True)
+    coarse = probe_bench.chunk_fidelity(res, 8, per_group=True)
+    fine = probe_bench.chunk_fidelity(res, 4096, per_group=True)
     assert fine["rms_cosine_error"] < coarse["rms_cosine_error"]
     assert res["seed_style_per_chunk_s"] > 0 and np.all(res["plain_fb_s"] > 0) and np.all(res["sketch_s"] > 0)
 
 
 def test_bucket_sweep_speed_summary_and_sample_chunks():
     model = tiny_model("llama", seed=1)
-    chunks = P.sample_chunks(spans(3), 5, CHUNK, documents=2)
+    chunks = probe_bench.sample_chunks(spans(3), 5, CHUNK, documents=2)
     assert len(chunks) == 5 and np.array_equal(chunks[3], spans(3)[1][1][:CHUNK])
-    res = P.measure_chunks(model, chunks, buckets=(256, 16, 64), seed=0)
-    rows = P.bucket_sweep(res)
+    res = probe_bench.measure_chunks(model, chunks, buckets=(256, 16, 64), seed=0)
+    rows = probe_bench.bucket_sweep(res)
     assert [r["buckets"] for r in rows] == [16, 64, 256]
     assert rows[0]["theory_sd"] == pytest.approx(4 * rows[2]["theory_sd"])   # sqrt(256 / 16)
-    sp = P.speed_summary(res)
+    sp = probe_bench.speed_summary(res)
     assert sp["ratio_probe_over_plain"] > 0 and "seed_style_sketch_s" not in sp
 
 

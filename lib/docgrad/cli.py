@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from docgrad.errors import DocgradError
+
+# Default paths, relative to the project root (--root, else the checkout found above the current directory,
+# else the one this package is installed from), so `docgrad probe` run from elsewhere still writes into the
+# project. Paths given explicitly on the command line are relative to the current directory, as usual.
+DEFAULT_PATHS = {"manifest": "data/corpora/manifest.json", "cache": "data/corpora/cache",
+                 "results": "data/results", "notebooks": "notebooks"}
+DEFAULT_OUT = {"probe": "data/results", "analyze": "data/report.json", "report": "report"}
 
 
 def _lazy(module: str, function: str):
@@ -23,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure how much gradient noise whole-document long-context batches add, "
         "and build the notebook report that explains it.",
     )
+    parser.add_argument("--root", default=None, help="project root that default paths are relative to "
+                        "(default: the docgrad checkout above the current directory)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     # --- report / run (notebooks) ---------------------------------------------------------
@@ -35,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-html", action="store_true", help="execute notebooks but do not build report/")
     p.add_argument("--no-execute", action="store_true",
                    help="do not execute anything: rebuild report/ from the executed notebooks already there")
-    p.add_argument("--notebooks", default="notebooks", help="notebook directory (default: notebooks)")
-    p.add_argument("--out", default="report", help="HTML report directory (default: report)")
+    p.add_argument("--notebooks", default=None, help="notebook directory (default: <root>/notebooks)")
+    p.add_argument("--out", default=None, help="HTML report directory (default: <root>/report)")
     p.set_defaults(func=_lazy("notebooks", "cli_report"))
 
     p = sub.add_parser("run", help="execute one notebook with parameters",
@@ -58,14 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     pb = csub.add_parser("build", help="fetch, clean, select, tokenize and cut spans; write the manifest")
     pb.add_argument("--corpus", action="append", default=None,
                     help="build only this corpus (BOOKS, CODE, PAPERS, WEB; repeatable)")
-    pb.add_argument("--manifest", default="data/corpora/manifest.json", help="manifest path")
-    pb.add_argument("--cache", default="data/corpora/cache", help="directory for downloads and token spans")
+    pb.add_argument("--manifest", default=None, help="manifest path (default: <root>/data/corpora/manifest.json)")
+    pb.add_argument("--cache", default=None, help="directory for downloads and token spans (default: <root>/data/corpora/cache)")
     pb.add_argument("--seed", type=int, default=20261129, help="selection seed (default: 20261129)")
     pb.add_argument("--force", action="store_true",
                     help="replace manifest entries that the rebuild does not reproduce (default: refuse)")
     pb.set_defaults(func=_lazy("corpora", "cli_corpora"))
     ps = csub.add_parser("show", help="print a table per corpus: documents, tokens, first words")
-    ps.add_argument("--manifest", default="data/corpora/manifest.json", help="manifest path")
+    ps.add_argument("--manifest", default=None, help="manifest path (default: <root>/data/corpora/manifest.json)")
     ps.add_argument("--corpus", action="append", default=None, help="show only this corpus (repeatable)")
     ps.set_defaults(func=_lazy("corpora", "cli_corpora"))
 
@@ -83,9 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sketch hash seed (default 0)")
     p.add_argument("--exact-ref", action="store_true", help="keep chunk 0's exact gradient for the G1 fidelity check")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
-    p.add_argument("--manifest", default="data/corpora/manifest.json", help="corpus manifest")
-    p.add_argument("--cache", default="data/corpora/cache", help="corpus span cache directory")
-    p.add_argument("--out", default="data/results", help="results root directory (default data/results; the file "
+    p.add_argument("--manifest", default=None, help="corpus manifest (default: <root>/data/corpora/manifest.json)")
+    p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
+    p.add_argument("--out", default=None, help="results root directory (default <root>/data/results; the file "
                    "goes to <org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz under it), or an explicit .npz path")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing complete result")
@@ -95,22 +107,58 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="estimators, document bootstrap and gates from result files",
                        description="Pool result files per cell and compute S_cross, sigma2, rho(lag), R(W), "
                        "B_simple, R_rel with document-bootstrap intervals and the gates; writes report.json.")
-    p.add_argument("--results", default="data/results", help="results directory (searched recursively)")
-    p.add_argument("--out", default="data/report.json", help="output JSON path")
-    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (0 skips the bootstrap)")
-    p.add_argument("--seed", type=int, default=20261007, help="bootstrap seed")
-    p.set_defaults(func=_lazy("stats", "cli_analyze"))
+    p.add_argument("--results", default=None, help="results directory, searched recursively (default: <root>/data/results)")
+    p.add_argument("--out", default=None, help="output JSON path (default: <root>/data/report.json)")
+    p.add_argument("--resamples", type=int, default=2000,
+                   help="bootstrap resamples: 0 skips the bootstrap, else 40 to 1,000,000 (default 2000)")
+    p.add_argument("--seed", type=int, default=20261007, help="bootstrap seed (default 20261007)")
+    p.set_defaults(func=cli_analyze)
     return parser
 
 
+def cli_analyze(args) -> int:
+    """docgrad analyze: the analysis of a results directory -> report.json and a summary table."""
+    from docgrad import stats, tables
+    from docgrad.fileio import atomic_write_json, check_output_file, to_jsonable
+
+    out = check_output_file(args.out, "--out")
+    a = stats.analyze(Path(args.results), resamples=args.resamples, seed=args.seed)
+    atomic_write_json(out, to_jsonable(a))
+    print(tables.summary_table(a))
+    print(f"wrote {out} ({len(a.cells)} cells, {a.resamples} resamples, {a.seconds['total']:.1f} s)")
+    return 0
+
+
+def resolve_default_paths(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill every path option left at None with its default under the project root (see DEFAULT_PATHS)."""
+    from docgrad.fileio import project_root
+
+    root = Path(args.root).resolve() if args.root else None
+    if root is not None and not root.is_dir():
+        raise DocgradError(f"--root {args.root}: no such directory")
+    for attr, rel in [*DEFAULT_PATHS.items(), ("out", DEFAULT_OUT.get(args.command))]:
+        if rel is not None and hasattr(args, attr) and getattr(args, attr) is None:
+            setattr(args, attr, str((root or project_root()) / rel))
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand. Errors a user can cause (DocgradError, and file-system errors such as a missing
+    or unwritable path) print one line naming the problem and exit with status 2; argparse's own errors
+    (unknown options, wrong types) also exit with 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        return int(args.func(resolve_default_paths(args)) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except DocgradError as e:
+        print(f"docgrad {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:       # a path that is missing, not writable, a directory instead of a file, ...
+        print(f"docgrad {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from typing import Iterable
 
 import numpy as np
 
+from docgrad.errors import DocgradError
 from docgrad import corpora_sources as src
 from docgrad.corpora_sources import Candidate, DocumentError, SourceError, say
 from docgrad.rlazy import RDataError
@@ -74,7 +75,7 @@ LICENCES = {
 }
 
 
-class CorpusError(RuntimeError):
+class CorpusError(DocgradError, RuntimeError):
     """A corpus cannot be built or loaded as recorded; the message names the corpus/document and the fix."""
 
 
@@ -280,7 +281,7 @@ def spans_path(cache: Path, corpus: str) -> Path:
 
 
 def write_spans(cache: Path, corpus: str, spans: np.ndarray) -> Path:
-    from docgrad.results import atomic_write_bytes
+    from docgrad.fileio import atomic_write_bytes
     import io
 
     buf = io.BytesIO()
@@ -374,7 +375,7 @@ def open_manifest_for(manifest_path: Path, tok, force: bool = False) -> dict:
 def store(man: dict, manifest_path: Path, cache_dir: Path, built: dict) -> None:
     """Write each built corpus's spans (built: name -> (entry, spans)), then the manifest with their entries:
     the offline corpora first in CORPORA order, then any others (hub corpora) as they were."""
-    from docgrad.results import atomic_write_json
+    from docgrad.fileio import atomic_write_json
 
     for corpus, (entry, spans) in built.items():
         write_spans(cache_dir, corpus, spans)

@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from docgrad.errors import DocgradError
 from docgrad.rlazy import load_lazy_db
 
 
-class SourceError(RuntimeError):
+class SourceError(DocgradError, RuntimeError):
     """A source cannot be fetched or read (apt/pip failure, missing file); names the package or path."""
 
 
-class DocumentError(ValueError):
+class DocumentError(DocgradError, ValueError):
     """One candidate document is unusable (empty, undecodable, too short); names the document."""
 
 

@@ -1,10 +1,10 @@
-"""Gates G1-G3 and the verdict (DESIGN.md). A failing gate is a finding, reported as such.
+"""Gates G1-G3 and the verdict (docs/methods.md, "Gates and verdict"). A failing gate is a finding, reported as such.
 
 G1 sketch fidelity (files written with --exact-ref): for the reference chunk r (row `exact_ref_row` of the
    file's json, default row 0) and every other chunk i, the cosine error
        e_i = (Khat_ri - <g_r, g_i>) / sqrt(|g_r|^2 |g_i|^2)
    with Khat the sketched Gram summed over groups and <g_r, g_i> = exact_ref_dot[i]; passes when
-   |mean e| <= 0.003, sd e <= 0.03 and the mean sketched/exact squared-norm ratio diag(Khat)/|g|^2 is
+   |mean e| <= 0.003, sd e (ddof=1) <= 0.03 and the mean sketched/exact squared-norm ratio diag(Khat)/|g|^2 is
    within 3% of 1 (the published study's form of "norm ratio").
 G2 web control: at every (model, revision, chunk) with a WEB cell, R(16K) < 1.2 and rho_long < 0.01.
 G3 S_cross > 0 resolved: the lower end of every cell's S_cross interval is > 0 (otherwise B_simple of
@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from docgrad.sketch import G1_MEAN, G1_NORM, G1_SD, cosine_errors, g1_passes
-
-CONTROL = "WEB"  # the packed-web control corpus (G2, and the denominator of R_rel)
-G2_R, G2_RHO = 1.2, 0.01
+from docgrad.sketch import cosine_errors, g1_statistics
+from docgrad.study import CONTROL, G1_MEAN, G1_NORM, G1_SD, G2_R, G2_RHO
 
 
 def g1_errors(shard) -> tuple[np.ndarray, np.ndarray]:
@@ -38,50 +36,47 @@ def g1_errors(shard) -> tuple[np.ndarray, np.ndarray]:
     return cosine_errors(ex, K[r], sq, r), np.diag(K) / sq
 
 
-def gate_g1(cells: dict) -> dict:
-    errs, ratios, files = [], [], []
-    for cell in cells.values():
-        for sh in cell.shards:
-            e, q = g1_errors(sh)
-            if e.size:
-                errs.append(e)
-                ratios.append(q)
-                files.append(str(sh.path))
-    if not errs:
+def gate_g1(cells: list) -> dict:
+    """G1 over the G1 samples (CellEstimate.g1) of the given cells, pooled."""
+    samples = [c.g1 for c in cells if c.g1 is not None]
+    if not samples:
         return {"status": "not evaluated", "pass": None,
                 "summary": "no result file has exact_ref_dot (run one cell with --exact-ref)"}
-    e, q = np.concatenate(errs), np.concatenate(ratios)
-    mean, sd, nr = float(e.mean()), float(e.std()), float(q.mean())
-    ok = g1_passes(mean, sd, nr)
-    return {"status": "pass" if ok else "FAIL", "pass": bool(ok), "mean_cos_diff": mean, "sd_cos_diff": sd,
-            "mean_norm_ratio": nr, "n_pairs": int(e.size), "files": files,
+    e = np.concatenate([s.cosine_errors for s in samples])
+    q = np.concatenate([s.sqnorm_ratios for s in samples])
+    g1 = g1_statistics(e, q)
+    mean, sd, nr = g1["mean_cosine_error"], g1["sd_cosine_error"], g1["mean_sqnorm_ratio"]
+    return {"status": "pass" if g1["passes"] else "FAIL", "pass": g1["passes"], "mean_cos_diff": mean,
+            "sd_cos_diff": sd, "mean_norm_ratio": nr, "n_pairs": g1["pairs"],
+            "files": [f for s in samples for f in s.files],
             "summary": f"cosine error mean {mean:+.2g} (|.| <= {G1_MEAN}), sd {sd:.2g} (<= {G1_SD}), "
                        f"squared-norm ratio {nr:.4f} (within {G1_NORM:.0%}) over {e.size} pairs"}
 
 
-def gate_g2(rows: list[dict]) -> dict:
-    webs = [r for r in rows if r["corpus"] == CONTROL]
+def gate_g2(cells: list) -> dict:
+    webs = [c for c in cells if c.corpus == CONTROL]
     if not webs:
         return {"status": "not evaluated", "pass": None, "summary": f"no {CONTROL} (control) cell"}
-    cells = [{"model": r["model"], "revision": r["revision"], "chunk": r["chunk"], "R_16K": r.get("R_16K"),
-              "rho_long": r["rho_long"],
-              "pass": bool(r.get("R_16K") is not None and r["R_16K"] < G2_R and r["rho_long"] < G2_RHO)}
-             for r in webs]
-    ok = all(c["pass"] for c in cells)
-    desc = "; ".join(f"{c['model']} {c['revision']}: R(16K) {c['R_16K']:.3f}, rho_long {c['rho_long']:+.4f}"
-                     if c["R_16K"] is not None else f"{c['model']}: R(16K) undefined" for c in cells)
-    return {"status": "pass" if ok else "FAIL", "pass": ok, "cells": cells,
+    rows = [{"model": c.model, "revision": c.revision, "chunk": c.chunk, "R_16K": c.all.R_16K,
+             "rho_long": c.all.rho_long,
+             "pass": bool(c.all.R_16K is not None and c.all.R_16K < G2_R and c.all.rho_long < G2_RHO)}
+            for c in webs]
+    ok = all(r["pass"] for r in rows)
+    desc = "; ".join(f"{r['model']} {r['revision']}: R(16K) {r['R_16K']:.3f}, rho_long {r['rho_long']:+.4f}"
+                     if r["R_16K"] is not None else f"{r['model']}: R(16K) undefined" for r in rows)
+    return {"status": "pass" if ok else "FAIL", "pass": ok, "cells": rows,
             "summary": f"control needs R(16K) < {G2_R} and rho_long < {G2_RHO}: {desc}"}
 
 
-def gate_g3(rows: list[dict]) -> dict:
-    if not rows or any(not r.get("S_cross_ci") or r["S_cross_ci"][0] is None for r in rows):
+def gate_g3(cells: list) -> dict:
+    if not cells or any(c.all.interval("S_cross")[0] is None for c in cells):
         return {"status": "not evaluated", "pass": None, "summary": "no bootstrap intervals (--resamples 0)"}
-    cells = [{"model": r["model"], "revision": r["revision"], "corpus": r["corpus"], "chunk": r["chunk"],
-              "S_cross_ci": r["S_cross_ci"], "pass": bool(r["S_cross_ci"][0] > 0)} for r in rows]
-    fails = [f"{c['corpus']} ({c['model']} {c['revision']})" for c in cells if not c["pass"]]
+    rows = [{"model": c.model, "revision": c.revision, "corpus": c.corpus, "chunk": c.chunk,
+             "S_cross_ci": list(c.all.interval("S_cross")), "pass": bool(c.all.interval("S_cross")[0] > 0)}
+            for c in cells]
+    fails = [f"{r['corpus']} ({r['model']} {r['revision']})" for r in rows if not r["pass"]]
     ok = not fails
-    return {"status": "pass" if ok else "FAIL", "pass": ok, "cells": cells,
+    return {"status": "pass" if ok else "FAIL", "pass": ok, "cells": rows,
             "summary": "every S_cross interval is above 0" if ok else
             f"S_cross interval reaches 0 for {', '.join(fails)}: B_simple undetermined there"}
 
@@ -100,20 +95,20 @@ def verdict(gates: dict, r_rel: list[dict]) -> tuple[str, list[str]]:
     if gates["G3"]["pass"] is False:
         detail.append(gates["G3"]["summary"])
     for r in r_rel:
-        lo, hi = r["R_rel_ci"]
+        lo, hi = r.R_rel_ci
+        who = f"{r.corpus} ({r.model} {r.revision})"
         if lo is None:
-            detail.append(f"{r['corpus']} ({r['model']} {r['revision']}): R_rel {r['R_rel']} without interval")
+            detail.append(f"{who}: R_rel {r.R_rel} without interval")
         elif lo > 1:
-            detail.append(f"{r['corpus']} ({r['model']} {r['revision']}): R_rel {r['R_rel']:.2f} "
-                          f"[{lo:.2f}, {hi:.2f}] - more design effect than the control")
+            detail.append(f"{who}: R_rel {r.R_rel:.2f} [{lo:.2f}, {hi:.2f}] - more design effect than the control")
         else:
-            detail.append(f"{r['corpus']} ({r['model']} {r['revision']}): R_rel {r['R_rel']:.2f} "
-                          f"[{lo:.2f}, {hi:.2f}] - interval includes the control's level")
+            detail.append(f"{who}: R_rel {r.R_rel:.2f} [{lo:.2f}, {hi:.2f}] - interval includes the control's level")
     return v, detail
 
 
-def evaluate(cells: dict, rows: list[dict], r_rel: list[dict]) -> dict:
-    gates = {"G1": gate_g1(cells), "G2": gate_g2(rows), "G3": gate_g3(rows)}
+def evaluate(cells: list, r_rel: list) -> dict:
+    """Gates and verdict over exactly these cells (docgrad.stats.CellEstimate) and R_rel rows (stats.RRel)."""
+    gates = {"G1": gate_g1(cells), "G2": gate_g2(cells), "G3": gate_g3(cells)}
     v, detail = verdict(gates, r_rel)
     return {"gates": gates, "verdict": v, "detail": detail}
 
@@ -126,15 +121,3 @@ MEANING = {
     "G3": "Mean gradient resolved: S_cross (|G|^2) is distinguishable from 0, so B_simple = C sigma2 / S_cross "
           "is finite and meaningful for that cell. R and rho do not need it.",
 }
-
-
-def gates_frame(report: dict):
-    """One row per gate: status, what was measured, what the gate means; plus the verdict as the last row."""
-    import pandas as pd
-
-    rows = [{"gate": k, "status": g["status"], "measured": g["summary"], "meaning": MEANING[k]}
-            for k, g in report["gates"].items()]
-    rows.append({"gate": "verdict", "status": report["verdict"], "measured": "; ".join(report.get("verdict_detail", [])),
-                 "meaning": "INCOMPLETE: a gate could not be evaluated; INCONCLUSIVE: G1 or G2 failed; "
-                            "MEASURED: both instrument gates pass."})
-    return pd.DataFrame(rows, columns=["gate", "status", "measured", "meaning"])

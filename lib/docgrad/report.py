@@ -2,7 +2,7 @@
 
 Each page is the executed notebook exported by nbconvert's `lab` template, with
   * navigation (contents, previous, next) at the top and bottom;
-  * every Altair chart (a Vega-Lite MIME output, see notebooks.setup) turned into a vega-embed call, with
+  * every Altair chart (a Vega-Lite MIME output, see pages.setup) turned into a vega-embed call, with
     the Vega, Vega-Lite and vega-embed JavaScript inlined once per page (from vl_convert), so the charts
     are interactive with no network;
   * the code of cells tagged `hide-input` hidden (their output stays);
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from docgrad.fileio import atomic_write_bytes
 
 ABSTRACT = (
     "How much gradient noise do whole-document long-context batches add? Sequences drawn from one document "
@@ -223,20 +223,6 @@ def _nav(pages: list[Page], i: int) -> str:
     return f'<nav class="docgrad-nav">{prev}<a href="index.html">Contents</a>{nxt}</nav>'
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = "report",
                  title: str = "docgrad: gradient noise of whole-document batches") -> Path:
     """Export every executed notebook to out_dir/<stem>.html and write out_dir/index.html; return the index."""
@@ -270,12 +256,12 @@ def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = 
                      "docgrad_vega_js": vega_js if n_charts else "",
                      "metadata": {"name": page.source.stem}}
         body, _ = exporter.from_notebook_node(nb, resources=resources)
-        _atomic_write_text(out_dir / page.html_name, math_to_mathml(body))
+        atomic_write_bytes(out_dir / page.html_name, math_to_mathml(body).encode("utf-8"))
 
     toc = "\n".join(f'<li><a href="{p.html_name}">{html.escape(p.title)}</a>'
                     f'<p>{html.escape(p.summary)}</p></li>' for p in pages)
     index = out_dir / "index.html"
     abstract = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(ABSTRACT))
-    _atomic_write_text(index, math_to_mathml(_INDEX_TEMPLATE.format(title=html.escape(title), abstract=abstract,
-                                                                     toc=toc)))
+    atomic_write_bytes(index, math_to_mathml(_INDEX_TEMPLATE.format(title=html.escape(title), abstract=abstract,
+                                                                    toc=toc)).encode("utf-8"))
     return index

@@ -10,20 +10,20 @@ json: {"args": {model, revision, corpus, chunk, docs, ...}, timings, versions, s
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from docgrad.models import GROUP_NAMES as GROUPS  # the parameter groups of every Gram file
+from docgrad.errors import DocgradError
+from docgrad.fileio import atomic_write_json, atomic_write_npz
+from docgrad.study import GROUPS  # the parameter groups of every Gram file
 _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)_d(?P<a>\d+)-(?P<b>\d+)$")
 
 
-class ResultFileError(ValueError):
+class ResultFileError(DocgradError, ValueError):
     """A result file is missing, corrupt, or inconsistent; the message names the file."""
 
 
@@ -59,57 +59,8 @@ def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[
     return f"{model.replace('/', '__')}/{revision}/{corpus}_c{chunk}_d{a}-{b}"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same directory, then rename: readers never see a partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are ordinary shared files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
-def to_jsonable(x):
-    """numpy scalars/arrays -> Python numbers/lists, dict keys -> str, NaN -> null (so the file stays valid JSON)."""
-    if isinstance(x, dict):
-        return {str(k): to_jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [to_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return to_jsonable(x.tolist())
-    if isinstance(x, np.bool_):
-        return bool(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return None if x != x else float(x)
-    return x
-
-
-def package_versions(dists, missing=None) -> dict:
-    """{"python": ..., "platform": ..., dist: installed version (or `missing`)} for result and page metadata."""
-    import importlib.metadata as md
-    import platform
-    import sys
-
-    v = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for dist in dists:
-        try:
-            v[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            v[dist] = missing
-    return v
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(Path(path), (json.dumps(obj, indent=1, sort_keys=False) + "\n").encode())
 
 
 def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact_ref_dot=None,
@@ -132,14 +83,6 @@ def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact
     atomic_write_npz(npz_path, arrays, compressed=True)
     atomic_write_json(json_path, meta)
 
-
-def atomic_write_npz(path: Path, arrays: dict, compressed: bool = False) -> None:
-    """np.savez(_compressed) of `arrays`, written atomically (built in memory, then atomic_write_bytes)."""
-    import io
-
-    buf = io.BytesIO()
-    (np.savez_compressed if compressed else np.savez)(buf, **arrays)
-    atomic_write_bytes(path, buf.getvalue())
 
 
 def _validate_arrays(path: Path, z: dict) -> None:

@@ -20,12 +20,14 @@ import struct
 import zlib
 from pathlib import Path
 
+from docgrad.errors import DocgradError
+
 NILVALUE, REFSXP, SYMSXP, LISTSXP, CHARSXP = 254, 255, 1, 2, 9
 LGLSXP, INTSXP, REALSXP, STRSXP, VECSXP = 10, 13, 14, 16, 19
 _NA_INT = -(2**31)
 
 
-class RDataError(ValueError):
+class RDataError(DocgradError, ValueError):
     """The R data file cannot be read; the message names the file and the problem."""
 
 

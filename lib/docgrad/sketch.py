@@ -39,14 +39,13 @@ An int8 table would be 4x smaller but the int8 multiply is ~20x slower in torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from docgrad.results import GROUPS
+from docgrad.study import DEFAULT_BUCKETS, G1_MEAN, G1_NORM, G1_SD, GROUPS, SKETCH_SEED
 
 SKETCH_NAME = "count-sketch/rotated-blocks/splitmix64/v1"
-DEFAULT_BUCKETS = 2**17
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -100,6 +99,15 @@ def hash_of(seed: int, name: str, shape: Sequence[int], buckets: int) -> tuple[n
     return (t % buckets + off[t // buckets]) % buckets, signs_for(key, n)
 
 
+class SketchResult(NamedTuple):
+    """What CountSketch.sketch returns (see there)."""
+
+    sketch: object             # torch float32 (len(GROUPS), B): S g per group
+    sqnorm: np.ndarray         # float64 (len(GROUPS),): |g|^2 per group, exact
+    ref_dot: float | None      # <g_ref, g> exactly, when a ref was given
+    signed: dict | None        # name -> flat s * g, when keep_signed (usable as a later ref)
+
+
 @dataclass
 class _Param:
     name: str
@@ -117,7 +125,7 @@ class CountSketch:
     """
 
     def __init__(self, params: Iterable[tuple[str, Sequence[int], str]], buckets: int = DEFAULT_BUCKETS,
-                 seed: int = 0, device="cpu", signs_from: "CountSketch | None" = None):
+                 seed: int = SKETCH_SEED, device="cpu", signs_from: "CountSketch | None" = None):
         import torch
 
         if buckets < 1:
@@ -152,7 +160,7 @@ class CountSketch:
         self.memory_bytes = 4 * sum(p.numel for p in self.params.values())
 
     @classmethod
-    def from_model(cls, model, buckets: int = DEFAULT_BUCKETS, seed: int = 0, device=None) -> "CountSketch":
+    def from_model(cls, model, buckets: int = DEFAULT_BUCKETS, seed: int = SKETCH_SEED, device=None) -> "CountSketch":
         from docgrad.models import named_parameter_groups
 
         named = named_parameter_groups(model)
@@ -161,10 +169,10 @@ class CountSketch:
         return cls([(n, tuple(p.shape), g) for n, p, g in named], buckets, seed, device)
 
     def sketch(self, vectors: Mapping[str, object], inplace: bool = False, ref: Mapping | None = None,
-               keep_signed: bool = False):
+               keep_signed: bool = False) -> SketchResult:
         """Sketch a set of named vectors (e.g. gradients), one sketch per group.
 
-        Returns (sketch, sqnorm, ref_dot, signed): sketch is a torch float32 tensor (len(GROUPS), B);
+        Returns SketchResult(sketch, sqnorm, ref_dot, signed): sketch is a torch float32 tensor (len(GROUPS), B);
         sqnorm a float64 numpy array (len(GROUPS),) of exact squared norms (float32 dots over blocks of B
         coordinates, summed in float64); ref_dot the exact inner product with `ref` (a dict of sign-multiplied
         flat vectors as returned in `signed`), or None; signed (only if keep_signed) a dict name -> flat
@@ -204,7 +212,7 @@ class CountSketch:
         ref_dot = None
         if ref is not None:
             ref_dot = float(torch.stack(ref_parts).double().sum()) if ref_parts else 0.0
-        return out, sqnorm, ref_dot, signed
+        return SketchResult(out, sqnorm, ref_dot, signed)
 
     def with_buckets(self, buckets: int) -> "CountSketch":
         """The same hash family with another bucket count, sharing this sketch's sign tables (no extra memory)."""
@@ -223,7 +231,7 @@ class CountSketch:
                 acc[d:d + (b - a)].add_(g[a:b])
         return out
 
-    def sketch_model_grads(self, model, ref=None, keep_signed=False):
+    def sketch_model_grads(self, model, ref=None, keep_signed=False) -> SketchResult:
         """Sketch the .grad of every (deduplicated) parameter in place; see `sketch`."""
         grads = {n: p.grad for n, p in model.named_parameters() if n in self.params}
         return self.sketch(grads, inplace=True, ref=ref, keep_signed=keep_signed)
@@ -235,14 +243,30 @@ def gram(sketches: np.ndarray) -> np.ndarray:
     return x @ x.T
 
 
-# Gate G1 (DESIGN.md): |mean cosine error| <= G1_MEAN, its sd <= G1_SD, |mean sketched/exact squared norm - 1|
-# <= G1_NORM. Used by fidelity() (notebook 02, benchmarks) and by gates.gate_g1 (result files).
-G1_MEAN, G1_SD, G1_NORM = 0.003, 0.03, 0.03
-
+# Gate G1 (docs/methods.md): |mean cosine error| <= G1_MEAN, its sd (ddof=1) <= G1_SD, |mean sketched/exact
+# squared norm - 1| <= G1_NORM; the thresholds live in docgrad.study. g1_statistics is the one place that
+# computes them: fidelity() (notebook 02, benchmarks) and gates.gate_g1 (result files) both call it.
 
 def g1_passes(mean_cosine_error: float, sd_cosine_error: float, mean_sqnorm_ratio: float) -> bool:
     return (abs(mean_cosine_error) <= G1_MEAN and sd_cosine_error <= G1_SD
             and abs(mean_sqnorm_ratio - 1) <= G1_NORM)
+
+
+def g1_statistics(errors, sqnorm_ratios=None) -> dict:
+    """Gate G1 on cosine errors e_j (cosine_errors) and squared-norm ratios q_j = |S g_j|^2 / |g_j|^2.
+
+    Returns pairs = #e, mean_cosine_error = mean e, sd_cosine_error = sd e (ddof=1; 0.0 for one pair),
+    mean_sqnorm_ratio = mean q (None without ratios) and passes (g1_passes; without ratios only the
+    cosine conditions count).
+    """
+    e = np.asarray(errors, dtype=np.float64).reshape(-1)
+    if e.size == 0:
+        raise ValueError("g1_statistics: no cosine errors (needs a reference chunk and at least one other)")
+    mean = float(e.mean())
+    sd = float(e.std(ddof=1)) if e.size > 1 else 0.0
+    ratio = None if sqnorm_ratios is None else float(np.mean(np.asarray(sqnorm_ratios, dtype=np.float64)))
+    return {"pairs": int(e.size), "mean_cosine_error": mean, "sd_cosine_error": sd, "mean_sqnorm_ratio": ratio,
+            "passes": bool(g1_passes(mean, sd, 1.0 if ratio is None else ratio))}
 
 
 def cosine_errors(exact_ref_dot, sketched_ref_row, sqnorm, ref: int = 0) -> np.ndarray:
@@ -255,27 +279,27 @@ def cosine_errors(exact_ref_dot, sketched_ref_row, sqnorm, ref: int = 0) -> np.n
 
 
 def fidelity(exact_ref_dot, sketched_ref_row, sqnorm, ref: int = 0, sketched_diag=None) -> dict:
-    """G1 statistics of one reference chunk against every other chunk.
+    """G1 statistics (g1_statistics) of one reference chunk against every other chunk, plus descriptions.
 
     exact_ref_dot[j] = <g_ref, g_j> exactly, sketched_ref_row[j] = <S g_ref, S g_j>, sqnorm[j] = |g_j|^2
-    exactly (all summed over groups); cosine errors as in cosine_errors(). With sketched_diag (|S g_j|^2):
-    the norm ratio sqrt(|S g_j|^2 / |g_j|^2) and the squared-norm ratio gate G1 tests (g1_passes).
+    exactly (all summed over groups). With sketched_diag (|S g_j|^2): the norm ratio sqrt(|S g_j|^2 / |g_j|^2)
+    and the squared-norm ratio gate G1 tests.
     """
     ex = np.asarray(exact_ref_dot, dtype=np.float64)
     sq = np.asarray(sqnorm, dtype=np.float64)
     keep = np.arange(ex.size) != ref
     err = cosine_errors(ex, sketched_ref_row, sq, ref)
-    denom = np.sqrt(sq[ref] * sq[keep])
-    out = {"pairs": int(keep.sum()), "mean_cosine_error": float(err.mean()), "sd_cosine_error": float(err.std(ddof=1)) if err.size > 1 else 0.0,
-           "max_abs_cosine_error": float(np.abs(err).max()), "mean_exact_cosine": float((ex[keep] / denom).mean())}
-    sq_ratio = 1.0
-    if sketched_diag is not None:
-        sq_ratios = np.asarray(sketched_diag, dtype=np.float64) / sq
+    sq_ratios = None if sketched_diag is None else np.asarray(sketched_diag, dtype=np.float64) / sq
+    g1 = g1_statistics(err, sq_ratios)
+    out = {"pairs": g1["pairs"], "mean_cosine_error": g1["mean_cosine_error"], "sd_cosine_error": g1["sd_cosine_error"],
+           "max_abs_cosine_error": float(np.abs(err).max()),
+           "mean_exact_cosine": float((ex[keep] / np.sqrt(sq[ref] * sq[keep])).mean())}
+    if sq_ratios is not None:
         ratio = np.sqrt(sq_ratios)
         out["mean_norm_ratio"] = float(ratio.mean())
         out["sd_norm_ratio"] = float(ratio.std(ddof=1)) if ratio.size > 1 else 0.0
-        out["mean_sqnorm_ratio"] = sq_ratio = float(sq_ratios.mean())
-    out["passes"] = g1_passes(out["mean_cosine_error"], out["sd_cosine_error"], sq_ratio)
+        out["mean_sqnorm_ratio"] = g1["mean_sqnorm_ratio"]
+    out["passes"] = g1["passes"]
     return out
 
 

@@ -1,0 +1,146 @@
+"""Cells: the result files (shards) of one (model, revision, corpus, chunk), pooled into block sums.
+
+Every document keeps its within-document pairs, and cross-document pairs are used wherever both documents
+sit in one file (pairs across files were never computed). The Gram diagonal is replaced by the exact squared
+norms, and the group 'all' is the sum of the groups (inner products add over disjoint coordinates).
+docs/methods.md, "Gram matrices and result files".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from docgrad import bootstrap as bs
+from docgrad.results import ResultFileError, Shard, find_results, load_result, parse_stem
+from docgrad.study import ALL, GROUPS
+
+
+class NoResultsError(ResultFileError, FileNotFoundError):
+    """A results directory holds no result file."""
+
+
+@dataclass
+class Cell:
+    """One pooled cell: documents in sorted order, the block sums per group (and 'all'), losses."""
+
+    model: str
+    revision: str
+    corpus: str
+    chunk: int
+    doc_ids: list[int]                       # global document ids, sorted
+    m: int                                   # chunks per document
+    sums: dict[str, bs.BlockSums]            # group (and 'all') -> block sums
+    loss: np.ndarray                         # (D, m) per-chunk loss
+    shards: list[Shard] = field(default_factory=list, repr=False)   # in document order
+
+    @property
+    def files(self) -> list[Path]:
+        return [sh.path for sh in self.shards]
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.model, self.revision, self.corpus, self.chunk)
+
+    @property
+    def name(self) -> str:
+        return f"{self.model} {self.revision} {self.corpus} c{self.chunk}"
+
+
+def _ordered_rows(shard: Shard) -> tuple[list[int], int, np.ndarray]:
+    """Documents of a file, chunks per document, and the row order (document, chunk); checks completeness."""
+    idx = shard.index
+    docs = sorted(set(idx[:, 0].tolist()))
+    counts = {d: int(np.sum(idx[:, 0] == d)) for d in docs}
+    m = counts[docs[0]]
+    for d in docs:
+        got = np.sort(idx[idx[:, 0] == d, 1])
+        if counts[d] != m or not np.array_equal(got, np.arange(m)):
+            raise ResultFileError(f"{shard.path}: document {d} has chunks {got.tolist()[:5]}... ({counts[d]} of them); "
+                                  f"expected chunks 0..{m - 1} like document {docs[0]}")
+    order = np.lexsort((idx[:, 1], idx[:, 0]))
+    return docs, m, order
+
+
+def _check_names(shard: Shard) -> None:
+    try:
+        st = parse_stem(shard.path)
+    except ResultFileError:
+        return                                     # names are informative only; args are authoritative
+    a = shard.args
+    if int(st["chunk"]) != int(a["chunk"]):
+        raise ResultFileError(f"{shard.path}: file name says chunk {st['chunk']} but args.chunk is {a['chunk']} "
+                              f"(mixed chunk sizes in one cell)")
+    if st["corpus"] != a["corpus"]:
+        raise ResultFileError(f"{shard.path}: file name says corpus {st['corpus']} but args.corpus is {a['corpus']}")
+
+
+class _Part(NamedTuple):
+    """One shard of a cell with its documents (ascending), chunks per document and row order."""
+    shard: Shard
+    docs: list[int]
+    m: int
+    order: np.ndarray
+
+
+def pool_cell(shards: list[Shard]) -> Cell:
+    """Pool the shards of one cell; refuse overlapping documents, mixed chunk counts, mismatched groups."""
+    if not shards:
+        raise ValueError("pool_cell: no shards")
+    key = shards[0].cell
+    groups = sorted(shards[0].gram)
+    for sh in shards:
+        _check_names(sh)
+        if sh.cell != key:
+            raise ResultFileError(f"{sh.path}: belongs to cell {sh.cell}, not {key}")
+        if sorted(sh.gram) != groups:
+            raise ResultFileError(f"{sh.path}: groups {sorted(sh.gram)} differ from {groups} in {shards[0].path}")
+    seen: dict[int, Path] = {}
+    parts, clashes = [], []
+    for sh in shards:
+        docs, m, order = _ordered_rows(sh)
+        clashes += [f"document {d} in {sh.path} and {seen[d]}" for d in docs if d in seen]
+        seen.update({d: sh.path for d in docs if d not in seen})
+        parts.append(_Part(sh, docs, m, order))
+    if clashes:
+        raise ResultFileError(f"overlapping shards of cell {key}: " + "; ".join(clashes))
+    ms = {p.m for p in parts}
+    if len(ms) > 1:
+        detail = ", ".join(f"{p.shard.path.name}: {p.m}" for p in parts)
+        raise ResultFileError(f"cell {key}: files disagree on chunks per document ({detail})")
+    m = ms.pop()
+    parts.sort(key=lambda p: p.docs[0])
+    sums: dict[str, bs.BlockSums] = {}
+    for g in groups:
+        blocks = []
+        for p in parts:
+            K = np.array(p.shard.gram[g], dtype=np.float64)
+            K[np.diag_indices_from(K)] = p.shard.sqnorm[g]
+            blocks.append(bs.shard_block_sums(K[np.ix_(p.order, p.order)], len(p.docs), m))
+        sums[g] = bs.assemble(blocks, m)
+    total = sums[groups[0]]
+    for g in groups[1:]:
+        total = total + sums[g]
+    sums[ALL] = total
+    doc_ids = [d for p in parts for d in p.docs]
+    loss = np.concatenate([p.shard.loss[p.order].reshape(len(p.docs), m) for p in parts])
+    if len(doc_ids) < 2 or not np.any(sums[ALL].Np - np.diag(np.diag(sums[ALL].Np))):
+        raise ResultFileError(f"cell {key}: no cross-document pairs (every file holds a single document: "
+                              f"{[str(p.shard.path) for p in parts]}); S_cross is undefined")
+    model, revision, corpus, chunk = key
+    return Cell(model, revision, corpus, chunk, doc_ids, m, sums, loss, [p.shard for p in parts])
+
+
+def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS) -> dict[tuple, Cell]:
+    """Every cell under results_dir, pooled. groups: groups each file must have (None: whatever they share)."""
+    files = find_results(results_dir)
+    if not files:
+        raise NoResultsError(f"{results_dir}: no result files (*.npz with .json) found")
+    by_cell: dict[tuple, list[Shard]] = {}
+    for f in files:
+        sh = load_result(f, groups=groups)
+        by_cell.setdefault(sh.cell, []).append(sh)
+    return {k: pool_cell(v) for k, v in sorted(by_cell.items())}

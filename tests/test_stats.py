@@ -105,7 +105,7 @@ def test_sampled_gradients_recover_profile_within_their_sampling_error(tmp_path)
 
 
 def _naive(K, doc, chunk, src, shard, C=C):
-    """Reference: the DESIGN.md definitions applied literally to an explicit Gram of drawn rows.
+    """Reference: the definitions of docs/methods.md#estimators applied literally to an explicit Gram of drawn rows.
 
     doc: label of each drawn document copy; src: original document (pairs with equal src are never
     cross-document pairs); shard: file of the original (cross pairs exist only within a file).

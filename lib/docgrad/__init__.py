@@ -1,15 +1,30 @@
 """docgrad: within-document gradient correlation of language models, measured and explained.
 
-Modules (one concern each):
-  reduction  loss-reduction objectives of the scalar teaching model, and accumulation checks
-  models     the default SmolLM2 model (GGUF inside a PyPI wheel), pinned hub models, tiny test models
-  corpora    the four offline corpora, their manifest, and loaders for the published corpora
-  sketch     the count sketch of per-chunk gradients
-  probe      per-chunk gradients -> sketched Gram matrices -> result files
-  results    the result-file format (read, validate, write atomically)
-  stats      estimators (S_cross, sigma2, rho, R(W), B_simple), document bootstrap, gates
-  notebooks  executing the report's notebooks with validated parameters
-  report     the self-contained HTML report
+Definitions: docs/methods.md. Modules (one concern each):
+  study        the study's constants: corpora, span, chunk, groups, windows, seeds, gate thresholds
+  errors       DocgradError, the base of every error a user can cause (one line, exit status 2)
+  fileio       atomic writes, JSON conversion, package versions, project root
+  reduction    loss-reduction objectives of the teaching pages, and accumulation checks
+  models       the default SmolLM2 model (GGUF inside a PyPI wheel), pinned hub models, parameter groups
+  corpora      the four offline corpora, their manifest and token spans
+               (+ corpora_sources: fetching from Debian/PyPI; rlazy: R lazy-load databases;
+                hub_corpora: the published corpora, for users with network)
+  sketch       the count sketch of per-chunk gradients, and the G1 fidelity statistics
+  probe        per-chunk gradients -> sketches -> Gram matrices -> result files (ProbeConfig, PartialState)
+  probe_bench  speed and fidelity of the probe on a few real chunks (notebook 02, benchmarks)
+  results      the result-file format (read, validate, write)
+  cells        result files of one cell pooled into block sums
+  bootstrap    estimators from block sums, and the vectorised document bootstrap
+  stats        the analysis as typed results (Estimates, CellEstimate, RRel, Analysis), cached per inputs
+  gates        gates G1-G3 and the verdict
+  tables       frames, headline table, reading lines and the summary printed by `docgrad analyze`
+  published    the published study's numbers as frames, with our corpus names
+  synthetic    synthetic gradients with a known correlation profile (tests, benchmarks)
+  pages        what a notebook calls in its kernel: setup, chart renderer, figures, JSON twin, versions
+  charts       chart idioms: corpus colours, legend highlighting
+  notebooks    executing notebooks with validated parameters (`docgrad run`, `docgrad report`)
+  report       the self-contained HTML report
+  cli          the `docgrad` command line
 """
 
 __version__ = "0.1.0"

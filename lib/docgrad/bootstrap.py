@@ -1,4 +1,5 @@
 """Estimators of one cell from per-document block sums, and the vectorised document bootstrap.
+Definitions: docs/methods.md#estimators and #document-bootstrap.
 
 Every statistic of a cell is a ratio of sums of Gram entries K (chunk-gradient inner products, exact
 squared norms on the diagonal). Each of those sums is a sum over documents (or pairs of documents) of a
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-LONG_LAG_TOKENS = (2048, 16384)   # rho_long averages lags with 2048 <= lag*C < 16384
+from docgrad.study import LONG_LAG_TOKENS  # rho_long averages lags with 2048 <= lag*C < 16384
 
 
 def block_sizes(m: int) -> list[int]:

@@ -80,6 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--manifest", default=None, help="manifest path (default: <root>/data/corpora/manifest.json)")
     ps.add_argument("--corpus", action="append", default=None, help="show only this corpus (repeatable)")
     ps.set_defaults(func=_lazy("corpora", "cli_corpora"))
+    ph = csub.add_parser("hub", help="build a published corpus from the Hugging Face hub (needs network)",
+                         description="Fetch the pinned files of one of the published study's corpora (PG19, ARXIV, "
+                         "FINEWEB) from the hub and add it to a manifest + span cache, with the same selection "
+                         "rules as the offline corpora. Revisions are pinned in data/checkpoint_revisions.json.")
+    ph.add_argument("name", choices=["PG19", "ARXIV", "FINEWEB"], help="published corpus")
+    ph.add_argument("--revision", default=None, help="dataset revision (default: the pinned one)")
+    ph.add_argument("--allow-unpinned", action="store_true", help="accept a revision that is not pinned")
+    ph.add_argument("--manifest", default=None, help="manifest path (default: <root>/data/corpora/manifest.json)")
+    ph.add_argument("--cache", default=None, help="span cache (default: <root>/data/corpora/cache)")
+    ph.add_argument("--force", action="store_true", help="replace a manifest recorded for another tokenizer")
+    ph.set_defaults(func=_lazy("hub_corpora", "cli_hub"))
 
     # --- probe ----------------------------------------------------------------------------
     p = sub.add_parser("probe", help="sketch per-chunk gradients of a model and write a result file",

@@ -1,4 +1,5 @@
 """The four offline corpora: selection, tokenization, token spans, the manifest and the span cache.
+Definitions: docs/methods.md#corpora-and-spans.
 
 Definitions (fixed by the study design):
 - A document qualifies when its token count n >= MIN_TOKENS = SPAN_START + SPAN_TOKENS = 18432.
@@ -30,17 +31,14 @@ from typing import Iterable
 
 import numpy as np
 
-from docgrad.errors import DocgradError
 from docgrad import corpora_sources as src
 from docgrad.corpora_sources import Candidate, DocumentError, SourceError, say
+from docgrad.errors import DocgradError
 from docgrad.rlazy import RDataError
-
-SPAN_START = 2048
-SPAN_TOKENS = 16384
-MIN_TOKENS = SPAN_START + SPAN_TOKENS
-N_DOCS = 16
-CORPORA = ("BOOKS", "CODE", "PAPERS", "WEB")
-DEFAULT_SEED = 20261129
+from docgrad.study import CORPORA, SPAN_START, SPAN_TOKENS
+from docgrad.study import CORPUS_SEED as DEFAULT_SEED
+from docgrad.study import DOCS_PER_CORPUS as N_DOCS
+from docgrad.study import MIN_DOC_TOKENS as MIN_TOKENS
 DEFAULT_MANIFEST = "data/corpora/manifest.json"
 DEFAULT_CACHE = "data/corpora/cache"
 MANIFEST_FORMAT = "docgrad-corpora-manifest/1"

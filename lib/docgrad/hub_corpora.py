@@ -67,7 +67,7 @@ def resolve_dataset(name: str, revision: str | None = None, allow_unpinned: bool
         return repo, pin["revision"]
     if not allow_unpinned:
         raise SourceError(f"{name}: {repo}@{revision} is not pinned in {pins_path} "
-                          f"(pinned: {pin['revision'] if pin else 'none'}); pass allow_unpinned=True")
+                          f"(pinned: {pin['revision'] if pin else 'none'}); pass allow_unpinned=True (--allow-unpinned)")
     if revision is None:
         raise SourceError(f"{name}: give a revision for {repo}")
     return repo, revision
@@ -128,3 +128,12 @@ def build_hub_corpus(name: str, tok=None, revision: str | None = None, allow_unp
         man = corpora.open_manifest_for(mp, tok, force)
         corpora.store(man, mp, Path(spans_cache or corpora.DEFAULT_CACHE), {name: (entry, spans)})
     return entry, spans
+
+
+def cli_hub(args) -> int:
+    """`docgrad corpora hub NAME`: build_hub_corpus into the manifest and span cache."""
+    entry, _ = build_hub_corpus(args.name, revision=args.revision, allow_unpinned=args.allow_unpinned,
+                                cache_dir=Path(args.cache) / "hub", manifest_path=args.manifest,
+                                spans_cache=args.cache, force=args.force)
+    print(f"{args.name}: {len(entry['documents'])} documents written to {args.manifest}")
+    return 0

@@ -1,4 +1,5 @@
 """The probe: per-chunk gradients of a language model -> count sketches -> Gram matrices -> a result file.
+Definitions: docs/methods.md#per-chunk-gradients.
 
 For every document span and every chunk k of C tokens (tokens [kC, (k+1)C) of the span):
   * the chunk is a standalone sequence; loss = mean next-token cross-entropy over its C-1 targets;

@@ -21,7 +21,7 @@ DEFAULT_DIR = Path(__file__).resolve().parents[2] / "data" / "published"
 def _read(name: str, directory: Path | None) -> pd.DataFrame:
     path = Path(directory or DEFAULT_DIR) / name
     if not path.exists():
-        raise FileNotFoundError(f"{path}: published reference table is missing (copy it from shared/reference/)")
+        raise FileNotFoundError(f"{path}: published reference table is missing (it is part of the repository: restore it with git checkout -- data/published)")
     df = pd.read_csv(path)
     unknown = sorted(set(df["corpus"]) - set(PUBLISHED_TO_OURS))
     if unknown:

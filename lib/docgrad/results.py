@@ -1,4 +1,5 @@
 """Result files: one shard of one cell (model, revision, corpus, chunk) as `<stem>.npz` + `<stem>.json`.
+Definitions: docs/methods.md#gram-matrices-and-result-files.
 
 Layout (shared with the published doc-batch-gradients `results/`, so its files load unchanged):
   data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz

@@ -1,4 +1,5 @@
 """Count sketch of per-chunk gradients, one sketch of B buckets per parameter group.
+Definitions: docs/methods.md#count-sketch.
 
 The maths. A count sketch maps a vector g in R^N to S g in R^B with (S g)_b = sum_{i: h(i)=b} s(i) g_i,
 where h(i) is a bucket and s(i) = +-1 a sign. For two vectors

@@ -91,7 +91,7 @@ pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks]
 # ## Measured on the default model
 
 # %%
-spans = corpora.ensure_spans(corpus)  # builds the cache from its packages if missing
+spans = corpora.load_spans(corpus)  # `docgrad corpora build --corpus BOOKS` makes the cache (make report does)
 chunks = probe_bench.sample_chunks(spans, n_chunks, chunk)
 res = probe_bench.measure_chunks(lm, chunks, buckets=[max(buckets)] + [b for b in buckets if b != max(buckets)],
                            seed=seed, plain=True, seed_style_coords=seed_style_coords)

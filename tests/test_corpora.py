@@ -345,7 +345,7 @@ def test_load_spans_detects_tampered_and_missing_cache(tmp_path, code_fixture):
     with pytest.raises(CorpusError, match=r"CODE doc 5 \(proj6 1.0\) span sha256 .* does not match"):
         corpora.load_spans("CODE", man_path, cache)
     corpora.spans_path(cache, "CODE").unlink()
-    with pytest.raises(CorpusError, match=r"missing; run `make corpora` or `docgrad corpora build --corpus CODE`"):
+    with pytest.raises(CorpusError, match=r"missing; run `docgrad corpora build --corpus CODE`"):
         corpora.load_spans("CODE", man_path, cache)
     with pytest.raises(CorpusError, match="corpus 'BOOKS' not recorded"):
         corpora.load_spans("BOOKS", man_path, cache)
@@ -355,7 +355,9 @@ def test_ensure_spans_rebuilds_a_missing_cache_and_checks_it(tmp_path, code_fixt
     man_path, cache = tmp_path / "manifest.json", tmp_path / "cache"
     corpora.build(["CODE"], man_path, cache, tok=TOK)
     corpora.spans_path(cache, "CODE").unlink()
-    spans = corpora.ensure_spans("CODE", man_path, cache, tok=TOK)
+    with pytest.raises(CorpusError, match="docgrad corpora build --corpus CODE"):
+        corpora.ensure_spans("CODE", man_path, cache, tok=TOK)     # nothing is fetched without asking
+    spans = corpora.ensure_spans("CODE", man_path, cache, tok=TOK, build_missing=True)
     assert len(spans) == 16
 
 
@@ -372,7 +374,11 @@ def test_cli_show_prints_a_table_per_corpus(tmp_path, code_fixture, capsys):
     assert main(["corpora", "show", "--manifest", str(man_path)]) == 0
     out = capsys.readouterr().out
     assert "== CODE: 16 documents" in out and "proj0 1.0" in out
-    assert main(["corpora", "show", "--manifest", str(tmp_path / "nope.json")]) == 1
+    assert main(["corpora", "show", "--manifest", str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err
+    assert "corpus manifest not found" in err and "Traceback" not in err
+    assert main(["corpora", "build", "--corpus", "NOPE", "--manifest", str(man_path)]) == 2
+    assert "unknown corpus NOPE" in capsys.readouterr().err
 
 
 def test_committed_manifest_has_16_long_documents_per_corpus():

@@ -281,3 +281,79 @@ def test_committed_figures_draw_marks_not_just_axes_and_legend(figure):
     rgb = np.asarray(Image.open(figure).convert("RGB")).astype(int)
     coloured = (rgb.max(axis=-1) - rgb.min(axis=-1) > 40).mean()
     assert coloured > 0.005, f"{figure.name}: only {coloured:.2%} of pixels coloured - are the marks drawn?"
+
+
+# --- nothing half-done is published ----------------------------------------------------------------------
+
+STAGED = HEADER + '''
+# %% tags=["parameters"]
+fail = False  # fail after the numbers are saved
+
+# %%
+from docgrad.pages import save_numbers
+
+_ = save_numbers("01_staged", {"x": 1})
+
+# %%
+assert not fail, "asked to fail"
+'''
+
+
+@pytest.fixture
+def staged(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "figures").mkdir()
+    src = tmp_path / "notebooks" / "01_staged.py"
+    src.write_text(STAGED)
+    return src
+
+
+def test_a_failed_run_publishes_none_of_its_figures_and_a_successful_run_all(staged):
+    root = staged.parent.parent
+    twin = root / "figures" / "01_staged.json"
+    twin.write_text("numbers of the last complete run")
+    with pytest.raises(N.NotebookError, match="figures were left unchanged"):
+        N.execute_notebook(staged, parameters={"fail": True}, cwd=root)
+    assert twin.read_text() == "numbers of the last complete run"
+    N.execute_notebook(staged, cwd=root)
+    assert json.loads(twin.read_text()) == {"x": 1}
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_kernel_starts(staged):
+    from docgrad.errors import DocgradError
+
+    (staged.parent / "plain").write_text("x")
+    with pytest.raises(DocgradError, match="is a file, not a directory"):
+        N.execute_notebook(staged, output=staged.parent / "plain" / "out.ipynb", cwd=staged.parent.parent)
+
+
+def test_a_page_executed_with_parameters_is_not_in_sync_with_its_source(staged):
+    N.execute_notebook(staged, cwd=staged.parent.parent)
+    assert N.pair_differences(staged) == []
+    N.execute_notebook(staged, parameters={"fail": False}, cwd=staged.parent.parent)
+    (diff,) = N.pair_differences(staged)
+    assert "executed with parameters {'fail': False}" in diff
+
+
+def test_report_only_one_page_refuses_to_publish_a_stale_other_page(tiny, monkeypatch, capsys):
+    import argparse
+
+    monkeypatch.chdir(tiny.parent.parent)
+    second = tiny.parent / "02_tiny.py"
+    second.write_text(TINY)
+    N.run_notebooks(N.find_notebooks(tiny.parent), cwd=tiny.parent.parent, out=io.StringIO())
+    tiny.write_text(TINY.replace("print(\"total\", total)", "print(\"sum\", total)"))   # page 01 is now stale
+    args = argparse.Namespace(notebooks=str(tiny.parent), only=["02"], no_html=False, no_execute=False,
+                              out=str(tiny.parent.parent / "report"))
+    assert N.cli_report(args) == 1
+    assert "01_tiny.py" in capsys.readouterr().err and not (tiny.parent.parent / "report").exists()
+
+
+def test_an_optional_parameter_takes_none_or_a_string_only(tmp_path):
+    src = tmp_path / "01_opt.py"
+    src.write_text(HEADER + '\n# %% tags=["parameters"]\nrevision = None  # hub revision\n')
+    assert N.validate_parameters(src, {"revision": "step143000"}) == {"revision": "step143000"}
+    assert N.validate_parameters(src, {"revision": "None"}) == {"revision": None}
+    with pytest.raises(N.ParameterError, match="parameter 'revision' expects"):
+        N.validate_parameters(src, {"revision": "[1, 2]"})

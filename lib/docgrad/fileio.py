@@ -146,3 +146,11 @@ def inside(path, directory, what: str) -> Path:
     if not p.is_relative_to(d):
         raise DocgradError(f"{what}: {path} would be written outside {directory}")
     return p
+
+
+def shown_path(path, root=None) -> str:
+    """`path` relative to `root` (default: the project root) when inside it, else absolute: how paths are
+    recorded in metadata, so files written on two machines do not differ by where the checkout lives."""
+    p = Path(path).resolve()
+    r = Path(root).resolve() if root is not None else project_root()
+    return str(p.relative_to(r)) if p.is_relative_to(r) else str(p)

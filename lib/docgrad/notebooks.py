@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from docgrad.errors import DocgradError
-from docgrad.fileio import project_root
+from docgrad.fileio import check_output_file, move_into_place, project_root, shown_path
 
 NOTEBOOK_GLOB = "[0-9][0-9]_*.py"
 
@@ -120,8 +120,8 @@ def describe_parameters(params: dict[str, dict]) -> str:
 
 
 def _type_ok(value, default) -> bool:
-    if default is None:
-        return True
+    if default is None:               # an optional name (e.g. a hub revision): None or a string
+        return value is None or isinstance(value, str)
     if isinstance(default, bool) or isinstance(value, bool):
         return isinstance(value, bool) and isinstance(default, bool)
     if isinstance(default, float):
@@ -188,8 +188,10 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
                      cwd: str | Path | None = None, kernel_name: str = "python3") -> Path:
     """Execute a jupytext notebook source with papermill; write the executed .ipynb (default: beside it).
 
-    The notebook runs in a temporary file and replaces `output` only when every cell succeeded, so a
-    failed run never leaves a half-executed notebook that looks complete: the failed run is kept as
+    Nothing the run writes is visible until every cell succeeded: the notebook runs in a temporary file, and
+    the figures and numbers files it saves (docgrad.pages) go to a staging directory; on success they are all
+    moved into place (also across file systems), on failure none is, so a failed run never leaves a half-
+    executed notebook or half-replaced figures that look complete. The failed run is kept as
     <stem>.failed.ipynb beside the output and the error names the cell. Parameters are validated first."""
     import tempfile
 
@@ -197,19 +199,26 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
+    from docgrad.pages import STAGING_ENV
+
     source = Path(source)
-    output = Path(output) if output else source.with_suffix(".ipynb")
+    output = check_output_file(Path(output) if output else source.with_suffix(".ipynb"), "--output")
+    if output.suffix != ".ipynb":
+        raise NotebookError(f"--output {output}: an executed notebook is written as .ipynb")
     cwd = Path(cwd) if cwd else project_root(source.parent)
     params = validate_parameters(source, parameters or {})
     nb = jupytext.read(source)
     for i, cell in enumerate(nb.cells):  # jupytext draws random cell ids; fixed ones keep re-executions diffable
         cell.id = f"cell-{i:03d}"
-    output.parent.mkdir(parents=True, exist_ok=True)
     failed = output.with_name(output.stem + ".failed.ipynb")
     with tempfile.TemporaryDirectory(prefix="docgrad-nb-") as tmp:
         src_ipynb = Path(tmp) / (source.stem + ".ipynb")
         out_ipynb = Path(tmp) / (source.stem + ".out.ipynb")
+        staging = Path(tmp) / "staged"
+        staging.mkdir()
         jupytext.write(nb, src_ipynb)
+        previous = os.environ.get(STAGING_ENV)
+        os.environ[STAGING_ENV] = str(staging)          # the kernel inherits it
         try:
             pm.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, cwd=str(cwd),
                                 kernel_name=kernel_name, progress_bar=False, log_output=False,
@@ -218,15 +227,35 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
                                 extra_arguments=["--IPKernelApp.log_level=ERROR"])
         except PapermillExecutionError as e:
             if out_ipynb.exists():
-                os.replace(out_ipynb, failed)
+                move_into_place(out_ipynb, failed)
             where = _cell_label(nb, e.source or "", e.cell_index)
             raise NotebookError(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
-                                f"  the partial run is in {failed}; {output} was left unchanged") from None
+                                f"  the partial run is in {failed}; {output} and the figures were left unchanged") from None
+        finally:
+            if previous is None:
+                os.environ.pop(STAGING_ENV, None)
+            else:
+                os.environ[STAGING_ENV] = previous
         _record_paths(out_ipynb, source, output, cwd)
-        os.replace(out_ipynb, output)
+        publish_staged(staging, cwd)
+        move_into_place(out_ipynb, output)
     if failed.exists():
         failed.unlink()
     return output
+
+
+def publish_staged(staging: Path, root: Path) -> list[Path]:
+    """Move every file a notebook staged (docgrad.pages) to its destination, refusing destinations outside the
+    project root; checked for all before any is moved."""
+    from docgrad.pages import staged_outputs
+
+    moves = staged_outputs(staging)
+    for _, final in moves:
+        if not final.resolve().is_relative_to(Path(root).resolve()):
+            raise NotebookError(f"the notebook wrote {final}, outside the project {root}; nothing was published")
+    for staged, final in moves:
+        move_into_place(staged, final)
+    return [final for _, final in moves]
 
 
 def _record_paths(executed: Path, source: Path, output: Path, cwd: Path) -> None:
@@ -234,13 +263,9 @@ def _record_paths(executed: Path, source: Path, output: Path, cwd: Path) -> None
     project when inside it), so re-executions do not differ by a random temporary directory."""
     import nbformat
 
-    def shown(p: Path) -> str:
-        p = p.resolve()
-        return str(p.relative_to(cwd.resolve())) if p.is_relative_to(cwd.resolve()) else str(p)
-
     nb = nbformat.read(str(executed), as_version=4)
     pm_meta = nb.metadata.setdefault("papermill", {})
-    pm_meta["input_path"], pm_meta["output_path"] = shown(source), shown(output)
+    pm_meta["input_path"], pm_meta["output_path"] = shown_path(source, cwd), shown_path(output, cwd)
     nbformat.write(nb, str(executed))
 
 
@@ -279,12 +304,13 @@ def cli_report(args) -> int:
         sources = find_notebooks(nb_dir, args.only)
         if not sources:
             raise NotebookError(f"no notebooks (NN_name.py) in {nb_dir}")
-        if getattr(args, "no_execute", False):
-            stale = [d for src in sources for d in pair_differences(src)]
-            if stale:
-                raise NotebookError("cannot build the report from stale notebooks:\n  " + "\n  ".join(stale))
-        else:
+        if not getattr(args, "no_execute", False):
             run_notebooks(sources, cwd=root)
+        if not args.no_html:          # every page of the report must match its source, not only those just run
+            stale = [d for src in find_notebooks(nb_dir) for d in pair_differences(src)]
+            if stale:
+                raise NotebookError("cannot build the report from stale notebooks:\n  " + "\n  ".join(stale)
+                                    + "\n  execute them first: docgrad report --only NN (or docgrad report)")
     except NotebookError as e:
         print(f"docgrad report: {e}", file=sys.stderr)
         return 1
@@ -329,7 +355,8 @@ def cli_run(args) -> int:
 
 def pair_differences(source: str | Path) -> list[str]:
     """Differences between a notebook source (.py) and its executed twin (.ipynb): missing file, different
-    cell count, type or source. Papermill's `injected-parameters` cell is ignored. Empty list = in sync."""
+    cell count, type or source, or an execution with non-default parameters (papermill records them; its
+    `injected-parameters` cell itself is not compared). Empty list = in sync."""
     import jupytext
 
     source = Path(source)
@@ -337,12 +364,17 @@ def pair_differences(source: str | Path) -> list[str]:
     if not twin.exists():
         return [f"{twin} is missing (execute {source.name}: docgrad run {source.stem[:2]})"]
     a = [c for c in jupytext.read(source).cells]
-    b = [c for c in _read_ipynb(twin).cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    executed = _read_ipynb(twin)
+    b = [c for c in executed.cells if "injected-parameters" not in c.metadata.get("tags", [])]
     diffs = []
+    given = executed.metadata.get("papermill", {}).get("parameters") or {}
+    if given:
+        diffs.append(f"{twin.name} was executed with parameters {given} (the report shows the defaults: "
+                     f"docgrad run {source.stem[:2]})")
     if len(a) != len(b):
         diffs.append(f"{source.name} has {len(a)} cells, {twin.name} has {len(b)}")
     for i, (x, y) in enumerate(zip(a, b), 1):
         if x.cell_type != y.cell_type or x.source.strip() != y.source.strip():
             first = (x.source.strip().splitlines() or [""])[0][:60]
-            diffs.append(f"cell {i} differs ({x.cell_type} in .py starting {first!r})")
+            diffs.append(f"{source.name}: cell {i} differs from {twin.name} ({x.cell_type} starting {first!r})")
     return diffs

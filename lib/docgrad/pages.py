@@ -9,10 +9,11 @@ numbers (its JSON twin), and the versions cell. The host-side runner is docgrad.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-from docgrad.fileio import atomic_write_json, package_versions, project_root, to_jsonable
+from docgrad.fileio import atomic_write_bytes, atomic_write_json, package_versions, project_root, to_jsonable
 
 
 def quiet_model_loading() -> None:
@@ -78,10 +79,43 @@ def enable_altair_renderer() -> None:
     alt.renderers.enable("docgrad")
 
 
+# Set by the runner (docgrad.notebooks.execute_notebook): pages then write their files into this staging
+# directory, and the runner moves them to their destinations only when the whole notebook succeeded.
+STAGING_ENV = "DOCGRAD_STAGING"
+_STAGED_LIST = "staged.jsonl"
+
+
+def output_path(path: str | Path) -> Path:
+    """Where a page should write `path`: `path` itself, or, under the runner, a file in its staging directory
+    (recorded with its destination, see staged_outputs)."""
+    path = Path(path)
+    staging = os.environ.get(STAGING_ENV)
+    if not staging:
+        return path
+    staging = Path(staging)
+    record = staging / _STAGED_LIST
+    n = len(record.read_text().splitlines()) if record.exists() else 0
+    staged = staging / f"{n:04d}_{path.name}"
+    with open(record, "a") as f:
+        f.write(json.dumps({"staged": str(staged), "final": str(path.resolve())}) + "\n")
+    return staged
+
+
+def staged_outputs(staging: str | Path) -> list[tuple[Path, Path]]:
+    """(staged file, destination) of everything a run staged, in order (a later write of the same destination
+    wins, as it would have without staging)."""
+    record = Path(staging) / _STAGED_LIST
+    if not record.exists():
+        return []
+    moves = [json.loads(line) for line in record.read_text().splitlines()]
+    last = {m["final"]: m["staged"] for m in moves}
+    return [(Path(st), Path(final)) for final, st in last.items()]
+
+
 def save_numbers(notebook: str, numbers: dict, figures_dir: str | Path = "figures") -> Path:
     """Write the numbers a page states to figures/<notebook>.json (keys named after the quantities)."""
     path = Path(figures_dir) / f"{notebook}.json"
-    atomic_write_json(path, to_jsonable(numbers))
+    atomic_write_json(output_path(path), to_jsonable(numbers))
     return path
 
 
@@ -90,8 +124,7 @@ def save_chart(chart, name: str, figures_dir: str | Path = "figures", scale: flo
     import vl_convert as vlc
 
     path = Path(figures_dir) / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(vlc.vegalite_to_png(chart.to_json(), scale=scale))
+    atomic_write_bytes(output_path(path), vlc.vegalite_to_png(chart.to_json(), scale=scale))
     return chart
 
 

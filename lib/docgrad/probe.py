@@ -45,7 +45,7 @@ from typing import Callable
 import numpy as np
 
 from docgrad.errors import DocgradError
-from docgrad.fileio import atomic_write_json, atomic_write_npz, package_versions
+from docgrad.fileio import atomic_write_json, atomic_write_npz, package_versions, shown_path
 from docgrad.results import result_stem, write_result
 from docgrad.sketch import SKETCH_NAME, CountSketch
 from docgrad.sketch import gram as gram_matrix
@@ -637,7 +637,7 @@ def cli_probe(args) -> int:
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
     config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
                          buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, pin=pin, docs=docs,
-                         device=args.device, manifest=str(args.manifest), command=" ".join(sys.argv))
+                         device=args.device, manifest=shown_path(args.manifest), command=" ".join(sys.argv))
     out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs)
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
         print(f"{out}: a complete result already exists; pass --overwrite to replace it", file=sys.stderr)
@@ -647,7 +647,7 @@ def cli_probe(args) -> int:
     device = _init_distributed(resolve_device(args.device))
     from docgrad import corpora
 
-    spans = as_doc_spans(select_spans(corpora.ensure_spans(corpus, args.manifest,
+    spans = as_doc_spans(select_spans(corpora.load_spans(corpus, args.manifest,
                                                            getattr(args, "cache", corpora.DEFAULT_CACHE)), docs))
     config = config.bind(spans, torch.device(device).type)
     t0 = time.perf_counter()

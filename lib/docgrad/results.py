@@ -24,6 +24,9 @@ from docgrad.study import GROUPS  # the parameter groups of every Gram file
 _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)_d(?P<a>\d+)-(?P<b>\d+)$")
 
 
+SYMMETRY_RTOL = 1e-9   # |K - K^T| allowed, relative to max |K| (float64 rounding of X X^T is ~1e-16)
+
+
 class ResultFileError(DocgradError, ValueError):
     """A result file is missing, corrupt, or inconsistent; the message names the file."""
 
@@ -111,6 +114,23 @@ def _validate_arrays(path: Path, z: dict) -> None:
             if not np.all(np.isfinite(z[name])):
                 bad = int(np.sum(~np.isfinite(z[name])))
                 raise ResultFileError(f"{path}: {name} has {bad} non-finite entries")
+        asym = float(np.max(np.abs(K - K.T))) if n else 0.0
+        scale = float(np.max(np.abs(K))) if n else 0.0
+        if asym > SYMMETRY_RTOL * scale:
+            i, j = np.unravel_index(int(np.argmax(np.abs(K - K.T))), K.shape)
+            raise ResultFileError(f"{path}: gram_{g} is not symmetric (K[{i},{j}] = {K[i, j]:.6g} but K[{j},{i}] = "
+                                  f"{K[j, i]:.6g}; max |K - K^T| / max |K| = {asym / scale:.2g} > {SYMMETRY_RTOL:g}); "
+                                  "a Gram matrix of inner products must be symmetric")
+        neg = np.flatnonzero(z[f"sqnorm_{g}"] < 0)
+        if neg.size:
+            raise ResultFileError(f"{path}: sqnorm_{g} has {neg.size} negative squared norm(s) (first at row {neg[0]}: "
+                                  f"{z[f'sqnorm_{g}'][neg[0]]:.6g}); squared norms are >= 0")
+    total = sum(z[f"sqnorm_{g}"] for g in groups)
+    zero = np.flatnonzero(total <= 0)
+    if zero.size:
+        raise ResultFileError(f"{path}: {zero.size} chunk(s) have a zero gradient (squared norm summed over groups "
+                              f"is 0, first at row {zero[0]}, index {index[zero[0]].tolist()}); every chunk has "
+                              "targets, so its gradient cannot vanish")
     if not np.all(np.isfinite(loss)):
         raise ResultFileError(f"{path}: 'loss' has non-finite entries")
     ex = z.get("exact_ref_dot")
@@ -136,9 +156,16 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
         meta = json.loads(json_path.read_text())
     except json.JSONDecodeError as e:
         raise ResultFileError(f"{json_path}: not valid JSON ({e})") from e
+    if not isinstance(meta, dict):
+        raise ResultFileError(f"{json_path}: expected a JSON object with 'args', got a JSON {type(meta).__name__}")
     args = meta.get("args")
     if not isinstance(args, dict) or not {"model", "revision", "corpus", "chunk"} <= set(args):
         raise ResultFileError(f"{json_path}: 'args' must name model, revision, corpus and chunk")
+    try:
+        if int(args["chunk"]) < 2:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ResultFileError(f"{json_path}: args.chunk must be an integer >= 2, got {args['chunk']!r}") from None
     try:
         with np.load(npz_path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}

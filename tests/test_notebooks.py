@@ -357,3 +357,129 @@ def test_an_optional_parameter_takes_none_or_a_string_only(tmp_path):
     assert N.validate_parameters(src, {"revision": "None"}) == {"revision": None}
     with pytest.raises(N.ParameterError, match="parameter 'revision' expects"):
         N.validate_parameters(src, {"revision": "[1, 2]"})
+
+
+def test_json_twins_keep_six_significant_digits():
+    out = pages.round_significant({"a": 4.3014658526706375, "b": [1.0000000000000002, -0.00026123456789, 0.0],
+                                   "c": 3, "d": "x", "e": None, "f": 12345678.9})
+    assert out == {"a": 4.30147, "b": [1.0, -0.000261235, 0.0], "c": 3, "d": "x", "e": None, "f": 12345700.0}
+
+
+@pytest.mark.parametrize("twin", sorted((ROOT / "figures").glob("0[0-9]_*.json")), ids=lambda p: p.name)
+def test_committed_json_twins_are_rounded(twin):
+    data = json.loads(twin.read_text())
+    assert pages.round_significant(data) == data
+
+
+# --- the notebooks in JupyterLab (jupytext's contents manager, as JupyterLab uses it) ------------------------
+
+SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
+def test_a_source_saved_unchanged_by_jupytext_is_byte_identical(source):
+    """Opening and saving a page in JupyterLab must not rewrite its header (kernel name, jupytext version)."""
+    import jupytext
+
+    assert jupytext.writes(jupytext.read(source), fmt="py:percent") == source.read_text()
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
+def test_a_committed_pair_opens_in_jupyterlab_even_when_the_ipynb_is_newer(source, tmp_path):
+    """JupyterLab's jupytext refuses a pair whose .ipynb is newer than the .py unless their inputs match; a
+    checkout can leave either file newer, so the inputs must match."""
+    import os
+    import shutil
+
+    from jupyter_server.services.contents.largefilemanager import LargeFileManager
+    from jupytext.sync_contentsmanager import build_sync_jupytext_contents_manager_class
+
+    for f in (source, source.with_suffix(".ipynb")):
+        shutil.copy(f, tmp_path / f.name)
+    os.utime(tmp_path / source.name, (1_000_000_000, 1_000_000_000))       # the .py much older
+    cm = build_sync_jupytext_contents_manager_class(LargeFileManager)(root_dir=str(tmp_path))
+    for name in (source.name, source.with_suffix(".ipynb").name):
+        model = cm.get(name, content=True)
+        assert model["type"] == "notebook" and len(model["content"]["cells"]) > 3
+
+
+def test_docgrad_run_leaves_a_pair_jupyterlab_opens_also_after_a_parameterised_run(staged):
+    from jupyter_server.services.contents.largefilemanager import LargeFileManager
+    from jupytext.sync_contentsmanager import build_sync_jupytext_contents_manager_class
+
+    cm = build_sync_jupytext_contents_manager_class(LargeFileManager)(root_dir=str(staged.parent))
+    for params in ({}, {"fail": False}):
+        N.execute_notebook(staged, parameters=params, cwd=staged.parent.parent)
+        assert staged.with_suffix(".ipynb").stat().st_mtime <= staged.stat().st_mtime
+        assert cm.get(staged.with_suffix(".ipynb").name, content=True)["type"] == "notebook"
+
+
+# --- legend interaction: every legend-bound selection lives where the legend comes from ------------------------
+
+LEGEND_CHANNELS = ("color", "fill", "stroke", "shape", "opacity", "size", "strokeDash")
+
+
+def _encodes(view: dict, field: str) -> bool:
+    enc = view.get("encoding", {})
+    return any(isinstance(enc.get(ch), dict) and enc[ch].get("field") == field for ch in LEGEND_CHANNELS)
+
+
+def legend_selection_problems(spec: dict) -> list[str]:
+    """A selection bound to a legend must be defined on the view that draws that legend: in a layer, Vega-Lite
+    builds the legend from the first layer that encodes the field, so the selection must live on that layer
+    (a selection on another layer, or on a layer without the field, makes legend clicks do nothing)."""
+    named, layer_lists, found = {}, [], []
+
+    def walk(node, owner=None):
+        if isinstance(node, dict):
+            if "name" in node and ("mark" in node or "layer" in node):
+                named[node["name"]] = node
+            if isinstance(node.get("layer"), list):
+                layer_lists.append(node["layer"])
+            for p in node.get("params", []) or []:
+                if p.get("bind") == "legend":
+                    found.append((p, node))
+            for k, v in node.items():
+                if k != "params":
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    out = []
+    for p, owner in found:
+        views = [named[v] for v in p.get("views", []) if v in named] or [owner.get("spec", owner)]
+        for f in (p.get("select") or {}).get("fields", []):
+            if not any(_encodes(v, f) for v in views):
+                out.append(f"{p['name']}: legend of {f!r} bound on a view that does not encode {f!r}")
+            for layers in layer_lists:
+                first = next((v for v in layers if _encodes(v, f)), None)
+                if first is not None and any(v in layers for v in views) and not any(v is first for v in views):
+                    out.append(f"{p['name']}: legend of {f!r} bound on a later layer, not the first that encodes it")
+    return out
+
+
+def test_legend_selection_check_catches_a_selection_on_the_wrong_layer():
+    import altair as alt
+    import pandas as pd
+
+    df = pd.DataFrame({"x": [1, 2], "y": [1, 2], "corpus": ["A", "B"]})
+    pick = alt.selection_point(fields=["corpus"], bind="legend")
+    base = alt.Chart(df)
+    bad = alt.layer(base.mark_rule().encode(x="x"), base.mark_line().encode(x="x", y="y", color="corpus")).add_params(pick)
+    late = alt.layer(base.mark_point().encode(x="x", y="y", color="corpus"),
+                     base.mark_line().encode(x="x", y="y", color="corpus").add_params(pick))
+    good = alt.layer(base.mark_point().encode(x="x", y="y", color="corpus").add_params(pick),
+                     base.mark_line().encode(x="x", y="y", color="corpus"))
+    assert legend_selection_problems(bad.to_dict()) and legend_selection_problems(late.to_dict())
+    assert legend_selection_problems(good.to_dict()) == []
+
+
+@pytest.mark.parametrize("executed", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name)
+def test_every_legend_selection_of_a_page_is_bound_where_its_legend_is_drawn(executed):
+    nb = nbformat.read(executed, as_version=4)
+    problems = [f"cell {i}: {p}" for i, cell in enumerate(nb.cells) for o in cell.get("outputs", [])
+                for mime, data in o.get("data", {}).items() if "vegalite" in mime
+                for p in legend_selection_problems(data)]
+    assert problems == []

@@ -236,9 +236,14 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
                 os.environ.pop(STAGING_ENV, None)
             else:
                 os.environ[STAGING_ENV] = previous
-        _record_paths(out_ipynb, source, output, cwd)
+        _tidy_executed(out_ipynb, source, output, cwd)
         publish_staged(staging, cwd)
         move_into_place(out_ipynb, output)
+        if output == source.with_suffix(".ipynb"):
+            # the jupytext pair: the outputs were made from this source, so the .ipynb is not "more recent than
+            # the .py" (JupyterLab's jupytext would refuse to open a pair whose .ipynb is newer and differs)
+            st = source.stat()
+            os.utime(output, ns=(st.st_atime_ns, st.st_mtime_ns))
     if failed.exists():
         failed.unlink()
     return output
@@ -258,12 +263,17 @@ def publish_staged(staging: Path, root: Path) -> list[Path]:
     return [final for _, final in moves]
 
 
-def _record_paths(executed: Path, source: Path, output: Path, cwd: Path) -> None:
+def _tidy_executed(executed: Path, source: Path, output: Path, cwd: Path) -> None:
     """Papermill records the temporary files it ran; record the source and output instead (relative to the
-    project when inside it), so re-executions do not differ by a random temporary directory."""
+    project when inside it), so re-executions do not differ by a random temporary directory. Per-cell timing
+    metadata (papermill's and the kernel's `execution`) is dropped: it changes on every run, and it makes
+    jupytext see the .ipynb's inputs as different from the .py's."""
     import nbformat
 
     nb = nbformat.read(str(executed), as_version=4)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
     pm_meta = nb.metadata.setdefault("papermill", {})
     pm_meta["input_path"], pm_meta["output_path"] = shown_path(source, cwd), shown_path(output, cwd)
     nbformat.write(nb, str(executed))

@@ -34,18 +34,32 @@ def quiet_model_loading() -> None:
 
 
 def setup() -> Path:
-    """chdir to the project root, enable the report's Altair renderer, and return the root.
+    """chdir to the project root, choose the Altair renderer, and return the root. Call it first in every page.
 
-    Call at the top of every notebook. The renderer (`docgrad`) makes every displayed chart a MIME bundle
-    holding the Vega-Lite spec (JupyterLab draws it interactively; the HTML report embeds it with the
-    Vega JavaScript inlined, so it works offline) plus a PNG fallback (GitHub, VS Code, plain viewers).
+    Executed by `docgrad run` / `docgrad report` (the runner's staging variable is set): the `docgrad` renderer,
+    a static MIME bundle of the Vega-Lite spec (the HTML report embeds it with the Vega JavaScript inlined, so it
+    works offline) plus a PNG (GitHub, VS Code, JupyterLab, plain viewers) — it renders anywhere, with no widget
+    state to lose. In a live session (JupyterLab): Altair's `jupyter` renderer (an anywidget, its JavaScript
+    from vl-convert, offline), so hover and legend clicks work while exploring.
     """
     root = project_root()
     os.chdir(root)
     (root / "figures").mkdir(exist_ok=True)
-    enable_altair_renderer()
+    if os.environ.get(STAGING_ENV) or not enable_live_renderer():
+        enable_altair_renderer()
     quiet_model_loading()
     return root
+
+
+def enable_live_renderer() -> bool:
+    """Altair's interactive `jupyter` renderer, offline; False when anywidget is not installed."""
+    import altair as alt
+
+    try:
+        alt.renderers.enable("jupyter", offline=True)
+    except (ImportError, ValueError):
+        return False
+    return True
 
 
 # Altair 6 names its MIME type "application/vnd.vegalite.v6.json", which nbformat rejects for a JSON object
@@ -112,10 +126,29 @@ def staged_outputs(staging: str | Path) -> list[tuple[Path, Path]]:
     return [(Path(st), Path(final)) for final, st in last.items()]
 
 
+TWIN_DIGITS = 6   # significant digits kept in a page's JSON twin
+
+
+def round_significant(x, digits: int = TWIN_DIGITS):
+    """Every float in a JSON-ready structure rounded to `digits` significant digits (ints, strings unchanged).
+
+    The pages state at most 4 significant digits; float32 model arithmetic and BLAS reductions differ between
+    machines from about the 7th, so 6 digits make a re-execution of the defaults diff only where something
+    really changed."""
+    if isinstance(x, dict):
+        return {k: round_significant(v, digits) for k, v in x.items()}
+    if isinstance(x, list):
+        return [round_significant(v, digits) for v in x]
+    if isinstance(x, float) and x == x and x not in (float("inf"), float("-inf")) and x != 0.0:
+        return float(f"{x:.{digits - 1}e}")
+    return x
+
+
 def save_numbers(notebook: str, numbers: dict, figures_dir: str | Path = "figures") -> Path:
-    """Write the numbers a page states to figures/<notebook>.json (keys named after the quantities)."""
+    """Write the numbers a page states to figures/<notebook>.json (keys named after the quantities), rounded to
+    TWIN_DIGITS significant digits (round_significant)."""
     path = Path(figures_dir) / f"{notebook}.json"
-    atomic_write_json(output_path(path), to_jsonable(numbers))
+    atomic_write_json(output_path(path), round_significant(to_jsonable(numbers)))
     return path
 
 

@@ -17,6 +17,7 @@ Definitions: docs/methods.md. Modules (one concern each):
   bootstrap    estimators from block sums, and the vectorised document bootstrap
   stats        the analysis as typed results (Estimates, CellEstimate, RRel, Analysis), cached per inputs
   gates        gates G1-G3 and the verdict
+  batching     batch-composition rules (identity, random, balanced, coherent) measured as gradient noise
   tables       frames, headline table, reading lines and the summary printed by `docgrad analyze`
   published    the published study's numbers as frames, with our corpus names
   synthetic    synthetic gradients with a known correlation profile (tests, benchmarks)

@@ -66,3 +66,16 @@ def test_beside_ours_with_no_cells_of_ours_keeps_numeric_columns():
     empty = tables.rho_frame(stats.Analysis("none", 0, 0, [], [], {}, "", []))
     df = published.beside_ours(empty, published.rho_by_lag(), "ours", "lag_tokens")
     assert len(df) == 2 * 4 * 31 and df["lo"].dtype == float and df["rho"].dtype == float
+
+
+def test_through_training_rows_and_mean_gradient_share():
+    df = published.through_training()
+    assert len(df) == 29
+    p410 = df[df.model == "EleutherAI/pythia-410m"]
+    assert sorted(p410["frac_training"].unique()) == pytest.approx([1000 / 143000, 7000 / 143000, 36000 / 143000, 1.0])
+    assert (p410.groupby("frac_training")["corpus"].apply(set) == {"BOOKS", "CODE", "PAPERS", "WEB"}).all()
+    assert (df["lo"] <= df["R_16K"]).all() and (df["R_16K"] <= df["hi"]).all()
+    row = df[(df.model == "EleutherAI/pythia-1.4b") & (df.revision == "step143000") & (df.corpus == "BOOKS")].iloc[0]
+    assert row["mean_gradient_share"] == pytest.approx(0.32708085321330144 / (0.32708085321330144 + 110.9888097830683))
+    fin = published.final_checkpoints()
+    assert len(fin) == 8 and set(fin["model_label"]) == {"Pythia-1.4B", "OLMo-2-1B"} and (fin.frac_training == 1).all()

@@ -5,7 +5,8 @@ Definitions: docs/methods.md. Modules (one concern each):
   errors       DocgradError, the base of every error a user can cause (one line, exit status 2)
   fileio       atomic writes, JSON conversion, package versions, project root
   reduction    loss-reduction objectives of the teaching pages, and accumulation checks
-  models       the default SmolLM2 model (GGUF inside a PyPI wheel), pinned hub models, parameter groups
+  models       the offline models (SmolLM2, Gemma 3: GGUF files in PyPI wheels, sha256-pinned), pinned hub
+               models, parameter groups
   corpora      the four offline corpora, their manifest and token spans
                (+ corpora_sources: fetching from Debian/PyPI; rlazy: R lazy-load databases;
                 hub_corpora: the published corpora, for users with network)
@@ -17,6 +18,8 @@ Definitions: docs/methods.md. Modules (one concern each):
   bootstrap    estimators from block sums, and the vectorised document bootstrap
   stats        the analysis as typed results (Estimates, CellEstimate, RRel, Analysis), cached per inputs
   gates        gates G1-G3 and the verdict
+  decomposition what drives a cell's R: sources / documents / chunks, leave one out, source-clustered
+               bootstrap; what was measured (model file, control boundaries)
   batching     batch-composition rules (identity, random, balanced, coherent) measured as gradient noise
   tables       frames, headline table, reading lines and the summary printed by `docgrad analyze`
   published    the published study's numbers as frames, with our corpus names

@@ -76,3 +76,26 @@ def beside_ours(ours: pd.DataFrame, published_frame: pd.DataFrame, our_label: st
     out = pd.concat([mine, pub[["source", "corpus", x, value]]], ignore_index=True)
     num = [c for c in (value, "lo", "hi") if c in out]
     return out.astype({c: float for c in num} | {x: int})   # numeric even when ours is empty (JSON nulls)
+
+
+def through_training(directory: Path | None = None) -> pd.DataFrame:
+    """The published cells by checkpoint, for the through-training chart: one row per (model, revision, corpus)
+    with frac_training (fraction of the model's training run), n_docs, R_16K with its interval (lo, hi),
+    rho_long, B_simple_shuf_tokens and mean_gradient_share = S_cross / (S_cross + sigma2); sorted by model,
+    training fraction and corpus. Pythia-410M has four checkpoints, Pythia-1.4B and OLMo-2-1B two each; some
+    early 1B-class cells hold fewer than 16 documents (n_docs)."""
+    df = cells(directory)
+    out = df[["model", "model_label", "revision", "frac_training", "corpus_published", "corpus", "n_docs",
+              "R_16K", "R_16K_lo", "R_16K_hi", "rho_long", "B_simple_shuf_tokens", "S_cross", "sigma2"]].copy()
+    out = out.rename(columns={"R_16K_lo": "lo", "R_16K_hi": "hi"})
+    out["mean_gradient_share"] = out["S_cross"] / (out["S_cross"] + out["sigma2"])
+    return out.sort_values(["model", "frac_training", "corpus"]).reset_index(drop=True)
+
+
+def final_checkpoints(directory: Path | None = None, models=FINAL_1B) -> pd.DataFrame:
+    """through_training() rows of the given (model, revision) checkpoints (default: the final 1B-class ones)."""
+    df = through_training(directory)
+    keep = pd.Series(False, index=df.index)
+    for model, rev in models:
+        keep |= (df["model"] == model) & (df["revision"] == rev)
+    return df[keep].reset_index(drop=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from docgrad.decomposition import mean_gradient_share
 from docgrad.gates import MEANING
 from docgrad.stats import Analysis, CellEstimate
 from docgrad.study import ALL, CONTROL, HEADLINE_WINDOW, PUBLISHED_MODELS, PUBLISHED_ROW_ORDER
@@ -186,3 +187,202 @@ def summary_table(a: Analysis) -> str:
         lines.append(f"{name}: {gt['status']} - {gt['summary']}")
     lines.append(f"verdict: {a.verdict}")
     return "\n".join(lines)
+
+
+# --- reading the result: decomposition, robustness, comparison with the published study -------------------
+# (docgrad.decomposition computes; these functions only arrange its numbers)
+
+def ordering(values: dict, digits: int | None = None) -> str:
+    """'A > B > C' by decreasing value (ties keep the given order); NaN/None values are left out.
+    With digits, each name is followed by its value: 'A (5.36) > B (4.30)'."""
+    ok = [(k, float(v)) for k, v in values.items() if v is not None and np.isfinite(float(v))]
+    ok.sort(key=lambda kv: -kv[1])
+    return " > ".join(k if digits is None else f"{k} ({v:.{digits}f})" for k, v in ok)
+
+
+def decomposition_frame(decomps: dict) -> pd.DataFrame:
+    """One row per cell (docgrad.decomposition.CellDecomposition): the study's R(16K), R about the cross-source
+    mean (R_x) and without the source term (R_within), each with its document-bootstrap interval (_lo, _hi) and
+    the source-clustered one (_slo, _shi); the chunk-level shares rho_src, rho_doc, rho_chunk; the plateau
+    1 + (m-1) rho_x_long and the short-range part; the jackknife standard error of R(16K)."""
+    rows = []
+    for k, d in decomps.items():
+        iv, sv = d.intervals.get("doc", {}), d.intervals.get("source", {})
+        row = {"corpus": k, "n_docs": len(d.doc_ids), "n_sources": d.n_sources,
+               "shared_sources": ", ".join(f"{s} ({n})" for s, n in d.shared_sources.items()) or "none"}
+        for name, v in (("R", d.R), ("R_x", d.R_x), ("R_within", d.R_within)):
+            row[name] = v
+            row[f"{name}_lo"], row[f"{name}_hi"] = iv.get(name, [None, None])
+            row[f"{name}_slo"], row[f"{name}_shi"] = sv.get(name, [None, None])
+        row.update({k2: d.terms[k2] for k2 in ("rho_src", "rho_doc", "rho_chunk", "plateau", "short_range")})
+        row["jackknife_se_R"] = d.jackknife_se_R
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+R_COMPONENTS = ("the chunk itself", "source", "document plateau", "short range")
+
+
+def R_components_frame(decomps: dict) -> pd.DataFrame:
+    """Long form of R_x(16K) = 1 + (m-1) rho_src + (m-1) rho_doc + short range, per corpus (the parts add up
+    to R_x exactly), for a stacked bar chart; `order` is the stacking order."""
+    rows = []
+    for k, d in decomps.items():
+        t = d.terms
+        parts = (1.0, (d.m - 1) * t["rho_src"], (d.m - 1) * t["rho_doc"], t["short_range"])
+        rows += [{"corpus": k, "component": c, "order": i, "value": float(v), "R_x": d.R_x, "R": d.R,
+                  "R_within": d.R_within} for i, (c, v) in enumerate(zip(R_COMPONENTS, parts))]
+    return pd.DataFrame(rows, columns=["corpus", "component", "order", "value", "R_x", "R", "R_within"])
+
+
+def influence_frame(decomps: dict, titles: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Leave-one-document-out influence, one row per document: R(16K) without it, the change dR (and as a
+    fraction of the cell's R), rho_long and S_cross without it, the document's mean inner product with the
+    other documents (cross_mean); with titles (corpus, doc, title) when given."""
+    rows = []
+    for k, d in decomps.items():
+        for i, doc in enumerate(d.doc_ids):
+            rows.append({"corpus": k, "doc": int(doc), "source": d.sources[i], "R_without": d.loo["R"][i],
+                         "dR": d.loo["dR"][i], "dR_frac": d.loo["dR"][i] / d.R, "R": d.R,
+                         "rho_long_without": d.loo["rho_long"][i], "S_cross_without": d.loo["S_cross"][i],
+                         "cross_mean": d.loo["cross_mean"][i]})
+    df = pd.DataFrame(rows, columns=["corpus", "doc", "source", "R_without", "dR", "dR_frac", "R",
+                                     "rho_long_without", "S_cross_without", "cross_mean"])
+    if titles is not None and len(titles):
+        df = df.merge(titles[["corpus", "doc", "title"]], on=["corpus", "doc"], how="left")
+    else:
+        df["title"] = ""
+    return df.fillna({"title": ""})
+
+
+def top_influences(influence: pd.DataFrame, n: int = 1) -> pd.DataFrame:
+    """Per corpus the n documents whose removal changes R(16K) most (largest |dR|)."""
+    df = influence.assign(abs_dR=influence["dR"].abs())
+    return (df.sort_values("abs_dR", ascending=False).groupby("corpus", sort=False).head(n)
+            .drop(columns="abs_dR").reset_index(drop=True))
+
+
+def by_source_frame(decomps: dict, min_docs: int = 2) -> pd.DataFrame:
+    """The study's estimators on each source alone (sources with at least min_docs documents) and on all."""
+    rows = [{"corpus": k, **r} for k, d in decomps.items() for r in d.by_source
+            if r["source"] == "all" or r["n_docs"] >= min_docs]
+    return pd.DataFrame(rows, columns=["corpus", "source", "n_docs", "S_cross", "sigma2", "rho_long", "R",
+                                       "mean_gradient_share"])
+
+
+def bootstrap_frame(decomps: dict, stats=("R", "R_x", "R_within", "rho_src")) -> pd.DataFrame:
+    """Document vs source-clustered bootstrap: per corpus and statistic the estimate, both 95% intervals and
+    the fraction of non-finite draws of the clustered one (resamples without a cross-source or cross-document
+    pair)."""
+    est = {"R": lambda d: d.R, "R_x": lambda d: d.R_x, "R_within": lambda d: d.R_within,
+           "rho_src": lambda d: d.terms["rho_src"], "rho_doc": lambda d: d.terms["rho_doc"]}
+    rows = []
+    for k, d in decomps.items():
+        for st in stats:
+            lo, hi = d.intervals.get("doc", {}).get(st, [None, None])
+            slo, shi = d.intervals.get("source", {}).get(st, [None, None])
+            rows.append({"corpus": k, "statistic": st, "estimate": est[st](d), "doc_lo": lo, "doc_hi": hi,
+                         "source_lo": slo, "source_hi": shi, "n_sources": d.n_sources,
+                         "source_nonfinite": d.nonfinite.get("source", {}).get(st)})
+    return pd.DataFrame(rows)
+
+
+def like_for_like_frame(a: Analysis, published_cells: pd.DataFrame, published_models=PUBLISHED_MODELS,
+                        control: str = CONTROL) -> pd.DataFrame:
+    """Per source (ours, each published final checkpoint) and corpus: R(16K), the control's R(16K), R_rel and
+    the noise-variance ratio sigma2 / sigma2_control. R is relative to shuffled chunks of its own corpus and
+    comparable across studies; R_rel also divides by a control that differs between the studies."""
+    rows = []
+    web = a.cell(control)
+    label = a.cells[0].model.split("/")[-1] if a.cells else "ours"
+    for c in a.cells:
+        rows.append({"source": label, "corpus": c.corpus, "R_16K": c.all.R_16K,
+                     "control_R_16K": web.all.R_16K if web else None,
+                     "R_rel": c.all.R_16K / web.all.R_16K if web else None,
+                     "sigma2_ratio": c.all.sigma2 / web.all.sigma2 if web else None})
+    for model in published_models:
+        pc = published_cells[(published_cells.model == model) & (published_cells.frac_training == 1.0)]
+        w = pc[pc.corpus == control]
+        for _, r in pc.iterrows():
+            rows.append({"source": f"{r['model_label']} (published)", "corpus": r["corpus"], "R_16K": r["R_16K"],
+                         "control_R_16K": float(w["R_16K"].iloc[0]) if len(w) else None,
+                         "R_rel": r["R_16K"] / float(w["R_16K"].iloc[0]) if len(w) else None,
+                         "sigma2_ratio": r["sigma2"] / float(w["sigma2"].iloc[0]) if len(w) else None})
+    return pd.DataFrame(rows, columns=["source", "corpus", "R_16K", "control_R_16K", "R_rel", "sigma2_ratio"])
+
+
+def b_simple_frame(a: Analysis, decomps: dict, published_final: pd.DataFrame) -> pd.DataFrame:
+    """B_simple (tokens) for shuffled chunks and contiguous 16K blocks, ours with document-bootstrap intervals
+    (the contiguous one from the same draws: R(16K) x B_simple_shuf per draw), beside the published final
+    checkpoints (docgrad.published.final_checkpoints; no intervals published); and the mean-gradient share
+    S_cross / (S_cross + sigma2)."""
+    label = a.cells[0].model.split("/")[-1] if a.cells else "ours"
+    rows = []
+    for c in a.cells:
+        d = decomps.get(c.corpus)
+        iv = d.intervals.get("doc", {}) if d else {}
+        lo, hi = c.all.interval("B_simple_shuf")
+        clo, chi = iv.get("B_simple_contig_16K", [None, None])
+        slo, shi = iv.get("mean_gradient_share", [None, None])
+        rows.append({"source": label, "corpus": c.corpus, "B_simple_shuf": c.all.B_simple_shuf_tokens,
+                     "shuf_lo": lo, "shuf_hi": hi,
+                     "B_simple_contig_16K": c.all.B_simple_contig_tokens.get(HEADLINE_WINDOW),
+                     "contig_lo": clo, "contig_hi": chi,
+                     "mean_gradient_share": mean_gradient_share(c.all.S_cross, c.all.sigma2),
+                     "share_lo": slo, "share_hi": shi})
+    for _, r in published_final.iterrows():
+        rows.append({"source": f"{r['model_label']} (published)", "corpus": r["corpus"],
+                     "B_simple_shuf": r["B_simple_shuf_tokens"], "shuf_lo": None, "shuf_hi": None,
+                     "B_simple_contig_16K": r["B_simple_shuf_tokens"] * r["R_16K"], "contig_lo": None,
+                     "contig_hi": None, "mean_gradient_share": r["mean_gradient_share"], "share_lo": None,
+                     "share_hi": None})
+    return pd.DataFrame(rows)
+
+
+def effective_chunks_notes(a: Analysis, window_tokens: int = HEADLINE_WINDOW) -> list[str]:
+    """For every cell whose R(W) interval reaches below 1 (so the effective-chunk interval of `reading` reaches
+    above the block size): why. R < 1 would mean negatively correlated chunks (a block worth more than its
+    chunks drawn at random); an interval that merely includes values below 1 says R is not distinguishable
+    from 1 at this sample size."""
+    out = []
+    for c in a.cells:
+        R = c.all.R.get(window_tokens)
+        lo, hi = c.all.interval("R", window_tokens)
+        if R is None or lo is None or lo >= 1 or lo <= 0:
+            continue
+        n = window_tokens // c.chunk
+        rl, rh = c.all.interval("rho_long")
+        out.append(f"{c.corpus}: the interval of R({window_tokens // 1024}K) reaches {lo:.2f}, below 1, so its "
+                   f"effective-chunk interval reaches {effective_chunks(lo, n):.1f}, above the {n} chunks of a "
+                   f"block. R below 1 would mean negatively correlated chunks; here the estimate is "
+                   f"{R:.2f} and ρ_long's interval ({rl:+.4f} to {rh:+.4f}) "
+                   + ("includes 0: R is indistinguishable from 1, and the part of the interval above the block "
+                      "size is sampling noise, not a block worth more than its chunks."
+                      if rl is not None and rl <= 0 <= rh else "does not include 0."))
+    return out
+
+
+def plateau_frame(a: Analysis, window_tokens: int = HEADLINE_WINDOW) -> pd.DataFrame:
+    """Per cell: rho at the first lag, rho_long, the flat-profile design effect 1 + (m-1) rho_long over the
+    window (Kish's formula with rho = rho_long), the measured R(window), and the difference R - plateau,
+    which is (2/m) sum_l (m - l)(rho(l) - rho_long): what the lags above (or below) the plateau add."""
+    rows = []
+    for c in a.cells:
+        m = window_tokens // c.chunk
+        R = c.all.R.get(window_tokens)
+        pl = 1 + (m - 1) * c.all.rho_long
+        rows.append({"corpus": c.corpus, "m": m, "rho_first": c.all.rho.get(c.chunk), "rho_long": c.all.rho_long,
+                     "plateau": pl, "R": R, "short_range": None if R is None else R - pl,
+                     "plateau_share": None if R is None or R == 1 else (pl - 1) / (R - 1)})
+    return pd.DataFrame(rows, columns=["corpus", "m", "rho_first", "rho_long", "plateau", "R", "short_range",
+                                       "plateau_share"])
+
+
+def per_doc_by_source(per_doc: dict, doc_ids, sources) -> pd.DataFrame:
+    """Per-document rho_long (stats.CellEstimate.rho_long_per_doc) summarised by source: documents, how many
+    are negative, min, median, max."""
+    df = pd.DataFrame({"doc": list(doc_ids), "source": list(sources)})
+    df["rho_long"] = [per_doc.get(d, np.nan) for d in df["doc"]]
+    g = df.groupby("source", sort=False)["rho_long"]
+    return pd.DataFrame({"n_docs": g.size(), "n_negative": g.apply(lambda v: int((v < 0).sum())),
+                         "min": g.min(), "median": g.median(), "max": g.max()}).reset_index()

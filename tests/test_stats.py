@@ -200,7 +200,7 @@ def test_a_document_drawn_twice_never_pairs_with_its_own_copy():
     assert np.isnan(est["S_cross"][1])                    # only one document drawn: no cross pairs at all
 
 
-def test_R_rel_interval_divides_paired_draws(tmp_path):
+def test_R_rel_interval_divides_the_ith_draws_of_two_independently_resampled_cells(tmp_path):
     from docgrad.synthetic import write_cell
 
     for corpus, prof in (("WEB", Profile(ar=0.1, phi=0.3)), ("CODE", Profile(exch=0.1, ar=0.2, phi=0.8))):

@@ -116,8 +116,9 @@ def evaluate(cells: list, r_rel: list) -> dict:
 MEANING = {
     "G1": "Sketch fidelity: the count-sketched Gram reproduces exact gradient inner products, so every "
           "statistic computed from it measures the real gradients.",
-    "G2": "Control behaves as assumed: packed short web documents should show (almost) no correlation "
-          "between chunks; if they do, part of every corpus's R comes from chunk boundaries, not long documents.",
+    "G2": "Control behaves as assumed: the control packs many short, unrelated documents (here Debian package "
+          "descriptions) back to back, so its chunks should show (almost) no correlation; if they do, part of "
+          "every corpus's R comes from chunk boundaries, not long documents.",
     "G3": "Mean gradient resolved: S_cross (|G|^2) is distinguishable from 0, so B_simple = C sigma2 / S_cross "
           "is finite and meaningful for that cell. R and rho do not need it.",
 }

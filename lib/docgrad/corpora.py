@@ -16,8 +16,14 @@ Selection: candidates are tried in their documented order; each one is tokenized
 tokens added) and kept if it qualifies; the first 16 kept become doc ids 0..15. Every candidate tried
 and not kept is listed in the manifest's `rejected` section with the reason.
 
-Files: `data/corpora/manifest.json` (committed) and `<cache>/spans/<CORPUS>.npy` (16 x 16384 int32, not
-committed: see LICENCES). `load_spans` checks every span against the manifest's sha256.
+Spans are per tokenizer: each offline model (docgrad.models) has its own manifest and span folder, built by
+`docgrad corpora build --model NAME` with the same candidates and rules; documents that qualify under one
+tokenizer and not another are replaced by the next candidate, and the manifest of a model other than the
+default records these substitutions against the default model's manifest.
+
+Files: the manifest (committed; `data/corpora/manifest.json` for the default model, `models.corpus_manifest`)
+and `<cache>/<spans_dir>/<CORPUS>.npy` (16 x 16384 int32, not committed: see LICENCES; `spans_dir` is recorded
+in the manifest, `spans` for the default model). `load_spans` checks every span against the manifest's sha256.
 """
 
 from __future__ import annotations
@@ -101,19 +107,25 @@ class Tokenizer:
         return self.hf.decode([int(i) for i in ids])
 
 
-def default_tokenizer() -> Tokenizer:
-    """SmolLM2's tokenizer from the pinned GGUF. SmolLM2 was pretrained with `<|endoftext|>` (id 0) between
-    documents; the instruct model's eos `<|im_end|>` (id 2) ends chat turns, so WEB packing uses id 0."""
+def model_tokenizer(model: str = "smollm2-135m") -> Tokenizer:
+    """An offline model's tokenizer from its verified GGUF file, with the identity the manifest records.
+    SmolLM2 was pretrained with `<|endoftext|>` (id 0) between documents (its instruct eos `<|im_end|>`, id 2,
+    ends chat turns), so WEB packing uses id 0; Gemma 3 has no `<|endoftext|>` and packs with its eos `<eos>`."""
     import tokenizers
     import transformers
 
     from docgrad import models
 
-    hf = models.load_tokenizer()
-    ident = {"model": models.DEFAULT_MODEL, "revision": models.DEFAULT_REVISION, "gguf": models.GGUF_FILENAME,
-             "gguf_sha256": models.GGUF_SHA256, "vocab_size": len(hf),
-             "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+    spec = models.get_offline(model)
+    hf = models.load_tokenizer(spec.name)
+    ident = {"model": spec.model, "revision": spec.revision, "gguf": spec.file, "gguf_sha256": spec.sha256,
+             "vocab_size": len(hf), "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
     return Tokenizer(hf, ident)
+
+
+def default_tokenizer() -> Tokenizer:
+    """The default model's (SmolLM2's) tokenizer."""
+    return model_tokenizer()
 
 
 # --- spans and selection -------------------------------------------------------------------------------
@@ -274,17 +286,25 @@ def finish_entry(entry: dict, docs: list[dict], rejected: list) -> dict:
     return entry
 
 
-def spans_path(cache: Path, corpus: str) -> Path:
-    return Path(cache) / "spans" / f"{corpus}.npy"
+DEFAULT_SPANS_DIR = "spans"
 
 
-def write_spans(cache: Path, corpus: str, spans: np.ndarray) -> Path:
+def spans_path(cache: Path, corpus: str, spans_dir: str = DEFAULT_SPANS_DIR) -> Path:
+    return Path(cache) / spans_dir / f"{corpus}.npy"
+
+
+def manifest_spans_dir(man: dict) -> str:
+    """The span folder (under the cache) a manifest's spans live in; older manifests: `spans`."""
+    return man.get("spans_dir", DEFAULT_SPANS_DIR)
+
+
+def write_spans(cache: Path, corpus: str, spans: np.ndarray, spans_dir: str = DEFAULT_SPANS_DIR) -> Path:
     from docgrad.fileio import atomic_write_bytes
     import io
 
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(spans, dtype="<i4"))
-    path = spans_path(cache, corpus)
+    path = spans_path(cache, corpus, spans_dir)
     atomic_write_bytes(path, buf.getvalue())
     return path
 
@@ -307,6 +327,36 @@ def compare_entries(corpus: str, old: dict, new: dict) -> list[str]:
     return diffs
 
 
+def substitutions(corpus: str, reference: dict, entry: dict, reference_label: str) -> dict:
+    """How a corpus built under one tokenizer differs from the same corpus in the reference manifest (built
+    under another tokenizer). Selected corpora (same candidates, same order): the documents kept by both, the
+    reference's documents not selected here and the documents selected here instead, each with the reason
+    (from this build's and the reference's rejections). Packed corpora (WEB): the same descriptions in the same
+    order, but pseudo-documents of >= 18432 of each tokenizer's own tokens, so the members differ; recorded as
+    the number of descriptions each build used and how many both used."""
+    out = {"reference": reference_label}
+    ref_docs, docs = reference.get("documents", []), entry["documents"]
+    if any("members" in d.get("source", {}) for d in docs):
+        ours = [m for d in docs for m in d["source"].get("members", [])]
+        theirs = [m for d in ref_docs for m in d.get("source", {}).get("members", [])]
+        same = sum(1 for a, b in zip(docs, ref_docs)
+                   if a["source"].get("members") == b.get("source", {}).get("members"))
+        return {**out, "same_documents": same, "descriptions_used": len(ours),
+                "reference_descriptions_used": len(theirs), "descriptions_in_both": len(set(ours) & set(theirs)),
+                "note": "the same descriptions in the same order, packed into pseudo-documents of >= 18432 tokens "
+                        "of each tokenizer, so pseudo-document boundaries and members differ"}
+    reasons = {r["title"]: r["reason"] for r in entry.get("rejected", [])}
+    ref_reasons = {r["title"]: r["reason"] for r in reference.get("rejected", [])}
+    titles, ref_titles = {d["title"] for d in docs}, {d["title"] for d in ref_docs}
+    dropped = [{"reference_doc": d["doc"], "title": d["title"],
+                "reason": reasons.get(d["title"], "not reached: 16 documents were selected before it")}
+               for d in ref_docs if d["title"] not in titles]
+    added = [{"doc": d["doc"], "title": d["title"], "tokens": d["tokens"],
+              "reference_reason": ref_reasons.get(d["title"], "not reached in the reference")}
+             for d in docs if d["title"] not in ref_titles]
+    return {**out, "same_documents": len(docs) - len(added), "dropped": dropped, "added": added}
+
+
 def read_manifest(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
@@ -322,11 +372,14 @@ def read_manifest(path: str | Path) -> dict:
 
 
 def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFAULT_MANIFEST,
-          cache_dir: str | Path = DEFAULT_CACHE, seed: int = DEFAULT_SEED, force: bool = False, tok=None) -> dict:
+          cache_dir: str | Path = DEFAULT_CACHE, seed: int = DEFAULT_SEED, force: bool = False, tok=None,
+          spans_dir: str | None = None, reference: str | Path | None = None) -> dict:
     """Build the named corpora (default all), write their span caches, and update the manifest.
 
     A corpus already in the manifest must come out identical (same documents, text and span hashes);
-    otherwise nothing is written and a CorpusError lists the differences, unless force=True.
+    otherwise nothing is written and a CorpusError lists the differences, unless force=True. spans_dir: the
+    span folder under cache_dir (default: the manifest's, else `spans`). reference: another tokenizer's
+    manifest; each corpus it has gets a `substitutions` record against it.
     """
     corpora = [c.upper() for c in (corpora or CORPORA)]
     for c in corpora:
@@ -334,11 +387,15 @@ def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFA
             raise CorpusError(f"unknown corpus {c!r}; expected one of {', '.join(CORPORA)}")
     manifest_path, cache_dir = Path(manifest_path), Path(cache_dir)
     tok = tok or default_tokenizer()
-    man = open_manifest_for(manifest_path, tok, force)
+    man = open_manifest_for(manifest_path, tok, force, spans_dir)
+    ref = read_manifest(reference) if reference is not None else None
     built, diffs = {}, []
     for corpus in corpora:
         previous = man["corpora"].get(corpus)
         entry, spans = build_corpus(corpus, tok, cache_dir, seed, previous)
+        if ref is not None and corpus in ref.get("corpora", {}):
+            label = f"{shown(reference)} ({ref.get('tokenizer', {}).get('model')})"
+            entry["substitutions"] = substitutions(corpus, ref["corpora"][corpus], entry, label)
         if previous:
             d = compare_entries(corpus, previous, entry) + (
                 [f"{corpus}: seed {previous.get('seed')} recorded, {seed} used"] if previous.get("seed") != seed else [])
@@ -354,18 +411,28 @@ def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFA
     return man
 
 
-def open_manifest_for(manifest_path: Path, tok, force: bool = False) -> dict:
-    """The manifest at manifest_path (a new one if absent) with this build's span rules and tokenizer.
-    A manifest recorded for another tokenizer is a CorpusError unless force=True (its spans would not match)."""
+def shown(path) -> str:
+    from docgrad.fileio import shown_path
+
+    return shown_path(path)
+
+
+def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: str | None = None) -> dict:
+    """The manifest at manifest_path (a new one if absent) with this build's span rules, tokenizer and span
+    folder (spans_dir, else the manifest's, else `spans`). A manifest recorded for another tokenizer is a
+    CorpusError unless force=True (its spans would not match)."""
     old = read_manifest(manifest_path) if manifest_path.exists() else None
     if old and old.get("tokenizer", {}).get("gguf_sha256") != tok.identity.get("gguf_sha256") and not force:
         raise CorpusError(f"{manifest_path}: recorded for tokenizer {old.get('tokenizer')}, building with "
                           f"{tok.identity}; pass --force to replace the manifest")
     man = old or {"format": MANIFEST_FORMAT}
+    spans_dir = spans_dir or manifest_spans_dir(man)
     man.update({"format": MANIFEST_FORMAT, "span": {"start": SPAN_START, "tokens": SPAN_TOKENS,
                "min_tokens": MIN_TOKENS, "span_sha256": "sha256 of the span's token ids as little-endian int32",
                "text_sha256": "sha256 of the cleaned text as UTF-8", "documents_per_corpus": N_DOCS},
-               "tokenizer": tok.identity, "cache": "spans/<CORPUS>.npy (16 x 16384 int32) under the cache dir"})
+               "tokenizer": tok.identity, "cache": f"{spans_dir}/<CORPUS>.npy (16 x 16384 int32) under the cache dir"})
+    if spans_dir != DEFAULT_SPANS_DIR or "spans_dir" in man:
+        man["spans_dir"] = spans_dir
     man.setdefault("corpora", {})
     return man
 
@@ -376,13 +443,13 @@ def store(man: dict, manifest_path: Path, cache_dir: Path, built: dict) -> None:
     from docgrad.fileio import atomic_write_json
 
     for corpus, (entry, spans) in built.items():
-        write_spans(cache_dir, corpus, spans)
+        write_spans(cache_dir, corpus, spans, manifest_spans_dir(man))
         man["corpora"][corpus] = entry
     entries = man["corpora"]
     man["corpora"] = {**{c: entries[c] for c in CORPORA if c in entries},
                       **{c: e for c, e in entries.items() if c not in CORPORA}}
     atomic_write_json(manifest_path, man)
-    say(f"wrote {manifest_path} ({', '.join(built)}) and spans under {cache_dir / 'spans'}")
+    say(f"wrote {manifest_path} ({', '.join(built)}) and spans under {cache_dir / manifest_spans_dir(man)}")
 
 
 # --- loading -------------------------------------------------------------------------------------------
@@ -399,8 +466,18 @@ class Span:
     source: dict
 
 
-def _fix_hint(corpus: str) -> str:
-    return (f"run `docgrad corpora build --corpus {corpus}` (it fetches the corpus's Debian/PyPI packages"
+def manifest_model(man: dict | None) -> str:
+    """The offline model whose tokenizer a manifest records (the default model when it names none we know)."""
+    from docgrad import models
+
+    spec = models.offline_model(((man or {}).get("tokenizer") or {}).get("model", ""))
+    return (spec or models.SMOLLM2).name
+
+
+def _fix_hint(corpus: str, man: dict | None = None) -> str:
+    model = manifest_model(man)
+    opt = "" if model == "smollm2-135m" else f" --model {model}"
+    return (f"run `docgrad corpora build{opt} --corpus {corpus}` (it fetches the corpus's Debian/PyPI packages"
             f"{'; BOOKS installs bible-kjv with apt-get' if corpus == 'BOOKS' else ''})")
 
 
@@ -408,7 +485,7 @@ def corpus_entry(manifest: dict, corpus: str, manifest_path="manifest") -> dict:
     corpus = corpus.upper()
     if corpus not in manifest.get("corpora", {}):
         raise CorpusError(f"{manifest_path}: corpus {corpus!r} not recorded (has: "
-                          f"{', '.join(manifest.get('corpora', {})) or 'none'}); {_fix_hint(corpus)}")
+                          f"{', '.join(manifest.get('corpora', {})) or 'none'}); {_fix_hint(corpus, manifest)}")
     return manifest["corpora"][corpus]
 
 
@@ -418,22 +495,22 @@ def load_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
     corpus = corpus.upper()
     man = read_manifest(manifest_path)
     entry = corpus_entry(man, corpus, manifest_path)
-    path = spans_path(Path(cache_dir), corpus)
+    path = spans_path(Path(cache_dir), corpus, manifest_spans_dir(man))
     if not path.is_file():
-        raise CorpusError(f"{path}: span cache of {corpus} missing; {_fix_hint(corpus)}")
+        raise CorpusError(f"{path}: span cache of {corpus} missing; {_fix_hint(corpus, man)}")
     try:
         arr = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as e:
-        raise CorpusError(f"{path}: unreadable span cache ({e}); {_fix_hint(corpus)}") from None
+        raise CorpusError(f"{path}: unreadable span cache ({e}); {_fix_hint(corpus, man)}") from None
     docs = entry["documents"]
     if arr.shape != (len(docs), SPAN_TOKENS):
-        raise CorpusError(f"{path}: shape {arr.shape}, expected ({len(docs)}, {SPAN_TOKENS}); {_fix_hint(corpus)}")
+        raise CorpusError(f"{path}: shape {arr.shape}, expected ({len(docs)}, {SPAN_TOKENS}); {_fix_hint(corpus, man)}")
     spans = []
     for d, row in zip(docs, arr):
         got = span_sha256(row)
         if got != d["span_sha256"]:
             raise CorpusError(f"{path}: {corpus} doc {d['doc']} ({d['title']}) span sha256 {got[:16]}.. does not "
-                              f"match the manifest's {d['span_sha256'][:16]}..; {_fix_hint(corpus)}")
+                              f"match the manifest's {d['span_sha256'][:16]}..; {_fix_hint(corpus, man)}")
         spans.append(Span(corpus, d["doc"], row.astype(np.int64), got, d["title"], d["source"]))
     return spans
 
@@ -454,13 +531,13 @@ def ensure_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
     man = read_manifest(manifest_path) if manifest_path.exists() else None
     if man and corpus in man.get("corpora", {}):
         previous = man["corpora"][corpus]
-        entry, spans = build_corpus(corpus, tok or default_tokenizer(), Path(cache_dir),
+        entry, spans = build_corpus(corpus, tok or model_tokenizer(manifest_model(man)), Path(cache_dir),
                                     previous.get("seed", DEFAULT_SEED), previous)
         diffs = compare_entries(corpus, previous, entry)
         if diffs:
             raise CorpusError(f"{manifest_path}: rebuilding {corpus} on this machine does not reproduce the "
                               "manifest: " + "; ".join(diffs))
-        write_spans(Path(cache_dir), corpus, spans)
+        write_spans(Path(cache_dir), corpus, spans, manifest_spans_dir(man))
     else:
         build([corpus], manifest_path, cache_dir, tok=tok)
     return load_spans(corpus, manifest_path, cache_dir)
@@ -515,9 +592,19 @@ def cli_corpora(args) -> int:
         if getattr(args, "missing_only", False):
             todo = [c for c in todo if not _spans_ok(c, args.manifest, args.cache)]
         if todo:
-            print(f"docgrad corpora build: {', '.join(todo)}: " + "; ".join(SOURCES_NOTE[c] for c in todo
-                                                                             if c in SOURCES_NOTE), flush=True)
-            build(todo, args.manifest, args.cache, args.seed, force=getattr(args, "force", False))
+            from docgrad import models
+
+            spec = models.get_offline(getattr(args, "model", None) or models.SMOLLM2.name)
+            print(f"docgrad corpora build ({spec.name} tokenizer): {', '.join(todo)}: " + "; ".join(
+                SOURCES_NOTE[c] for c in todo if c in SOURCES_NOTE), flush=True)
+            reference = None
+            if spec is not models.SMOLLM2:          # substitutions are recorded against the default's corpora
+                from docgrad.fileio import project_root
+
+                ref = (Path(args.root).resolve() if getattr(args, "root", None) else project_root()) / models.SMOLLM2.corpora
+                reference = ref if ref.is_file() else None
+            build(todo, args.manifest, args.cache, args.seed, force=getattr(args, "force", False),
+                  tok=model_tokenizer(spec.name), spans_dir=spec.spans_dir, reference=reference)
         else:
             print("docgrad corpora build: every requested span cache is present and matches the manifest")
     table = corpus_table(args.manifest, args.corpus)

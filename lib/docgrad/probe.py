@@ -2,7 +2,9 @@
 Definitions: docs/methods.md#per-chunk-gradients.
 
 For every document span and every chunk k of C tokens (tokens [kC, (k+1)C) of the span):
-  * the chunk is a standalone sequence; loss = mean next-token cross-entropy over its C-1 targets;
+  * the chunk is a standalone sequence; loss = mean next-token cross-entropy over its C-1 targets (context
+    "standalone-bos", for a model trained with a BOS token such as Gemma 3: BOS + chunk, the BOS token being
+    context only, the same C-1 targets);
   * model in eval mode (no dropout), float32, full backward: g_{d,k} = grad of that loss;
   * per parameter group (attn, mlp, embed incl. lm_head, other; tied weights once): the count sketch
     S g (docgrad.sketch, B buckets) and the exact squared norm |g|^2;
@@ -53,7 +55,8 @@ from docgrad.study import CHUNK, DEFAULT_BUCKETS, GROUPS, SKETCH_SEED
 
 PARTIAL_FORMAT = "docgrad-probe-partial/2"
 DTYPES = ("float32",)            # parameters, gradients and sketches
-CONTEXTS = ("standalone",)       # each chunk is its own sequence
+CONTEXTS = ("standalone",        # each chunk is its own sequence
+            "standalone-bos")    # the same, preceded by the model's BOS token (a model trained with one)
 
 
 class ProbeError(DocgradError, RuntimeError):
@@ -358,18 +361,36 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def chunk_loss(model, ids):
-    """Mean next-token cross-entropy of one standalone chunk (C tokens -> C-1 targets)."""
+def chunk_loss(model, ids, bos_id: int | None = None):
+    """Mean next-token cross-entropy of one standalone chunk (C tokens -> C-1 targets). With bos_id (context
+    "standalone-bos") the sequence is BOS + chunk: the BOS token is context only, the targets are the same."""
+    import torch
     import torch.nn.functional as F
 
-    logits = model(input_ids=ids[None], use_cache=False).logits[0, :-1]
+    if bos_id is None:
+        logits = model(input_ids=ids[None], use_cache=False).logits[0, :-1]
+    else:
+        seq = torch.cat([ids.new_tensor([bos_id]), ids])
+        logits = model(input_ids=seq[None], use_cache=False).logits[0, 1:-1]
     return F.cross_entropy(logits.float(), ids[1:], reduction="mean")
 
 
-def forward_backward(model, ids):
+def context_bos(model, context: str) -> int | None:
+    """The token that precedes every chunk in this context: None for "standalone", the model's BOS id for
+    "standalone-bos" (a model without one is a ProbeError)."""
+    if context != "standalone-bos":
+        return None
+    bos = getattr(getattr(model, "config", None), "bos_token_id", None)
+    if bos is None:
+        raise ProbeError("context standalone-bos: the model's config has no bos_token_id; probe it with the "
+                         "standalone context")
+    return int(bos)
+
+
+def forward_backward(model, ids, bos_id: int | None = None):
     """Fresh gradients of chunk_loss (previous .grad dropped); returns the loss as a float."""
     model.zero_grad(set_to_none=True)
-    loss = chunk_loss(model, ids)
+    loss = chunk_loss(model, ids, bos_id)
     loss.backward()
     return float(loss.detach())
 
@@ -423,6 +444,7 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
     device = next(model.parameters()).device
     config = config.bind(spans, device.type)
     m, chunk = config.chunks_per_document, config.chunk
+    bos_id = context_bos(model, config.context)
     model.eval()
 
     state = PartialState(partial_dir(out_npz), config)
@@ -443,7 +465,7 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
         if config.exact_ref:
             t0 = time.perf_counter()
             ids = torch.as_tensor(spans[0].tokens[:chunk], dtype=torch.long, device=device)
-            forward_backward(model, ids)
+            forward_backward(model, ids, bos_id)
             ref_signed = sketcher.sketch_model_grads(model, keep_signed=True).signed
             model.zero_grad(set_to_none=True)
             sync(device)
@@ -460,7 +482,7 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
         bar = tqdm(total=len(mine) * m, initial=resumed * m, unit="chunk", disable=not progress or rank != 0,
                    desc=f"probe {config.corpus} rank {rank}/{world}", dynamic_ncols=True)
         for span in todo:
-            state.save(span.doc, probe_document(model, sketcher, span, chunk, m, ref_signed, bar))
+            state.save(span.doc, probe_document(model, sketcher, span, chunk, m, ref_signed, bar, bos_id))
             if on_document is not None:
                 on_document(span.doc)
         bar.close()
@@ -512,7 +534,8 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
     return out_npz
 
 
-def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: int, ref_signed=None, bar=None) -> dict:
+def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: int, ref_signed=None, bar=None,
+                   bos_id: int | None = None) -> dict:
     """Sketches (m x groups x B float32), exact squared norms, losses, ref dots and timings of one document."""
     import torch
 
@@ -526,7 +549,7 @@ def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: i
     for k in range(m):
         ids = tokens[k * chunk:(k + 1) * chunk].to(device)
         t0 = time.perf_counter()
-        loss = forward_backward(model, ids)
+        loss = forward_backward(model, ids, bos_id)
         sync(device)
         t1 = time.perf_counter()
         if not np.isfinite(loss):
@@ -623,6 +646,22 @@ def _init_distributed(device: str) -> str:
     return device
 
 
+def check_manifest_tokenizer(manifest, spec) -> None:
+    """Refuse to probe an offline model on spans cut by another tokenizer (the manifest records its tokenizer's
+    GGUF sha256). Hub models and a manifest that is not there yet are left to load_spans."""
+    path = Path(manifest)
+    if spec is None or not path.is_file():
+        return
+    try:
+        recorded = json.loads(path.read_text()).get("tokenizer", {})
+    except (OSError, ValueError, AttributeError):
+        return                                  # load_spans reports an unreadable manifest
+    if recorded.get("gguf_sha256") != spec.sha256:
+        raise ProbeError(f"{path}: its spans were cut by the tokenizer of {recorded.get('model')!r}, not "
+                         f"{spec.model}'s; leave out --manifest (default: {spec.corpora}) or build one with "
+                         f"`docgrad corpora build --model {spec.name}`")
+
+
 def cli_probe(args) -> int:
     """`docgrad probe`: arguments, pin, output path and spans are checked before the model loads."""
     import torch
@@ -635,9 +674,13 @@ def cli_probe(args) -> int:
     docs = parse_docs(args.docs)
     corpus = args.corpus.upper()
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
+    spec = models.offline_model(args.model)
+    check_manifest_tokenizer(args.manifest, spec)
+    context = "standalone-bos" if spec is not None and spec.bos else "standalone"
     config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
-                         buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, pin=pin, docs=docs,
-                         device=args.device, manifest=shown_path(args.manifest), command=" ".join(sys.argv))
+                         buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, context=context, pin=pin,
+                         docs=docs, device=args.device, manifest=shown_path(args.manifest),
+                         command=" ".join(sys.argv))
     out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs)
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
         print(f"{out}: a complete result already exists; pass --overwrite to replace it", file=sys.stderr)

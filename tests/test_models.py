@@ -267,3 +267,21 @@ def test_tiny_gemma3_groups_extra_norms_as_other_and_counts_the_tied_embedding_o
     sizes = group_sizes(m)
     assert sizes["embed"] == 256 * 32 and sum(sizes.values()) == sum(p.numel() for p in m.parameters())
     assert sizes["other"] == 2 * 4 * 32 + 32
+
+
+def test_analyze_gates_each_model_on_its_own_cells(tmp_path, capsys):
+    """Two models in one results directory: `docgrad analyze` also prints each model's gates and verdict,
+    from its own WEB control and exact-reference file (a failing control of one does not fail the other)."""
+    from docgrad.cli import main
+    from docgrad.synthetic import Profile, write_cell
+
+    small = dict(n_docs=4, m=8, chunk=2048, shard_size=4, dim=32, seed=0)
+    for model, web in (("org/good", Profile(ar=0.05, phi=0.2)), ("org/bad", Profile(exch=0.4))):
+        write_cell(tmp_path, model=model, revision="r", corpus="WEB", profile=web, exact_ref=True, **small)
+        write_cell(tmp_path, model=model, revision="r", corpus="BOOKS", profile=Profile(exch=0.2), **small)
+    assert main(["analyze", "--results", str(tmp_path), "--out", str(tmp_path / "r.json"), "--resamples", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "gates per model (each on its own cells):" in out
+    good = next(line for line in out.splitlines() if line.strip().startswith("org/good r C=2048"))
+    bad = next(line for line in out.splitlines() if line.strip().startswith("org/bad r C=2048"))
+    assert "(BOOKS, WEB)" in good and "G2 pass" in good and "G2 FAIL" in bad

@@ -184,8 +184,24 @@ def cli_analyze(args) -> int:
     a = stats.analyze(Path(args.results), resamples=args.resamples, seed=args.seed)
     atomic_write_json(out, to_jsonable(a))
     print(tables.summary_table(a))
+    for line in per_model_gates(a):
+        print(line)
     print(f"wrote {out} ({len(a.cells)} cells, {a.resamples} resamples, {a.seconds['total']:.1f} s)")
     return 0
+
+
+def per_model_gates(a) -> list[str]:
+    """With cells of several models (or revisions, chunk lengths), the gates and verdict of each one on its own
+    cells (Analysis.subset: its own control and exact-reference files); the lines above gate all cells together."""
+    keys = sorted({(c.model, c.revision, c.chunk) for c in a.cells})
+    if len(keys) < 2:
+        return []
+    lines = ["gates per model (each on its own cells):"]
+    for model, revision, chunk in keys:
+        s = a.subset(model, revision, chunk)
+        lines.append(f"  {model} {revision} C={chunk} ({', '.join(c.corpus for c in s.cells)}): "
+                     + "; ".join(f"{name} {g['status']}" for name, g in s.gates.items()) + f"; verdict {s.verdict}")
+    return lines
 
 
 def resolve_default_paths(args: argparse.Namespace) -> argparse.Namespace:

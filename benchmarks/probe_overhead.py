@@ -1,6 +1,7 @@
 """Probe overhead and sketch fidelity on the default model (SmolLM2-135M), in one run.
 
     PYTHONPATH=lib .venv/bin/python benchmarks/probe_overhead.py [--chunks 8] [--corpus BOOKS] [--threads N]
+    PYTHONPATH=lib .venv/bin/python benchmarks/probe_overhead.py --context causal --window 4096 [--windows 1]
 
 Per 512-token chunk of real text: plain forward+backward vs the probe's step (forward+backward + count
 sketch at 2^17 buckets per group + exact squared norms), interleaved chunk by chunk so background load hits
@@ -9,6 +10,13 @@ document's state, the final float64 Gram of 512 chunks). Prints the ratio (targe
 the G1 fidelity statistics of chunk 0 against every other chunk (|mean cosine error| <= 0.003,
 sd <= 0.03, sketched/exact squared-norm ratio within 3%). Text: the corpus spans when built, else CPython
 standard-library sources.
+
+--context causal --window W: per chunk position of the first W tokens of --windows documents, the causal
+step (docgrad.probe.causal_steps: the chunk's gradient with every earlier token of the window as context)
+against the standalone forward+backward of the same chunk, interleaved; prints the cost per chunk relative to
+standalone mode (wall-clock and CPU seconds, overall and by position, beside the theory of the scheme), the
+peak RSS (the window's retained activations), per-position loss and squared norm, and the G1 statistics of the
+causal gradients against the first window's chunk 0.
 """
 
 from __future__ import annotations
@@ -63,7 +71,12 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--run-chunks", type=int, default=512, help="chunks per run, for the Gram share (default 512)")
     ap.add_argument("--json", default=None, help="also write the numbers to this JSON file")
+    ap.add_argument("--context", default="standalone", choices=["standalone", "causal"])
+    ap.add_argument("--window", type=int, default=4096, help="causal window W in tokens (default 4096)")
+    ap.add_argument("--windows", type=int, default=1, help="causal: windows (documents) to measure (default 1)")
     a = ap.parse_args(argv)
+    if a.context == "causal":
+        return main_causal(a)
 
     import torch
 
@@ -138,6 +151,70 @@ def main(argv=None) -> int:
     print(f"per group ({g1_groups['pairs']} pairs): mean {g1_groups['mean_cosine_error']:+.5f}, "
           f"sd {g1_groups['sd_cosine_error']:.5f}")
     print(f"losses: {np.round(res['loss'], 3).tolist()}")
+    if a.json:
+        atomic_write_json(Path(a.json), to_jsonable(out))
+    return 0
+
+
+def real_windows(n: int, window: int, corpus: str) -> tuple[list[np.ndarray], str]:
+    from docgrad import corpora
+
+    spans = corpora.load_spans(corpus)[:n]
+    return [s.tokens[:window] for s in spans], f"{corpus} documents {[s.doc for s in spans]}, tokens [0, {window}) of the span"
+
+
+def main_causal(a) -> int:
+    import torch
+
+    from docgrad import models
+    from docgrad.fileio import atomic_write_json, to_jsonable
+    from docgrad.probe import check_window
+    from docgrad.probe_bench import causal_summary, measure_causal
+
+    if a.window % a.chunk:
+        raise SystemExit(f"--window {a.window} is not a multiple of --chunk {a.chunk}")
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    model = models.load_model()
+    t_load = time.perf_counter() - t0
+    check_window(model, a.window)
+    windows, source = real_windows(a.windows, a.window, a.corpus)
+    rss_after_load = rss_mb()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    res = measure_causal(model, windows, a.chunk, a.buckets, a.seed, plain=True, progress=True)
+    peak = rss_mb("VmHWM")
+    s = causal_summary(res)
+    out = {"text": source, "context": "causal", **s, "load_s": t_load, "rss_after_load_mb": rss_after_load,
+           "peak_rss_probe_phase_mb": peak, "peak_over_loaded_model_mb": peak - rss_after_load,
+           "peak_rss_process_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "loadavg_start_all": load0, "loadavg_end_all": os.getloadavg(),
+           "raw": {k: res[k] for k in ("loss", "standalone_loss", "sqnorm", "plain_fb_s", "plain_fb_cpu_s",
+                                       "causal_fb_s", "causal_fb_cpu_s", "sketch_s", "sketch_cpu_s")}}
+    m = s["chunks_per_window"]
+    print(f"text: {source}; W {a.window} = {m} chunks of {a.chunk}; threads {s['threads']}; load average "
+          f"{load0[0]:.2f} -> {out['loadavg_end_all'][0]:.2f}")
+    for clock in ("cpu", "wall"):
+        c = s[clock]
+        print(f"{clock:4s} s per chunk: standalone forward+backward {c['standalone_per_chunk_s']:.2f} | causal step "
+              f"{c['causal_per_chunk_s']:.2f} + sketch {c['sketch_per_chunk_s']:.2f} -> RATIO causal / standalone "
+              f"{c['ratio_causal_over_standalone']:.2f} (with sketch {c['ratio_probe_step_over_standalone']:.2f})")
+        print(f"     by position k=0..{m - 1}: {np.round(c['ratio_by_position'], 2).tolist()}")
+    th = s["theory"]
+    print(f"theory (backward = 2 forwards, attention growth aside): incremental {th['incremental']:.2f}, prefix "
+          f"truncation {th['prefix_truncation']:.2f}, m backwards of the window {th['full_window_backwards']:.2f}")
+    print(f"peak RSS {peak:.0f} MiB ({peak - rss_after_load:.0f} MiB over the loaded model, {rss_after_load:.0f} MiB)")
+    print(f"loss by position: causal {np.round(s['loss_by_position'], 3).tolist()}, standalone "
+          f"{np.round(s['standalone_loss_by_position'], 3).tolist()}")
+    print(f"squared norm by position: {np.round(s['sqnorm_by_position'], 2).tolist()}")
+    g1 = s["G1"]
+    print(f"G1 on causal gradients ({g1['pairs']} pairs): mean cosine error {g1['mean_cosine_error']:+.5f}, sd "
+          f"{g1['sd_cosine_error']:.5f}, mean squared-norm ratio {g1['mean_sqnorm_ratio']:.4f} -> "
+          f"{'PASS' if g1['passes'] else 'FAIL'}")
     if a.json:
         atomic_write_json(Path(a.json), to_jsonable(out))
     return 0

@@ -20,7 +20,9 @@
 # number of positions; averaging per document first gives every document the same weight. The denominator of a
 # mean is part of the training objective. This page works the difference out exactly on a one-parameter model,
 # shows what padding masks and gradient accumulation must do to keep the objective you meant, and then checks
-# the same algebra in PyTorch and on a real (small, randomly initialised) causal language model.
+# the same algebra in PyTorch, on a small randomly initialised causal language model and on SmolLM2-135M with
+# real text. Exercises with worked solutions close the page; page 01b follows these mistakes into real training
+# setups.
 #
 # Every number stated on this page is computed by `docgrad.reduction` (tested in `tests/test_reduction.py`)
 # and saved to `figures/01_loss_reduction.json`. Re-execute with other documents, e.g.
@@ -42,6 +44,9 @@ lm_prompt_lengths = [16, 0, 8]  # leading prompt tokens per document, masked wit
 lm_microbatches = [[0], [1], [2]]  # document indices per microbatch
 growth_total_tokens = 128  # tokens shared by two microbatches in the growth experiment
 growth_ratios = [1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0]  # long:short length ratios (growth)
+real_model = "smollm2-135m"  # the growth experiment again on this real model, with real text
+real_corpus = "BOOKS"  # the real text: the first span of this corpus
+real_growth_ratios = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]  # long:short length ratios on the real model
 seed = 0  # seed of the tiny model and of its random tokens
 
 # %%
@@ -51,7 +56,8 @@ import torch
 from IPython.display import Markdown, display
 
 from docgrad import reduction as R
-from docgrad.models import tiny_model
+from docgrad.corpora import load_spans
+from docgrad.models import load_model, tiny_model
 from docgrad.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
@@ -294,15 +300,26 @@ gradients are not, because the short microbatch's targets are up-weighted by n_l
 # target of the short microbatch weighs (n_long / n_short) times as much as a target of the long one; the
 # total-variation distance between the microbatch weights (1/B each vs n_b/N) measures how far the objective has
 # moved. With equal lengths the two accumulations agree exactly.
+#
+# The experiment runs twice: on the tiny random model with random tokens (where the exactness of the fix is the
+# point: any difference is float rounding), and on the real SmolLM2-135M with real text (the first tokens of a
+# BOOKS span), where the size of the error is the point.
 
 # %%
 growth = pd.DataFrame(R.accumulation_growth(model, growth_total_tokens, growth_ratios, seed=seed))
 NUMBERS["growth"] = growth.to_dict("records")
-display(growth[["lengths", "targets", "target_ratio", "total_variation", "rel_discrepancy_averaged",
-                "rel_discrepancy_num_items"]])
-long_growth = growth.melt(id_vars=["target_ratio", "ratio"],
-                          value_vars=["rel_discrepancy_averaged", "total_variation", "rel_discrepancy_num_items"],
-                          var_name="quantity", value_name="value")
+real = load_model(real_model)
+real_tokens = load_spans(real_corpus)[0].tokens
+growth_real = pd.DataFrame(R.accumulation_growth(real, growth_total_tokens, real_growth_ratios,
+                                                 tokens=real_tokens))
+NUMBERS["growth_real"] = {"model": real_model, "corpus": real_corpus, "rows": growth_real.to_dict("records")}
+model_names = [f"tiny random {lm_arch}, random tokens", f"{real_model}, {real_corpus} text"]
+both = pd.concat([growth.assign(model=model_names[0]), growth_real.assign(model=model_names[1])])
+display(both.set_index(["model", "ratio"])[["lengths", "targets", "target_ratio", "total_variation",
+                                            "rel_discrepancy_averaged", "rel_discrepancy_num_items"]])
+long_growth = both.melt(id_vars=["model", "target_ratio", "ratio"],
+                        value_vars=["rel_discrepancy_averaged", "total_variation", "rel_discrepancy_num_items"],
+                        var_name="quantity", value_name="value")
 long_growth["quantity"] = long_growth["quantity"].map({
     "rel_discrepancy_averaged": "|g_avg − g_full| / |g_full| (average of means)",
     "total_variation": "total variation between microbatch weightings",
@@ -311,21 +328,30 @@ growth_chart = alt.Chart(long_growth).mark_line(point=True).encode(
     x=alt.X("target_ratio:Q", scale=alt.Scale(type="log"), title="n_long / n_short (targets)"),
     y=alt.Y("value:Q", title="relative difference / distance"),
     color=alt.Color("quantity:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=420)),
-    tooltip=["quantity", alt.Tooltip("target_ratio:Q", format=".3g"), alt.Tooltip("value:Q", format=".3g")],
-).properties(width=560, height=300, title=alt.Title(
-    f"Averaging microbatch means on a tiny {lm_arch}: {growth_total_tokens} tokens in two microbatches",
-    subtitle="normalising by the total target count stays at float32 rounding"))
+    tooltip=["model", "quantity", alt.Tooltip("target_ratio:Q", format=".3g"), alt.Tooltip("value:Q", format=".3g")],
+).properties(width=330, height=280).facet(column=alt.Column("model:N", title=None, sort=model_names)).properties(
+    title=alt.Title(
+    f"Averaging microbatch means: {growth_total_tokens} tokens in two microbatches",
+    subtitle="normalising by the total target count stays at float32 rounding on both models"))
 save_chart(growth_chart, "01_accumulation_growth")
 
 # %% tags=["hide-input"]
 g0, g1 = NUMBERS["growth"][0], NUMBERS["growth"][-1]
+r0, r1 = NUMBERS["growth_real"]["rows"][0], NUMBERS["growth_real"]["rows"][-1]
 display(Markdown(f"""
 With equal lengths {g0['lengths']} the average of means differs from the full batch by
 {g0['rel_discrepancy_averaged']:.2g} (rounding only); at {g1['lengths']} tokens ({g1['targets']} targets, a
 per-target weight ratio of {g1['target_ratio']:.3g}) it differs by **{g1['rel_discrepancy_averaged']:.3g}** of the
 full-batch gradient's norm, while normalising by the total target count never exceeds
-{max(r['rel_discrepancy_num_items'] for r in NUMBERS['growth']):.2g}. On this random model a short document's
-mean gradient is large and noisy, so up-weighting it moves the update by more than the full gradient's length.
+{max(r['rel_discrepancy_num_items'] for r in NUMBERS['growth']):.2g}.
+
+On {real_model} with {real_corpus} text the error is of the same kind: {r0['rel_discrepancy_averaged']:.2g} at equal
+lengths, **{r1['rel_discrepancy_averaged']:.3g}** at {r1['lengths']} tokens (per-target weight ratio
+{r1['target_ratio']:.3g}; {'more' if r1['rel_discrepancy_averaged'] > g1['rel_discrepancy_averaged'] else 'less'}
+than on the random model at its largest ratio), while the total-count normalisation stays below
+{max(r['rel_discrepancy_num_items'] for r in NUMBERS['growth_real']['rows']):.2g}. On both models the mean gradient
+of a few targets is large and noisy, so up-weighting it moves the update by more than the full gradient's length
+once the lengths differ enough.
 """))
 
 # %% [markdown]
@@ -340,6 +366,54 @@ mean gradient is large and noisy, so up-weighting it moves the update by more th
 #   by their counts.
 # * An empty denominator is an error to report, not a zero loss.
 
+# %% [markdown]
+# ## Exercises
+#
+# Each solution is computed with the library functions this page uses; the test suite checks the same values
+# (`tests/test_reduction.py`). In the HTML report the solutions are collapsed: click *Solution* to reveal one.
+#
+# **Exercise 1 (optima).** Document A has 3 positions labelled 1, document B 30 positions labelled 0. Where are the
+# optima p* of the token mean and of the document mean?
+
+# %% tags=["solution"]
+ex1_batch = R.make_batch([3, 30], [1, 0], padding=[0, 0])
+ex1 = {k: R.optimum(ex1_batch, k).p for k in ("token_mean", "document_mean")}
+display(Markdown(f"Token mean: p* = Σ w y / Σ w = 3/33 = {f(ex1['token_mean'], 4)}; document mean: p* = "
+                 f"(1/2)·1 + (1/2)·0 = {f(ex1['document_mean'], 4)}."))
+
+# %% [markdown]
+# **Exercise 2 (padding).** Pad A with 27 positions to B's length. By what factor does dividing the masked sum by
+# every position scale the token mean, and where is the optimum when the padding is counted as label-0 data?
+
+# %% tags=["solution"]
+ex2_batch = R.make_batch([3, 30], [1, 0], padding=[27, 0])
+ex2 = {"factor": R.loss(0.0, ex2_batch, "padding_in_denominator") / R.loss(0.0, ex2_batch, "token_mean"),
+       "padding_as_class0_p": R.optimum(ex2_batch, "padding_as_class0").p}
+display(Markdown(f"The factor is n_valid / n_positions = 33/60 = {f(ex2['factor'], 4)}; counting padding as data "
+                 f"puts the optimum at 3/60 = {f(ex2['padding_as_class0_p'], 4)}."))
+
+# %% [markdown]
+# **Exercise 3 (accumulation).** Two microbatches hold 20 and 80 targets. Under the average of microbatch means,
+# how much more does a target of the first weigh than one of the second, and how far apart (total variation) are the
+# two microbatch weightings?
+
+# %% tags=["solution"]
+ex3 = R.microbatch_weights([20, 80])
+display(Markdown(f"Average of means: {ex3['averaged']} per microbatch; token mean: {ex3['token_mean']}. A target of "
+                 f"the first weighs {f(ex3['per_target_weight_ratio'])} times one of the second (80/20); total "
+                 f"variation {f(ex3['total_variation'])}."))
+
+# %% [markdown]
+# **Exercise 4 (counting targets).** A 50-token document starts with a 12-token prompt masked by −100. How many
+# next-token targets does it contribute to `num_items_in_batch`? And without a prompt?
+
+# %% tags=["solution"]
+ex4 = {"with_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 12)),
+       "without_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 0))}
+display(Markdown(f"With the prompt: n − k = 50 − 12 = {ex4['with_prompt']}; without: n − 1 = "
+                 f"{ex4['without_prompt']} (the first token has nothing before it to be predicted from)."))
+
 # %%
+NUMBERS["exercises"] = {"1": ex1, "2": ex2, "3": ex3, "4": ex4}
 save_numbers("01_loss_reduction", NUMBERS)
 versions()

@@ -122,6 +122,53 @@ def test_find_notebooks_in_order_and_only(tmp_path):
         N.find_notebooks(tmp_path, ["07"])
 
 
+def test_a_page_that_follows_another_sorts_after_it_and_resolves_by_its_prefix(tmp_path):
+    for name in ("02_b.py", "01b_pitfalls.py", "01_a.py", "10_c.py", "01x.py", "1_bad.py"):
+        (tmp_path / name).write_text(HEADER)
+    found = N.find_notebooks(tmp_path)
+    assert [p.name for p in found] == ["01_a.py", "01b_pitfalls.py", "02_b.py", "10_c.py"]
+    assert [N.page_prefix(p) for p in found] == ["01", "01b", "02", "10"]
+    assert [p.name for p in N.find_notebooks(tmp_path, ["01"])] == ["01_a.py"]     # 01 is not 01b
+    assert [p.name for p in N.find_notebooks(tmp_path, ["01b"])] == ["01b_pitfalls.py"]
+    assert N.resolve_notebook("01b", tmp_path).name == "01b_pitfalls.py"
+    assert N.resolve_notebook("01", tmp_path).name == "01_a.py"
+    assert N.resolve_notebook("01b_pitfalls", tmp_path).name == "01b_pitfalls.py"
+    with pytest.raises(N.NotebookError, match="no notebook matches '01c'"):
+        N.resolve_notebook("01c", tmp_path)
+    assert "docgrad run 01b" in N.pair_differences(tmp_path / "01b_pitfalls.py")[0]
+
+
+def test_the_repository_pages_include_01b_after_01(tmp_path):
+    names = [p.stem for p in N.find_notebooks(ROOT / "notebooks")]
+    assert names.index("01_loss_reduction") + 1 == names.index("01b_loss_pitfalls")
+    assert N.resolve_notebook("01b", ROOT / "notebooks").stem == "01b_loss_pitfalls"
+
+
+def test_cli_run_takes_a_lettered_page_prefix(tiny, capsys, monkeypatch):
+    from docgrad.cli import main
+
+    (tiny.parent / "01b_more.py").write_text(TINY.replace("theta = 0.0  # the logit", "theta = 0.5  # another logit"))
+    monkeypatch.chdir(tiny.parent.parent)
+    assert main(["run", "01b", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "parameters of 01b_more.py" in out and "theta: float = 0.5  # another logit" in out
+    assert main(["run", "01", "--list"]) == 0
+    assert "parameters of 01_tiny.py" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("stem", ["01_loss_reduction", "01b_loss_pitfalls"])
+def test_every_exercise_of_a_teaching_page_has_a_solution_cell(stem):
+    """Each markdown cell that poses an exercise is followed by a code cell tagged `solution` (rendered collapsed)."""
+    import jupytext
+
+    nb = jupytext.read(ROOT / "notebooks" / f"{stem}.py")
+    posed = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "**Exercise " in c.source]
+    assert len(posed) >= 4
+    for i in posed:
+        after = nb.cells[i + 1]
+        assert after.cell_type == "code" and "solution" in after.metadata.get("tags", []), f"cell {i + 1}"
+
+
 # --- pairs ---------------------------------------------------------------------------------------------
 
 def test_pair_sync_detects_an_edited_source(tiny):
@@ -135,12 +182,12 @@ def test_pair_sync_detects_an_edited_source(tiny):
     assert "missing" in N.pair_differences(tiny)[0]
 
 
-@pytest.mark.parametrize("source", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("source", N.find_notebooks(ROOT / "notebooks"), ids=lambda p: p.name)
 def test_every_notebook_pair_is_in_sync(source):
     assert N.pair_differences(source) == []
 
 
-@pytest.mark.parametrize("executed", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name)
+@pytest.mark.parametrize("executed", R.executed_notebooks(ROOT / "notebooks"), ids=lambda p: p.name)
 def test_executed_pages_carry_no_progress_bars_or_tqdm_warnings(executed):
     nb = nbformat.read(executed, as_version=4)
     noise = [(i, o["text"][:80]) for i, cell in enumerate(nb.cells) for o in cell.get("outputs", [])
@@ -214,6 +261,44 @@ def test_report_has_index_pages_navigation_and_inlined_vega(tmp_path):
     assert "visible prose" in first and "secret_formatting_code" not in first  # hide-input cells
     for page in (first, second):  # nothing fetched from the network
         assert "require.js" not in page and "mathjax" not in page.lower() and 'src="http' not in page
+
+
+def test_report_orders_a_lettered_page_after_its_number(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    for stem, title in (("02_second", "Second"), ("01b_more", "More"), ("01_first", "First")):
+        _executed(nbdir / f"{stem}.ipynb", title, chart=False)
+    assert [p.stem for p in R.executed_notebooks(nbdir)] == ["01_first", "01b_more", "02_second"]
+    text = R.build_report(nbdir, tmp_path / "report").read_text()
+    assert text.index("01_first.html") < text.index("01b_more.html") < text.index("02_second.html")
+    more = (tmp_path / "report" / "01b_more.html").read_text()
+    assert 'href="01_first.html"' in more and 'href="02_second.html"' in more     # previous / next
+
+
+def test_solution_cells_render_collapsed_in_details(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    cells = [nbformat.v4.new_markdown_cell("# Exercises\n\nSome questions.\n\n**Exercise 1.** What is 6 x 7?"),
+             nbformat.v4.new_code_cell("answer = 6 * 7\nprint(answer)", metadata={"tags": ["solution"]},
+                                       outputs=[nbformat.v4.new_output("stream", text="the answer is 42")]),
+             nbformat.v4.new_code_cell("hidden_formatting()", metadata={"tags": ["solution", "hide-input"]},
+                                       outputs=[nbformat.v4.new_output("stream", text="prose only")]),
+             nbformat.v4.new_code_cell("print('not a solution')",
+                                       outputs=[nbformat.v4.new_output("stream", text="always open")])]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), str(nbdir / "01_ex.ipynb"))
+    (nbdir / "01_ex.py").write_text(HEADER)
+    R.build_report(nbdir, tmp_path / "report")
+    page = (tmp_path / "report" / "01_ex.html").read_text()
+    opening = '<details class="docgrad-solution"><summary>Solution</summary>'
+    assert page.count(opening) == 2 and page.count("</details>") == 2
+    first, second = (page.index(opening), page.index(opening, page.index(opening) + 1))
+    closes = [i for i in range(len(page)) if page.startswith("</details>", i)]
+    assert first < page.index("the answer is 42") < closes[0] < second     # code and output inside, collapsed
+    assert "answer = 6" in page[first:closes[0]] or "answer</span>" in page[first:closes[0]]
+    assert second < page.index("prose only") < closes[1]
+    assert "hidden_formatting" not in page                                 # hide-input still applies
+    assert page.index("always open") > closes[1]                            # other cells stay outside
+    assert "<details open" not in page
 
 
 def test_report_without_executed_notebooks_is_an_error(tmp_path):
@@ -365,7 +450,7 @@ def test_json_twins_keep_six_significant_digits():
     assert out == {"a": 4.30147, "b": [1.0, -0.000261235, 0.0], "c": 3, "d": "x", "e": None, "f": 12345700.0}
 
 
-@pytest.mark.parametrize("twin", sorted((ROOT / "figures").glob("0[0-9]_*.json")), ids=lambda p: p.name)
+@pytest.mark.parametrize("twin", sorted((ROOT / "figures").glob("[0-9][0-9]*_*.json")), ids=lambda p: p.name)
 def test_committed_json_twins_are_rounded(twin):
     data = json.loads(twin.read_text())
     assert pages.round_significant(data) == data
@@ -373,7 +458,7 @@ def test_committed_json_twins_are_rounded(twin):
 
 # --- the notebooks in JupyterLab (jupytext's contents manager, as JupyterLab uses it) ------------------------
 
-SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+SOURCES = N.find_notebooks(ROOT / "notebooks")
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
@@ -476,7 +561,7 @@ def test_legend_selection_check_catches_a_selection_on_the_wrong_layer():
     assert legend_selection_problems(good.to_dict()) == []
 
 
-@pytest.mark.parametrize("executed", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name)
+@pytest.mark.parametrize("executed", R.executed_notebooks(ROOT / "notebooks"), ids=lambda p: p.name)
 def test_every_legend_selection_of_a_page_is_bound_where_its_legend_is_drawn(executed):
     nb = nbformat.read(executed, as_version=4)
     problems = [f"cell {i}: {p}" for i, cell in enumerate(nb.cells) for o in cell.get("outputs", [])

@@ -77,8 +77,9 @@ def test_the_fingerprint_covers_what_changes_the_numbers_and_only_that():
     assert bound(recorded_only).fingerprint() == fp
     with pytest.raises(P.ProbeError, match="only float32"):
         replace(CONFIG, dtype="bfloat16")
-    with pytest.raises(P.ProbeError, match="only standalone"):
+    with pytest.raises(P.ProbeError, match="--context 'packed': the implemented contexts are standalone, .*causal"):
         replace(CONFIG, context="packed")
+    assert "window" not in fp                          # only a causal run's fingerprint has a window (test_causal)
 
 
 # --- 7: --overwrite starts afresh -----------------------------------------------------------------------
@@ -210,6 +211,10 @@ def cli_probe(monkeypatch):
     (["--chunk", "0"], r"--chunk 0: a chunk needs at least 2 tokens"),
     (["--chunk", "20"], r"--chunk 20 does not divide the span length 48: the last 8 tokens.*nearest: 16 or 24"),
     (["--revision", "../../x"], r"'\.\./\.\./x' cannot be part of a result path"),
+    (["--context", "causal"], r"--context causal needs --window W, a multiple of --chunk 16 \(e\.g\. --window 128\)"),
+    (["--window", "32"], r"--window 32: a window is for --context causal"),
+    (["--context", "causal", "--window", "40"], r"--window 40: must be a positive multiple of --chunk 16"),
+    (["--context", "causal", "--window", "64"], r"--window 64 is longer than the document spans \(48 tokens\)"),
 ])
 def test_bad_arguments_are_probe_errors_before_the_model_loads(tmp_path, cli_probe, monkeypatch, extra, message):
     if extra[0] == "--revision":
@@ -226,8 +231,18 @@ def test_cli_records_the_committed_args_keys_and_the_new_ones(tmp_path, cli_prob
     assert cli_probe(tmp_path, "--seed", "3") == 0 and cli_probe.loads == [1]
     meta = json.loads((tmp_path / "org__tiny" / "main" / "T_c16_d0-2.json").read_text())
     assert list(meta["args"]) == ["model", "revision", "corpus", "chunk", "docs", "device", "manifest", "command",
-                                  "buckets", "seed", "exact_ref", "dtype", "context"]
+                                  "buckets", "seed", "exact_ref", "dtype", "context", "window"]
     assert meta["args"]["seed"] == 3 and meta["args"]["docs"] == [0, 2] and meta["args"]["device"] == "cpu"
+    assert (meta["args"]["context"], meta["args"]["window"]) == ("standalone", None)
+
+
+def test_cli_causal_run_writes_its_own_file_beside_the_standalone_one(tmp_path, cli_probe):
+    assert cli_probe(tmp_path) == 0
+    assert cli_probe(tmp_path, "--context", "causal", "--window", "32") == 0
+    folder = tmp_path / "org__tiny" / "main"
+    assert sorted(p.name for p in folder.glob("*.npz")) == ["T_c16_d0-2.npz", "T_c16_w32_causal_d0-2.npz"]
+    meta = json.loads((folder / "T_c16_w32_causal_d0-2.json").read_text())
+    assert (meta["args"]["context"], meta["args"]["window"], meta["chunks_per_document"]) == ("causal", 32, 2)
 
 
 def test_probe_config_validates_and_binds():

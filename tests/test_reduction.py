@@ -193,3 +193,65 @@ def test_microbatch_weights():
     assert w["total_variation"] == pytest.approx(0.3)
     with pytest.raises(R.NoValidPositionsError):
         R.microbatch_weights([0, 3])
+
+
+def test_documents_cut_from_real_tokens_keep_their_order():
+    tokens = torch.arange(100, 140)
+    docs = R.make_documents([10, 5], prompt_lengths=[2, 0], tokens=tokens)
+    assert docs[0]["input_ids"].tolist() == list(range(100, 110))
+    assert docs[1]["input_ids"].tolist() == list(range(110, 115))
+    assert [d["n_targets"] for d in docs] == [8, 4]
+    with pytest.raises(R.ReductionError, match="cannot be cut"):
+        R.make_documents([30, 20], tokens=tokens)
+
+
+def test_accumulation_growth_on_given_tokens_uses_them():
+    model = tiny_model("llama")
+    tokens = torch.randint(0, 256, (64,), generator=torch.Generator().manual_seed(5))
+    a = R.accumulation_growth(model, total_tokens=64, ratios=(1, 7), tokens=tokens)
+    b = R.accumulation_growth(model, total_tokens=64, ratios=(1, 7))
+    assert a[1]["lengths"] == b[1]["lengths"] == [56, 8]
+    assert a[1]["rel_discrepancy_averaged"] != pytest.approx(b[1]["rel_discrepancy_averaged"])
+    assert max(r["rel_discrepancy_num_items"] for r in a) < 1e-5
+
+
+# --- the exercises of page 01: the values its worked solutions state ----------------------------------------
+
+@pytest.fixture(scope="module")
+def page01_exercises():
+    import json
+    from pathlib import Path
+
+    twin = Path(__file__).resolve().parents[1] / "figures" / "01_loss_reduction.json"
+    data = json.loads(twin.read_text())
+    if "exercises" not in data:
+        pytest.skip("page 01 has not been executed with its exercises")
+    return data["exercises"]
+
+
+def test_page01_exercise_1_optima(page01_exercises):
+    b = R.make_batch([3, 30], [1, 0], padding=[0, 0])
+    assert R.optimum(b, "token_mean").p == pytest.approx(3 / 33)
+    assert R.optimum(b, "document_mean").p == pytest.approx(0.5)
+    assert page01_exercises["1"] == pytest.approx({"token_mean": 3 / 33, "document_mean": 0.5}, rel=1e-5)
+
+
+def test_page01_exercise_2_padding(page01_exercises):
+    b = R.make_batch([3, 30], [1, 0], padding=[27, 0])
+    factor = R.loss(0.0, b, "padding_in_denominator") / R.loss(0.0, b, "token_mean")
+    assert factor == pytest.approx(33 / 60) and R.optimum(b, "padding_as_class0").p == pytest.approx(3 / 60)
+    assert page01_exercises["2"] == pytest.approx({"factor": 0.55, "padding_as_class0_p": 0.05}, rel=1e-5)
+
+
+def test_page01_exercise_3_accumulation(page01_exercises):
+    w = R.microbatch_weights([20, 80])
+    assert w["per_target_weight_ratio"] == 4.0 and w["total_variation"] == pytest.approx(0.3)
+    e = page01_exercises["3"]
+    assert e["averaged"] == [0.5, 0.5] and e["token_mean"] == pytest.approx([0.2, 0.8])
+    assert e["per_target_weight_ratio"] == 4.0 and e["total_variation"] == pytest.approx(0.3)
+
+
+def test_page01_exercise_4_target_counts(page01_exercises):
+    assert R.count_targets(R.causal_lm_labels(torch.arange(50), 12)) == 38
+    assert R.count_targets(R.causal_lm_labels(torch.arange(50), 0)) == 49
+    assert page01_exercises["4"] == {"with_prompt": 38, "without_prompt": 49}

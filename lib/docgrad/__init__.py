@@ -5,6 +5,8 @@ Definitions: docs/methods.md. Modules (one concern each):
   errors       DocgradError, the base of every error a user can cause (one line, exit status 2)
   fileio       atomic writes, JSON conversion, package versions, project root
   reduction    loss-reduction objectives of the teaching pages, and accumulation checks
+  pitfalls     the reduction mistakes of real training setups (page 01b): data parallelism, Trainer
+               accumulation, packing, cross-entropy denominators, optimisers, policy gradients, Kish's n_eff
   models       the offline models (SmolLM2, Gemma 3: GGUF files in PyPI wheels, sha256-pinned), pinned hub
                models, parameter groups
   corpora      the four offline corpora, their manifest and token spans

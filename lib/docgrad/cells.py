@@ -4,6 +4,12 @@ Every document keeps its within-document pairs, and cross-document pairs are use
 sit in one file (pairs across files were never computed). The Gram diagonal is replaced by the exact squared
 norms, and the group 'all' is the sum of the groups (inner products add over disjoint coordinates).
 docs/methods.md, "Gram matrices and result files".
+
+How the gradients were taken is part of a cell's identity: a causal file (--context causal --window W) belongs
+to the cell (model, revision, corpus, chunk, "causal", W) and is never pooled with standalone files, and
+load_cells reads one kind at a time (context="standalone", the default, or "causal"; docs/methods.md, "Causal
+context"). position_profile gives the per-position loss and squared norm, which matter once chunk positions are
+not exchangeable.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from docgrad import bootstrap as bs
-from docgrad.results import ResultFileError, Shard, find_results, load_result, parse_stem
+from docgrad.results import CAUSAL, STANDALONE, ResultFileError, Shard, find_results, load_result, parse_stem
 from docgrad.study import ALL, GROUPS
 
 
@@ -36,18 +42,25 @@ class Cell:
     sums: dict[str, bs.BlockSums]            # group (and 'all') -> block sums
     loss: np.ndarray                         # (D, m) per-chunk loss
     shards: list[Shard] = field(default_factory=list, repr=False)   # in document order
+    context: str = STANDALONE                # how the gradients were taken (args.context of every shard)
+    window: int | None = None                # the causal window W in tokens, else None
+    sqnorm: np.ndarray | None = field(default=None, repr=False)     # (D, m) exact squared norms, group 'all'
 
     @property
     def files(self) -> list[Path]:
         return [sh.path for sh in self.shards]
 
     @property
-    def key(self) -> tuple[str, str, str, int]:
-        return (self.model, self.revision, self.corpus, self.chunk)
+    def key(self) -> tuple:
+        """(model, revision, corpus, chunk), and ("causal", W) after it for a causal cell (Shard.cell)."""
+        key = (self.model, self.revision, self.corpus, self.chunk)
+        return (*key, CAUSAL, self.window) if self.context == CAUSAL else key
 
     @property
     def name(self) -> str:
-        return f"{self.model} {self.revision} {self.corpus} c{self.chunk}"
+        """The cell's name (it also seeds the cell's bootstrap generator): a causal cell's ends in 'causal w<W>'."""
+        name = f"{self.model} {self.revision} {self.corpus} c{self.chunk}"
+        return f"{name} {CAUSAL} w{self.window}" if self.context == CAUSAL else name
 
 
 def _ordered_rows(shard: Shard) -> tuple[list[int], int, np.ndarray]:
@@ -71,6 +84,10 @@ def _check_names(shard: Shard) -> None:
     except ResultFileError:
         return                                     # names are informative only; args are authoritative
     a = shard.args
+    if (st["context"] == CAUSAL) != (shard.context == CAUSAL) or st["window"] != shard.window:
+        named = f"window {st['window']} (causal)" if st["context"] == CAUSAL else "no window (standalone)"
+        raise ResultFileError(f"{shard.path}: file name says {named} but args say context {shard.context!r}, "
+                              f"window {shard.window}")
     if int(st["chunk"]) != int(a["chunk"]):
         raise ResultFileError(f"{shard.path}: file name says chunk {st['chunk']} but args.chunk is {a['chunk']} "
                               f"(mixed chunk sizes in one cell)")
@@ -112,8 +129,13 @@ def pool_cell(shards: list[Shard]) -> Cell:
         raise ValueError("pool_cell: no shards")
     key = shards[0].cell
     groups = sorted(shards[0].gram)
+    mode = (shards[0].context, shards[0].window)
     for sh in shards:
         _check_names(sh)
+        if (sh.context, sh.window) != mode:
+            raise ResultFileError(f"{sh.path}: its gradients were taken in context {sh.context!r} (window "
+                                  f"{sh.window}), those of {shards[0].path} in {mode[0]!r} (window {mode[1]}); "
+                                  "causal and standalone shards (or two windows) are never pooled into one cell")
         if sh.cell != key:
             raise ResultFileError(f"{sh.path}: belongs to cell {sh.cell}, not {key}")
         if sorted(sh.gram) != groups:
@@ -148,20 +170,44 @@ def pool_cell(shards: list[Shard]) -> Cell:
     sums[ALL] = total
     doc_ids = [d for p in parts for d in p.docs]
     loss = np.concatenate([p.shard.loss[p.order].reshape(len(p.docs), m) for p in parts])
+    sqnorm = np.concatenate([sum(np.asarray(p.shard.sqnorm[g], dtype=np.float64) for g in groups)[p.order]
+                             .reshape(len(p.docs), m) for p in parts])
     if len(doc_ids) < 2 or not np.any(sums[ALL].Np - np.diag(np.diag(sums[ALL].Np))):
         raise ResultFileError(f"cell {key}: no cross-document pairs (every file holds a single document: "
                               f"{[str(p.shard.path) for p in parts]}); S_cross is undefined")
-    model, revision, corpus, chunk = key
-    return Cell(model, revision, corpus, chunk, doc_ids, m, sums, loss, [p.shard for p in parts])
+    model, revision, corpus, chunk = key[:4]
+    return Cell(model, revision, corpus, chunk, doc_ids, m, sums, loss, [p.shard for p in parts],
+                context=mode[0], window=mode[1], sqnorm=sqnorm)
 
 
-def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS) -> dict[tuple, Cell]:
-    """Every cell under results_dir, pooled. groups: groups each file must have (None: whatever they share)."""
+def position_profile(cell: Cell) -> dict[str, np.ndarray]:
+    """Per chunk position k = 0 .. m-1, over the cell's documents: mean loss ('loss') and mean exact squared
+    norm of the gradient, group 'all' ('sqnorm'). In the causal context positions are not exchangeable
+    (chunk k has k chunks of context), so these are reported beside the pooled estimators."""
+    return {"loss": cell.loss.mean(axis=0), "sqnorm": cell.sqnorm.mean(axis=0)}
+
+
+def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
+               context: str | None = STANDALONE) -> dict[tuple, Cell]:
+    """Every cell under results_dir, pooled. groups: groups each file must have (None: whatever they share).
+    context: which files to read: "standalone" (default: every file that is not causal, so the standard
+    analysis is the same whether or not causal results sit beside it), "causal", or None (all kinds, each in
+    its own cells)."""
+    if context not in (STANDALONE, CAUSAL, None):
+        raise ValueError(f"load_cells: context must be {STANDALONE!r}, {CAUSAL!r} or None, got {context!r}")
     files = find_results(results_dir)
     if not files:
         raise NoResultsError(f"{results_dir}: no result files (*.npz with .json) found")
     by_cell: dict[tuple, list[Shard]] = {}
+    skipped = 0
     for f in files:
         sh = load_result(f, groups=groups)
+        if context is not None and (sh.context == CAUSAL) != (context == CAUSAL):
+            skipped += 1
+            continue
         by_cell.setdefault(sh.cell, []).append(sh)
+    if not by_cell:
+        other = "standalone" if context == CAUSAL else "causal"
+        raise NoResultsError(f"{results_dir}: no {context} result files ({skipped} {other} file(s) there; read "
+                             f"those with context={other!r})")
     return {k: pool_cell(v) for k, v in sorted(by_cell.items())}

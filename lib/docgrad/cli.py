@@ -120,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "goes to <org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz under it), or an explicit .npz path")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing complete result")
+    p.add_argument("--context", default="standalone", choices=["standalone", "causal"],
+                   help="standalone (default): every chunk is its own sequence; causal: the first --window tokens of "
+                   "each span are one sequence and chunk k's gradient has every earlier token as context "
+                   "(docs/methods.md#causal-context; file <CORPUS>_c<chunk>_w<W>_causal_d<a>-<b>.npz)")
+    p.add_argument("--window", type=int, default=None,
+                   help="causal window W in tokens: a multiple of --chunk, at most the span and the model's context "
+                   "(e.g. 4096: 8 chunks of 512)")
     p.set_defaults(func=_lazy("probe", "cli_probe"))
 
     # --- models ---------------------------------------------------------------------------

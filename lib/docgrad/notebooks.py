@@ -1,22 +1,26 @@
 """Executing the report's notebooks (host side): discovery, validated parameters, papermill, `docgrad run`
 and `docgrad report`. What runs inside a notebook's kernel is in docgrad.pages.
 
-Conventions every notebook follows (notebooks/NN_name.py, jupytext py:percent): a cell tagged `parameters`
-(papermill) holding plain literals only; `ROOT = pages.setup()` early on; every number the page states
-computed by a tested function in docgrad and saved with `pages.save_numbers`; a last cell showing
-`pages.versions()`.
+Conventions every notebook follows (notebooks/NN_name.py, or NNx_name.py for a page that follows page NN;
+jupytext py:percent): a cell tagged `parameters` (papermill) holding plain literals only; `ROOT = pages.setup()`
+early on; every number the page states computed by a tested function in docgrad and saved with
+`pages.save_numbers`; a last cell showing `pages.versions()`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
 from docgrad.errors import DocgradError
 from docgrad.fileio import check_output_file, move_into_place, project_root, shown_path
 
-NOTEBOOK_GLOB = "[0-9][0-9]_*.py"
+NOTEBOOK_GLOB = "[0-9][0-9]*_*.py"
+# A page's stem is NN_name, or NNx_name for a page that follows page NN (e.g. 01b_loss_pitfalls after
+# 01_loss_reduction): its prefix (NN or NNx) is what `docgrad run` and `--only` take.
+PAGE_STEM = re.compile(r"^(?P<number>[0-9]{2})(?P<letter>[a-z]?)_[^.]+$")
 
 
 class NotebookError(DocgradError, RuntimeError):
@@ -27,14 +31,32 @@ class ParameterError(NotebookError):
     """An unknown notebook parameter or a value of the wrong type; the message lists the parameters."""
 
 
+def page_prefix(path: str | Path) -> str | None:
+    """The page prefix of a notebook file (`01` for 01_loss_reduction.py, `01b` for 01b_loss_pitfalls.py), or
+    None when the name is not a page's."""
+    m = PAGE_STEM.match(Path(path).stem)
+    return m["number"] + m["letter"] if m else None
+
+
+def page_order(path: str | Path) -> tuple:
+    """Sort key of the report's contents: by number, then the letter ('' first), then the name; 01_ < 01b_ < 02_."""
+    m = PAGE_STEM.match(Path(path).stem)
+    return (int(m["number"]), m["letter"], Path(path).name) if m else (10**9, "", Path(path).name)
+
+
+def is_page(path: str | Path) -> bool:
+    return page_prefix(path) is not None and not Path(path).name.endswith(".failed.ipynb")
+
+
 def find_notebooks(directory: str | Path = "notebooks", only=None) -> list[Path]:
-    """notebooks/NN_*.py in order; `only` keeps those whose NN prefix (or full stem) is listed."""
+    """notebooks/NN_*.py and NNx_*.py in page order; `only` keeps those whose prefix (NN or NNx) or full stem is
+    listed."""
     directory = Path(directory)
-    found = sorted(directory.glob(NOTEBOOK_GLOB))
+    found = sorted((p for p in directory.glob(NOTEBOOK_GLOB) if is_page(p)), key=page_order)
     if only:
         wanted = {str(o) for o in only}
-        picked = [p for p in found if p.stem[:2] in wanted or p.stem in wanted]
-        missing = sorted(w for w in wanted if not any(p.stem[:2] == w or p.stem == w for p in picked))
+        picked = [p for p in found if page_prefix(p) in wanted or p.stem in wanted]
+        missing = sorted(w for w in wanted if not any(page_prefix(p) == w or p.stem == w for p in picked))
         if missing:
             raise NotebookError(f"no notebook {', '.join(missing)} in {directory}/ "
                                 f"(have: {', '.join(p.stem for p in found) or 'none'})")
@@ -43,7 +65,7 @@ def find_notebooks(directory: str | Path = "notebooks", only=None) -> list[Path]
 
 
 def resolve_notebook(spec: str, directory: str | Path = "notebooks") -> Path:
-    """A notebook source from a path (.py or its .ipynb twin), a stem, or a number prefix like '01'."""
+    """A notebook source from a path (.py or its .ipynb twin), a stem, or a page prefix like '01' or '01b'."""
     p = Path(spec)
     if p.suffix == ".ipynb":
         p = p.with_suffix(".py")
@@ -51,7 +73,7 @@ def resolve_notebook(spec: str, directory: str | Path = "notebooks") -> Path:
         if not p.exists():
             raise NotebookError(f"notebook source {p} does not exist")
         return p
-    matches = [q for q in find_notebooks(directory) if q.stem == spec or q.stem[:2] == spec]
+    matches = [q for q in find_notebooks(directory) if q.stem == spec or page_prefix(q) == spec]
     if len(matches) != 1:
         have = ", ".join(q.stem for q in find_notebooks(directory)) or "none"
         raise NotebookError(f"{'no' if not matches else 'more than one'} notebook matches {spec!r} in "
@@ -372,7 +394,7 @@ def pair_differences(source: str | Path) -> list[str]:
     source = Path(source)
     twin = source.with_suffix(".ipynb")
     if not twin.exists():
-        return [f"{twin} is missing (execute {source.name}: docgrad run {source.stem[:2]})"]
+        return [f"{twin} is missing (execute {source.name}: docgrad run {page_prefix(source) or source})"]
     a = [c for c in jupytext.read(source).cells]
     executed = _read_ipynb(twin)
     b = [c for c in executed.cells if "injected-parameters" not in c.metadata.get("tags", [])]
@@ -380,7 +402,7 @@ def pair_differences(source: str | Path) -> list[str]:
     given = executed.metadata.get("papermill", {}).get("parameters") or {}
     if given:
         diffs.append(f"{twin.name} was executed with parameters {given} (the report shows the defaults: "
-                     f"docgrad run {source.stem[:2]})")
+                     f"docgrad run {page_prefix(source) or source})")
     if len(a) != len(b):
         diffs.append(f"{source.name} has {len(a)} cells, {twin.name} has {len(b)}")
     for i, (x, y) in enumerate(zip(a, b), 1):

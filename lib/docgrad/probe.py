@@ -2,9 +2,13 @@
 Definitions: docs/methods.md#per-chunk-gradients.
 
 For every document span and every chunk k of C tokens (tokens [kC, (k+1)C) of the span):
-  * the chunk is a standalone sequence; loss = mean next-token cross-entropy over its C-1 targets (context
-    "standalone-bos", for a model trained with a BOS token such as Gemma 3: BOS + chunk, the BOS token being
-    context only, the same C-1 targets);
+  * context "standalone" (the default): the chunk is a standalone sequence; loss = mean next-token
+    cross-entropy over its C-1 targets;
+  * context "standalone-bos" (offline models trained with a BOS token, e.g. Gemma 3; chosen by the model
+    registry): BOS + chunk, the BOS token being context only, the same C-1 targets;
+  * context "causal" (--context causal --window W): the first W tokens of the span are one causal sequence
+    of m = W/C chunks, and chunk k's loss is the mean cross-entropy over the targets it owns, with every
+    earlier token of the window as context (causal_targets, causal_steps; docs/methods.md#causal-context);
   * model in eval mode (no dropout), float32, full backward: g_{d,k} = grad of that loss;
   * per parameter group (attn, mlp, embed incl. lm_head, other; tied weights once): the count sketch
     S g (docgrad.sketch, B buckets) and the exact squared norm |g|^2;
@@ -13,8 +17,8 @@ The Gram K = X X^T (float64) is over ALL chunks of ALL documents of the run, per
 whole number of chunks (no tail is dropped silently).
 
 Configuration. One frozen ProbeConfig holds the run: its fingerprint() (everything the numbers depend on:
-model pin, corpus, span hashes, chunk, buckets, seed, exact_ref, dtype, context, device type) is the resume
-key, and its args() the result json's "args".
+model pin, corpus, span hashes, chunk, buckets, seed, exact_ref, dtype, context (and a causal run's window),
+device type) is the resume key, and its args() the result json's "args".
 
 State and resume (PartialState). Each finished document is saved in `<out dir>/.partial/<stem>/doc_NNNNN.npz`
 (sketches, exact norms, losses, timings, and the run's fingerprint), next to config.json (the fingerprint).
@@ -56,7 +60,8 @@ from docgrad.study import CHUNK, DEFAULT_BUCKETS, GROUPS, SKETCH_SEED
 PARTIAL_FORMAT = "docgrad-probe-partial/2"
 DTYPES = ("float32",)            # parameters, gradients and sketches
 CONTEXTS = ("standalone",        # each chunk is its own sequence
-            "standalone-bos")    # the same, preceded by the model's BOS token (a model trained with one)
+            "standalone-bos",    # the same, preceded by the model's BOS token (a model trained with one)
+            "causal")            # the first W tokens are one sequence; chunk k sees every earlier token
 
 
 class ProbeError(DocgradError, RuntimeError):
@@ -113,7 +118,8 @@ class ProbeConfig:
     seed: int = SKETCH_SEED                 # count-sketch hash seed
     exact_ref: bool = False                 # also <g_ref, g> exactly, g_ref = first chunk's gradient (G1)
     dtype: str = "float32"
-    context: str = "standalone"
+    context: str = "standalone"             # CONTEXTS
+    window: int | None = None               # W in tokens: causal only, a multiple of chunk
     pin: dict = field(default_factory=dict, hash=False)   # what pins the weights (models.model_pin)
     device: str | None = None               # as requested (--device); recorded only
     manifest: str | None = None             # corpus manifest; recorded only (the span hashes are fingerprinted)
@@ -138,7 +144,20 @@ class ProbeConfig:
         if self.dtype not in DTYPES:
             raise ProbeError(f"dtype {self.dtype!r}: only {', '.join(DTYPES)} is implemented")
         if self.context not in CONTEXTS:
-            raise ProbeError(f"context {self.context!r}: only {', '.join(CONTEXTS)} is implemented")
+            raise ProbeError(f"--context {self.context!r}: the implemented contexts are {', '.join(CONTEXTS)}")
+        if self.context != "causal":
+            if self.window is not None:
+                raise ProbeError(f"--window {self.window}: a window is for --context causal ({self.context} chunks "
+                                 "are single sequences); drop --window or pass --context causal")
+        else:
+            w = self.window
+            if isinstance(w, bool) or not isinstance(w, (int, np.integer)):
+                raise ProbeError(f"--context causal needs --window W, a multiple of --chunk {self.chunk} "
+                                 f"(e.g. --window {8 * self.chunk}); got {w!r}")
+            if w < self.chunk or w % self.chunk:
+                raise ProbeError(f"--window {w}: must be a positive multiple of --chunk {self.chunk} (the window is "
+                                 f"m whole chunks), e.g. {max(1, w // self.chunk) * self.chunk}")
+            object.__setattr__(self, "window", int(w))
         object.__setattr__(self, "exact_ref", bool(self.exact_ref))
         object.__setattr__(self, "pin", dict(self.pin or {}))
         if self.docs is not None:
@@ -159,6 +178,11 @@ class ProbeConfig:
             raise ProbeError(f"spans differ in length ({lengths} tokens); every document needs the same number "
                              "of chunks")
         L = lengths[0]
+        if self.context == "causal":
+            if self.window > L:
+                raise ProbeError(f"--window {self.window} is longer than the document spans ({L} tokens); use a "
+                                 f"window of at most {L // C * C}")
+            L = self.window                    # only the first W tokens of each span are probed
         if L % C:
             raise ProbeError(f"--chunk {C} does not divide the span length {L}: the last {L % C} tokens of every "
                              f"document would be dropped; use a chunk that divides {L} (nearest: "
@@ -181,14 +205,16 @@ class ProbeConfig:
               "buckets": self.buckets, "seed": self.seed, "exact_ref": self.exact_ref, "dtype": self.dtype,
               "context": self.context, "sketch": SKETCH_NAME, "device_type": self.device_type,
               "spans": [[d, h] for d, h in self.spans]}
+        if self.context == "causal":          # other fingerprints stay as they were (their state stays resumable)
+            fp["window"] = self.window
         return json.loads(json.dumps(fp, default=str))
 
     def args(self) -> dict:
-        """The result json's "args" (the committed files' keys, plus dtype and context)."""
+        """The result json's "args" (the committed files' keys, plus dtype, context and window)."""
         return {"model": self.model, "revision": self.revision, "corpus": self.corpus, "chunk": self.chunk,
                 "docs": None if self.docs is None else list(self.docs), "device": self.device,
                 "manifest": self.manifest, "command": self.command, "buckets": self.buckets, "seed": self.seed,
-                "exact_ref": self.exact_ref, "dtype": self.dtype, "context": self.context}
+                "exact_ref": self.exact_ref, "dtype": self.dtype, "context": self.context, "window": self.window}
 
 
 def nearest_divisors(n: int, c: int) -> list[int]:
@@ -395,6 +421,130 @@ def forward_backward(model, ids, bos_id: int | None = None):
     return float(loss.detach())
 
 
+# --------------------------------------------------------------------------------------------------
+# causal context: per-chunk gradients inside one window (docs/methods.md#causal-context)
+# --------------------------------------------------------------------------------------------------
+
+def model_context(model) -> int | None:
+    """The longest sequence the model was built for (config.max_position_embeddings), or None if unknown."""
+    n = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def check_window(model, window: int) -> None:
+    """Refuse a causal window longer than the model's context (SmolLM2-135M: 8,192 per its GGUF metadata)."""
+    n = model_context(model)
+    if n is not None and window > n:
+        raise ProbeError(f"--window {window} exceeds the model's context of {n} tokens "
+                         "(config.max_position_embeddings); use a window of at most that")
+
+
+def causal_targets(chunk: int, m: int) -> list[tuple[int, int]]:
+    """Target ownership in a causal window of m chunks of C = chunk tokens: chunk k owns the targets t (the
+    token x_t predicted from x_0 .. x_{t-1}) with kC <= t < (k+1)C, i.e. the next-token predictions OF the
+    chunk's own tokens. Position 0 has no prediction, so chunk 0 owns C-1 targets (exactly a standalone
+    chunk's) and every later chunk C; the counts n_k sum to W-1, the window's targets. Returns [(a_k, b_k)]:
+    chunk k owns t in [a_k, b_k), n_k = b_k - a_k.
+
+    With L_k the mean cross-entropy over chunk k's targets, sum_k n_k L_k is the window's token-sum loss,
+    hence sum_k n_k grad L_k is its gradient. L_k depends on x_0 .. x_{(k+1)C-1} only (targets up to the
+    end of chunk k, predicted from inputs before them): the prefix up to the end of chunk k."""
+    return [(max(k * chunk, 1), (k + 1) * chunk) for k in range(m)]
+
+
+def causal_window_loss(model, ids, chunk: int):
+    """(token-sum next-token cross-entropy of the whole window, as a tensor; per-chunk target counts n_k):
+    one forward of the window, the definition the per-chunk losses of causal_steps decompose."""
+    import torch.nn.functional as F
+
+    logits = model(input_ids=ids[None], use_cache=False).logits[0, :-1]
+    counts = [b - a for a, b in causal_targets(chunk, len(ids) // chunk)]
+    return F.cross_entropy(logits.float(), ids[1:], reduction="sum"), counts
+
+
+def causal_prefix_loss(model, ids, chunk: int, k: int):
+    """Chunk k's causal loss L_k by brute force: one forward of the prefix that ends with chunk k
+    (tokens [0, (k+1)C)), mean cross-entropy over the targets chunk k owns. The reference for causal_steps;
+    as a scheme ("prefix truncation") it costs about (m+1)/2 standalone chunks per chunk."""
+    import torch.nn.functional as F
+
+    a, b = causal_targets(chunk, k + 1)[k]
+    logits = model(input_ids=ids[None, :b - 1], use_cache=False).logits[0, a - 1:]
+    return F.cross_entropy(logits.float(), ids[a:b], reduction="mean")
+
+
+@contextmanager
+def _grouped_kv_attention():
+    """While a causal segment's forward runs: let transformers' SDPA attention hand grouped key/value heads to
+    torch as they are (enable_gqa) instead of repeating them (repeat_kv), which it otherwise does whenever a
+    mask is passed, as it is for every segment after the first. The repeated copies would be saved for the
+    backward of every later chunk: for SmolLM2 (9 query, 3 key/value heads) at W = 4096 this cuts the peak
+    memory over the model from about 10.4 to 8.4 GiB (measured with every chunk's logits kept), at the same
+    speed. The result is the same function (tests/test_causal.py compares with brute force on a grouped-head
+    model); a transformers version without this switch simply repeats the heads."""
+    key = "TRANSFORMERS_SDPA_FORCE_GQA"
+    old = os.environ.get(key)
+    os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
+def causal_steps(model, ids, chunk: int):
+    """The causal per-chunk gradients of one window `ids` (m = len(ids)/C chunks), one chunk at a time: a
+    generator that, for k = 0 .. m-1, leaves grad L_k in the parameters' .grad (previous gradients dropped)
+    and yields L_k as a float. The caller sketches .grad between steps (and may clear it).
+
+    Scheme: an incremental forward with the autograd graph kept. Segment k feeds the inputs whose predictions
+    chunk k owns, positions [a_k - 1, b_k - 1) (causal_targets), through the model with the key/value cache
+    of all earlier positions (a transformers DynamicCache whose tensors keep their graph), so its logits are
+    exactly chunk k's predictions and L_k is their mean cross-entropy. Then L_k.backward(retain_graph=True)
+    backpropagates through segment k and, via the cached keys and values, through every earlier segment:
+    the full gradient with every preceding token as context. The logits of segment k are dropped after its
+    backward; what stays is the graph of the positions seen so far (at the end, that of the whole window).
+
+    Cost, in standalone-chunk units F (forward) + B (backward, about 2F): segment k costs one chunk forward
+    and a backward through k+1 chunks (attention over longer contexts costs more, for every scheme), so
+    m F + m(m+1)/2 B in all: about (m+2)/3 standalone chunks per chunk, 3.3 at m = 8. Prefix truncation
+    (causal_prefix_loss for each k) recomputes the forward of each prefix: m(m+1)/2 (F+B), (m+1)/2 = 4.5 per
+    chunk; one forward of the whole window followed by m backwards of the whole window (retained graph)
+    costs m F + m^2 B, (2m+1)/3 = 5.7 per chunk, because a backward cannot skip the positions after chunk k.
+    Each L_k needs its own reverse pass through every earlier chunk, so m(m+1)/2 chunk backwards is the floor
+    for exact per-chunk gradients; batching the m cotangents (is_grads_batched) keeps that count and holds m
+    gradient copies. Measured on SmolLM2-135M, 1 thread, CPU seconds: at W = 2048 incremental 2.17x standalone,
+    prefix truncation 2.69x, m backwards of the window 3.42x; at W = 4096 incremental 3.98x (attention's growth
+    with context adds to the 3.33). Memory: the activations of the whole window (the same peak as prefix
+    truncation's longest prefix): about 8 GiB for SmolLM2 at W = 4096 (benchmarks/probe_overhead.py
+    --context causal; the benchmark process peaked at 10.9 GiB)."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import DynamicCache
+
+    m = len(ids) // chunk
+    if m < 1 or len(ids) != m * chunk:
+        raise ProbeError(f"causal window of {len(ids)} tokens is not a whole number of {chunk}-token chunks")
+    cache = DynamicCache(config=getattr(model, "config", None))
+    try:
+        for k, (a, b) in enumerate(causal_targets(chunk, m)):
+            pos = torch.arange(a - 1, b - 1, device=ids.device)
+            with _grouped_kv_attention():
+                logits = model(input_ids=ids[None, a - 1:b - 1], position_ids=pos[None], cache=cache,
+                               use_cache=True).logits[0]
+            loss = F.cross_entropy(logits.float(), ids[a:b], reduction="mean")
+            del logits
+            model.zero_grad(set_to_none=True)
+            loss.backward(retain_graph=k < m - 1)
+            value = float(loss.detach())
+            del loss
+            yield value
+    finally:
+        del cache
+
+
 def sync(device):
     """Wait for the device's queued work (so wall-clock timings mean something on CUDA)."""
     import torch
@@ -445,6 +595,8 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
     config = config.bind(spans, device.type)
     m, chunk = config.chunks_per_document, config.chunk
     bos_id = context_bos(model, config.context)
+    if config.context == "causal":
+        check_window(model, config.window)
     model.eval()
 
     state = PartialState(partial_dir(out_npz), config)
@@ -464,8 +616,10 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
         ref_signed, t_ref = None, 0.0
         if config.exact_ref:
             t0 = time.perf_counter()
-            ids = torch.as_tensor(spans[0].tokens[:chunk], dtype=torch.long, device=device)
-            forward_backward(model, ids, bos_id)
+            ids = torch.as_tensor(spans[0].tokens[:m * chunk], dtype=torch.long, device=device)
+            ref_steps = chunk_steps(model, ids, chunk, m, config.context, bos_id)
+            next(ref_steps)                    # chunk 0's gradient (causal: identical to standalone chunk 0's)
+            ref_steps.close()
             ref_signed = sketcher.sketch_model_grads(model, keep_signed=True).signed
             model.zero_grad(set_to_none=True)
             sync(device)
@@ -482,7 +636,8 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
         bar = tqdm(total=len(mine) * m, initial=resumed * m, unit="chunk", disable=not progress or rank != 0,
                    desc=f"probe {config.corpus} rank {rank}/{world}", dynamic_ncols=True)
         for span in todo:
-            state.save(span.doc, probe_document(model, sketcher, span, chunk, m, ref_signed, bar, bos_id))
+            state.save(span.doc, probe_document(model, sketcher, span, chunk, m, ref_signed, bar, bos_id,
+                                                      config.context))
             if on_document is not None:
                 on_document(span.doc)
         bar.close()
@@ -534,9 +689,21 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
     return out_npz
 
 
+def chunk_steps(model, tokens, chunk: int, m: int, context: str = "standalone", bos_id: int | None = None):
+    """For k = 0 .. m-1: leave chunk k's gradient g_{d,k} in the parameters' .grad and yield its loss (a float).
+    Standalone contexts: one forward_backward per chunk. "causal": causal_steps over the first m chunks as
+    one window. Only how each gradient is produced differs; the sketching after each step is shared."""
+    if context == "causal":
+        yield from causal_steps(model, tokens[:m * chunk], chunk)
+        return
+    for k in range(m):
+        yield forward_backward(model, tokens[k * chunk:(k + 1) * chunk], bos_id)
+
+
 def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: int, ref_signed=None, bar=None,
-                   bos_id: int | None = None) -> dict:
-    """Sketches (m x groups x B float32), exact squared norms, losses, ref dots and timings of one document."""
+                   bos_id: int | None = None, context: str = "standalone") -> dict:
+    """Sketches (m x groups x B float32), exact squared norms, losses, ref dots and timings of one document
+    (its first m chunks; in the causal context, one window of m chunks)."""
     import torch
 
     device = sketcher.device
@@ -545,11 +712,11 @@ def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: i
     losses = np.zeros(m)
     ref_dot = np.zeros(m if ref_signed is not None else 0)
     fb_s, sk_s = np.zeros(m), np.zeros(m)
-    tokens = torch.as_tensor(span.tokens, dtype=torch.long)
+    tokens = torch.as_tensor(span.tokens[:m * chunk], dtype=torch.long).to(device)
+    steps = chunk_steps(model, tokens, chunk, m, context, bos_id)
     for k in range(m):
-        ids = tokens[k * chunk:(k + 1) * chunk].to(device)
         t0 = time.perf_counter()
-        loss = forward_backward(model, ids, bos_id)
+        loss = next(steps)
         sync(device)
         t1 = time.perf_counter()
         if not np.isfinite(loss):
@@ -571,6 +738,7 @@ def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: i
         if bar is not None:
             bar.update(1)
             bar.set_postfix(doc=span.doc, loss=f"{loss:.3f}", fb=f"{t1 - t0:.2f}s", sketch=f"{t2 - t1:.2f}s", refresh=False)
+    steps.close()
     return {"doc": np.int64(span.doc), "sha256": np.str_(span.sha256), "sketch": sketches, "sqnorm": sq,
             "loss": losses, "ref_dot": ref_dot, "fb_seconds": fb_s, "sketch_seconds": sk_s}
 
@@ -599,8 +767,10 @@ def _path_parts(what: str, value: str) -> None:
                          "letters, digits and '._+-', no '..'); pass a valid value, or an explicit --out FILE.npz")
 
 
-def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int]) -> Path:
-    """--out is an explicit .npz path, or the results root under which the standard stem goes (and stays)."""
+def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int],
+                context: str = "standalone", window: int | None = None) -> Path:
+    """--out is an explicit .npz path, or the results root under which the standard stem goes (and stays);
+    a causal run's stem names its window (`<CORPUS>_c512_w4096_causal_d0-16`)."""
     out = Path(out)
     if out.suffix == ".npz":
         return out
@@ -609,7 +779,7 @@ def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chun
     if "/" in str(corpus):
         raise ProbeError(f"corpus {corpus!r} cannot be part of a result path (no '/'); pass a corpus name")
     _path_parts("corpus", corpus)
-    path = out / (result_stem(model_id, revision, corpus, chunk, docs) + ".npz")
+    path = out / (result_stem(model_id, revision, corpus, chunk, docs, context, window) + ".npz")
     root = os.path.normpath(out)
     if os.path.commonpath([root, os.path.normpath(path)]) != root:
         raise ProbeError(f"{path}: would be written outside --out {out}")
@@ -662,6 +832,23 @@ def check_manifest_tokenizer(manifest, spec) -> None:
                          f"`docgrad corpora build --model {spec.name}`")
 
 
+def causal_arguments(args, context: str) -> tuple[str, int | None]:
+    """(context, window) from --context / --window, given the context the model needs when standalone."""
+    if getattr(args, "context", "standalone") != "causal":
+        window = getattr(args, "window", None)
+        if window is not None:
+            raise ProbeError(f"--window {window}: a window is for --context causal; drop --window or pass "
+                             "--context causal")
+        return context, None
+    if context != "standalone":
+        raise ProbeError(f"--context causal: this model's chunks are probed as {context} (a BOS token first), and "
+                         "a causal window with a BOS token is not implemented; probe it without --context causal")
+    if getattr(args, "window", None) is None:
+        raise ProbeError(f"--context causal needs --window W, a multiple of --chunk {args.chunk} "
+                         f"(e.g. --window {8 * args.chunk})")
+    return "causal", args.window
+
+
 def cli_probe(args) -> int:
     """`docgrad probe`: arguments, pin, output path and spans are checked before the model loads."""
     import torch
@@ -677,11 +864,12 @@ def cli_probe(args) -> int:
     spec = models.offline_model(args.model)
     check_manifest_tokenizer(args.manifest, spec)
     context = "standalone-bos" if spec is not None and spec.bos else "standalone"
+    context, window = causal_arguments(args, context)
     config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
                          buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, context=context, pin=pin,
-                         docs=docs, device=args.device, manifest=shown_path(args.manifest),
+                         window=window, docs=docs, device=args.device, manifest=shown_path(args.manifest),
                          command=" ".join(sys.argv))
-    out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs)
+    out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs, context, window)
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
         print(f"{out}: a complete result already exists; pass --overwrite to replace it", file=sys.stderr)
         return 2

@@ -4,6 +4,11 @@ measure_chunks runs, per chunk, the plain forward+backward and the probe's step 
 count sketch, exact squared norms) and keeps, untimed, what the G1 statistics need: the exact inner product
 of every chunk's gradient with chunk 0's, and the sketched one at several bucket counts. chunk_fidelity,
 bucket_sweep and speed_summary reduce that result.
+
+measure_causal does the same for the causal context (docs/methods.md#causal-context): per window and chunk
+position, a standalone forward+backward of the chunk (the baseline, interleaved) and the causal step
+(probe.causal_steps) plus its sketch; causal_summary gives the cost per chunk relative to standalone, overall
+and by position, in wall-clock and in CPU seconds (the CPU time of this process is robust to other load).
 """
 
 from __future__ import annotations
@@ -149,4 +154,100 @@ def speed_summary(res: dict, skip: int = 1) -> dict:
         out["seed_style_sketch_s"] = res["seed_style_per_chunk_s"]
         out["seed_style_measured_fraction"] = res["seed_style_subset_coords"] / res["parameters"]
         out["seed_style_ratio"] = (plain + res["seed_style_per_chunk_s"]) / plain
+    return out
+
+
+def measure_causal(model, windows: Sequence, chunk: int, buckets: int = DEFAULT_BUCKETS, seed: int = SKETCH_SEED,
+                   plain: bool = True, progress: bool = False) -> dict:
+    """Cost of the causal context's per-chunk gradients on real windows (token arrays of W = m * chunk).
+
+    For every window and chunk position k, interleaved so that background load hits both alike:
+      * plain: the standalone forward+backward of chunk k alone (the baseline; skipped if plain=False);
+      * the causal step k (probe.causal_steps: segment k's forward with the window's cache, backward of L_k
+        through every earlier chunk) and the in-place count sketch of its gradient, as the probe does.
+    Each is timed in wall-clock and in CPU seconds (time.process_time: all threads of this process).
+    Returns (windows x m) arrays: loss, standalone_loss, sqnorm (exact, summed over groups), and the timings,
+    plus the exact and sketched inner products of every causal gradient with the first window's chunk 0
+    (G1 statistics of causal gradients, untimed)."""
+    import torch
+
+    from docgrad.probe import causal_steps
+
+    device = next(model.parameters()).device
+    model.eval()
+    sketcher = CountSketch.from_model(model, buckets, seed, device)
+    n, m = len(windows), len(windows[0]) // chunk
+    z = lambda: np.full((n, m), np.nan)            # noqa: E731
+    res = {"chunk": chunk, "window": m * chunk, "chunks_per_window": m, "loss": z(), "standalone_loss": z(),
+           "sqnorm": z(), "exact_ref_dot": z(), "sketched_ref_dot": z(), "sketched_sqnorm": z(),
+           "plain_fb_s": z(), "plain_fb_cpu_s": z(), "causal_fb_s": z(), "causal_fb_cpu_s": z(),
+           "sketch_s": z(), "sketch_cpu_s": z(), "threads": torch.get_num_threads(), "device": str(device),
+           "loadavg_start": os.getloadavg()[0]}
+    ref_signed, ref_sketch = None, None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=n * m, disable=not progress, desc="causal chunks")
+    for w, window in enumerate(windows):
+        ids = torch.as_tensor(np.asarray(window), dtype=torch.long, device=device)
+        if len(ids) != m * chunk:
+            raise ValueError(f"measure_causal: window {w} has {len(ids)} tokens, expected {m * chunk}")
+        steps = causal_steps(model, ids, chunk)
+        for k in range(m):
+            if plain:                               # the standalone chunk, between two causal steps
+                t0, c0 = time.perf_counter(), time.process_time()
+                res["standalone_loss"][w, k] = forward_backward(model, ids[k * chunk:(k + 1) * chunk])
+                sync(device)
+                res["plain_fb_s"][w, k] = time.perf_counter() - t0
+                res["plain_fb_cpu_s"][w, k] = time.process_time() - c0
+                model.zero_grad(set_to_none=True)
+            t0, c0 = time.perf_counter(), time.process_time()
+            res["loss"][w, k] = next(steps)
+            sync(device)
+            t1, c1 = time.perf_counter(), time.process_time()
+            r = sketcher.sketch_model_grads(model, keep_signed=ref_signed is None)
+            sync(device)
+            res["causal_fb_s"][w, k], res["causal_fb_cpu_s"][w, k] = t1 - t0, c1 - c0
+            res["sketch_s"][w, k], res["sketch_cpu_s"][w, k] = time.perf_counter() - t1, time.process_time() - c1
+            res["sqnorm"][w, k] = float(np.sum(r.sqnorm))
+            if ref_signed is None:
+                ref_signed, ref_sketch = r.signed, r.sketch.double()
+            grads = {nm: p.grad for nm, p in model.named_parameters() if nm in sketcher.params and p.grad is not None}
+            res["exact_ref_dot"][w, k] = sum(float(torch.dot(ref_signed[nm].reshape(-1), g.reshape(-1)).double())
+                                             for nm, g in grads.items())
+            res["sketched_ref_dot"][w, k] = float((ref_sketch * r.sketch.double()).sum())
+            res["sketched_sqnorm"][w, k] = float((r.sketch.double() ** 2).sum())
+            model.zero_grad(set_to_none=True)
+            bar.update(1)
+        steps.close()
+    bar.close()
+    res["loadavg_end"] = os.getloadavg()[0]
+    return res
+
+
+def causal_summary(res: dict) -> dict:
+    """Cost of a causal chunk relative to a standalone one (measure_causal): totals over every window and
+    position, in wall-clock and CPU seconds; by position k, the mean over windows; and the theory of the
+    incremental scheme, (m+2)/3 with a backward costing twice a forward, attention's growth with context aside
+    (prefix truncation: (m+1)/2; m backwards of the whole window: (2m+1)/3)."""
+    m = res["chunks_per_window"]
+    out = {"window": res["window"], "chunk": res["chunk"], "chunks_per_window": m, "windows": len(res["loss"]),
+           "threads": res["threads"], "loadavg_start": res["loadavg_start"], "loadavg_end": res.get("loadavg_end")}
+    for clock, sfx in (("wall", "_s"), ("cpu", "_cpu_s")):
+        plain = float(np.nansum(res["plain_fb" + sfx]))
+        causal = float(np.nansum(res["causal_fb" + sfx]))
+        sk = float(np.nansum(res["sketch" + sfx]))
+        n = res["loss"].size
+        out[clock] = {"standalone_per_chunk_s": plain / n, "causal_per_chunk_s": causal / n,
+                      "sketch_per_chunk_s": sk / n,
+                      "ratio_causal_over_standalone": causal / plain if plain else None,
+                      "ratio_probe_step_over_standalone": (causal + sk) / plain if plain else None,
+                      "ratio_by_position": (np.nanmean(res["causal_fb" + sfx], 0)
+                                            / np.nanmean(res["plain_fb" + sfx], 0)).tolist() if plain else None}
+    out["theory"] = {"incremental": (m + 2) / 3, "prefix_truncation": (m + 1) / 2,
+                     "full_window_backwards": (2 * m + 1) / 3}
+    out["loss_by_position"] = np.nanmean(res["loss"], 0).tolist()
+    out["standalone_loss_by_position"] = np.nanmean(res["standalone_loss"], 0).tolist()
+    out["sqnorm_by_position"] = np.nanmean(res["sqnorm"], 0).tolist()
+    ex, sq = res["exact_ref_dot"].reshape(-1), res["sqnorm"].reshape(-1)
+    out["G1"] = fidelity(ex, res["sketched_ref_dot"].reshape(-1), sq, sketched_diag=res["sketched_sqnorm"].reshape(-1))
     return out

@@ -416,21 +416,32 @@ def count_targets(labels) -> int:
     return int((labels[..., 1:] != IGNORE_INDEX).sum())
 
 
-def make_documents(lengths, prompt_lengths=None, vocab_size: int = 256, seed: int = 0) -> list[dict]:
-    """Random token sequences of the given lengths (a seeded stand-in for text: the algebra under test does
-    not depend on what the tokens say), each with its labels and target count."""
+def make_documents(lengths, prompt_lengths=None, vocab_size: int = 256, seed: int = 0, tokens=None) -> list[dict]:
+    """Token sequences of the given lengths, each with its labels and target count.
+
+    tokens=None: random ids (a seeded stand-in for text: the algebra under test does not depend on what the
+    tokens say). Otherwise `tokens` (a 1-D sequence of real token ids, e.g. a corpus span) is cut into
+    consecutive documents of the given lengths, from its start."""
     import torch
 
     lengths = _check_int_list("lengths", lengths)
     prompt_lengths = ([0] * len(lengths) if prompt_lengths is None
                       else _one_per_document("prompt_lengths", prompt_lengths, len(lengths)))
+    if tokens is not None:
+        tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long).reshape(-1)
+        if int(sum(lengths)) > len(tokens):
+            raise ReductionError(f"documents of {sum(lengths)} tokens in all cannot be cut from {len(tokens)} tokens")
     g = torch.Generator().manual_seed(seed)
-    docs = []
+    docs, start = [], 0
     for i, (n, k) in enumerate(zip(lengths, prompt_lengths)):
         if n < 2:
             raise ReductionError(f"lengths[{i}] = {n}: a document needs at least 2 tokens to give a "
                                  f"next-token target")
-        ids = torch.randint(0, vocab_size, (n,), generator=g)
+        if tokens is None:
+            ids = torch.randint(0, vocab_size, (n,), generator=g)
+        else:
+            ids = tokens[start:start + n].clone()
+            start += n
         labels = causal_lm_labels(ids, k)
         docs.append({"input_ids": ids, "labels": labels, "n_tokens": n, "prompt_length": k,
                      "n_targets": count_targets(labels)})
@@ -534,18 +545,19 @@ def microbatch_weights(counts) -> dict:
 
 
 def accumulation_growth(model, total_tokens: int = 128, ratios=(1, 2, 4, 8, 16, 32), prompt_length: int = 0,
-                        seed: int = 0, vocab_size: int = 256) -> list[dict]:
+                        seed: int = 0, vocab_size: int = 256, tokens=None) -> list[dict]:
     """How the average-of-means discrepancy grows as two microbatches' lengths become unequal.
 
     For each ratio r, two documents share `total_tokens` tokens with lengths in ratio ~ r : 1 (each >= 2);
     rows hold the lengths, target counts, the relative gradient discrepancy of averaged means and of the
     num_items normalisation (float noise) against the full-batch token mean, and the total-variation distance
-    between the microbatch weightings."""
+    between the microbatch weightings. `tokens` (real token ids, see make_documents) replaces the random ids:
+    the long document is the first `long` tokens, the short one the next `short`."""
     rows = []
     for r in ratios:
         short = max(2, round(total_tokens / (1 + r)))
         long_ = total_tokens - short
-        docs = make_documents([long_, short], [prompt_length] * 2, vocab_size=vocab_size, seed=seed)
+        docs = make_documents([long_, short], [prompt_length] * 2, vocab_size=vocab_size, seed=seed, tokens=tokens)
         acc = lm_accumulation(model, docs)
         w = microbatch_weights(acc["targets_per_microbatch"])
         rows.append({"ratio": float(r), "lengths": [long_, short],

@@ -6,6 +6,8 @@ Each page is the executed notebook exported by nbconvert's `lab` template, with
     the Vega, Vega-Lite and vega-embed JavaScript inlined once per page (from vl_convert), so the charts
     are interactive with no network;
   * the code of cells tagged `hide-input` hidden (their output stays);
+  * cells tagged `solution` (worked solutions of a page's exercises) collapsed in <details>, opened by a click
+    on "Solution";
   * no CDN scripts (require.js, MathJax, Mermaid are dropped), so the page makes no network request; the
     TeX math of markdown ($...$, $$...$$) is converted to MathML at build time (latex2mathml), which the
     browser renders natively.
@@ -46,6 +48,15 @@ _PAGE_TEMPLATE = r"""{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block extra_css -%}<style type="text/css">{{ resources.docgrad_css }}</style>{%- endblock extra_css -%}
+{%- block any_cell scoped -%}
+{%- if 'solution' in cell.metadata.get('tags', []) -%}
+<details class="docgrad-solution"><summary>Solution</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{%- endblock any_cell -%}
 {%- block body_header -%}
 {{ super() }}
 {{ resources.docgrad_nav }}
@@ -63,6 +74,10 @@ nav.docgrad-nav a { color: #1f5fa8; text-decoration: none; }
 nav.docgrad-nav a:hover { text-decoration: underline; }
 nav.docgrad-nav .disabled { color: #aaa; }
 .docgrad-chart { width: 100%; }
+details.docgrad-solution { margin: 0.4em 0 1em 0; padding: 0.3em 0.8em; border: 1px solid #d0d7de;
+  border-radius: 6px; background: #fbfcfd; }
+details.docgrad-solution > summary { cursor: pointer; color: #1f5fa8; font-family: system-ui, sans-serif;
+  font-weight: 600; }
 """
 
 _INDEX_TEMPLATE = """<!DOCTYPE html>
@@ -171,10 +186,13 @@ def page_info(nb, stem: str) -> tuple[str, str]:
 
 
 def executed_notebooks(notebooks_dir: str | Path) -> list[Path]:
-    """Executed NN_*.ipynb that have a NN_*.py source, in order (failed runs, *.failed.ipynb, excluded)."""
+    """Executed NN_*.ipynb / NNx_*.ipynb that have a .py source, in page order (01_, 01b_, 02_, ...; failed runs,
+    *.failed.ipynb, excluded)."""
+    from docgrad.notebooks import is_page, page_order
+
     d = Path(notebooks_dir)
-    return [p for p in sorted(d.glob("[0-9][0-9]_*.ipynb"))
-            if p.with_suffix(".py").exists() and not p.name.endswith(".failed.ipynb")]
+    return sorted((p for p in d.glob("[0-9][0-9]*_*.ipynb") if is_page(p) and p.with_suffix(".py").exists()),
+                  key=page_order)
 
 
 def embed_charts(nb, prefix: str = "chart") -> int:

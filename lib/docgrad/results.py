@@ -3,9 +3,13 @@ Definitions: docs/methods.md#gram-matrices-and-result-files.
 
 Layout (shared with the published doc-batch-gradients `results/`, so its files load unchanged):
   data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz
+  data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_w<W>_causal_d<a>-<b>.npz   (--context causal --window W)
 npz keys: index (n x 2 int32: document, chunk), loss (n), gram_<group> (n x n float64, the sketched Gram,
 diagonal included), sqnorm_<group> (n, exact squared norms), exact_ref_dot (n, or empty).
-json: {"args": {model, revision, corpus, chunk, docs, ...}, timings, versions, spans_sha256, ...}.
+json: {"args": {model, revision, corpus, chunk, docs, ..., context, window}, timings, versions, spans_sha256, ...}.
+args.context says how each chunk's gradient was taken: "standalone" (also when absent: the committed and
+published files predate it), "standalone-bos", or "causal" with args.window the window W in tokens. A causal
+file's cell includes ("causal", W) (Shard.cell), and its name says so (`_w<W>_causal`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ import numpy as np
 from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, atomic_write_npz
 from docgrad.study import GROUPS  # the parameter groups of every Gram file
-_STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)_d(?P<a>\d+)-(?P<b>\d+)$")
+_STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)(?:_w(?P<window>\d+)_(?P<context>causal))?"
+                   r"_d(?P<a>\d+)-(?P<b>\d+)$")
+STANDALONE = "standalone"          # args.context of files without the key
+CAUSAL = "causal"                  # args.context of a causal run (with args.window)
 
 
 SYMMETRY_RTOL = 1e-9   # |K - K^T| allowed, relative to max |K| (float64 rounding of X X^T is ~1e-16)
@@ -48,19 +55,37 @@ class Shard:
         return self.meta.get("args", {})
 
     @property
-    def cell(self) -> tuple[str, str, str, int]:
+    def context(self) -> str:
+        """How each chunk's gradient was taken: "standalone" (also for files without args.context) or "causal"."""
+        return str(self.args.get("context") or STANDALONE)
+
+    @property
+    def window(self) -> int | None:
+        """The causal window W in tokens (None unless the file is causal)."""
+        w = self.args.get("window")
+        return None if self.context != CAUSAL or w is None else int(w)
+
+    @property
+    def cell(self) -> tuple:
+        """The file's cell: (model, revision, corpus, chunk), the published key, and for a causal file
+        (model, revision, corpus, chunk, "causal", W), so causal shards are never pooled with standalone ones
+        (docgrad.cells.pool_cell also refuses shards of one key whose contexts differ)."""
         a = self.args
-        return (a["model"], str(a["revision"]), a["corpus"], int(a["chunk"]))
+        key = (a["model"], str(a["revision"]), a["corpus"], int(a["chunk"]))
+        return (*key, CAUSAL, self.window) if self.context == CAUSAL else key
 
     @property
     def documents(self) -> np.ndarray:
         return np.unique(self.index[:, 0])
 
 
-def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int]) -> str:
-    """Relative path (without suffix) of a result file, e.g. `HuggingFaceTB__SmolLM2-135M-Instruct/gguf-q8/BOOKS_c512_d0-16`."""
+def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int],
+                context: str = STANDALONE, window: int | None = None) -> str:
+    """Relative path (without suffix) of a result file, e.g. `HuggingFaceTB__SmolLM2-135M-Instruct/gguf-q8/BOOKS_c512_d0-16`;
+    a causal run's stem names its window: `.../BOOKS_c512_w4096_causal_d0-16`."""
     a, b = docs
-    return f"{model.replace('/', '__')}/{revision}/{corpus}_c{chunk}_d{a}-{b}"
+    mode = f"_w{int(window)}_{CAUSAL}" if context == CAUSAL else ""
+    return f"{model.replace('/', '__')}/{revision}/{corpus}_c{chunk}{mode}_d{a}-{b}"
 
 
 
@@ -166,6 +191,14 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
             raise ValueError
     except (TypeError, ValueError):
         raise ResultFileError(f"{json_path}: args.chunk must be an integer >= 2, got {args['chunk']!r}") from None
+    context = args.get("context") or STANDALONE
+    if not isinstance(context, str):
+        raise ResultFileError(f"{json_path}: args.context must be a string such as 'standalone', got {context!r}")
+    if context == CAUSAL:
+        w = args.get("window")
+        if isinstance(w, bool) or not isinstance(w, int) or w < int(args["chunk"]) or w % int(args["chunk"]):
+            raise ResultFileError(f"{json_path}: a causal file needs args.window, a positive multiple of args.chunk "
+                                  f"({args['chunk']}), got {w!r}")
     try:
         with np.load(npz_path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -197,8 +230,10 @@ def find_results(root: Path) -> list[Path]:
 
 
 def parse_stem(npz_path: Path) -> dict:
-    """corpus, chunk, docs (a, b) from a file name like BOOKS_c512_d0-16.npz."""
+    """corpus, chunk, docs (a, b), context and window from a file name like BOOKS_c512_d0-16.npz
+    (standalone, window None) or BOOKS_c512_w4096_causal_d0-16.npz."""
     m = _STEM.match(Path(npz_path).stem)
     if not m:
-        raise ResultFileError(f"{npz_path}: name does not match <CORPUS>_c<chunk>_d<a>-<b>.npz")
-    return {"corpus": m["corpus"], "chunk": int(m["chunk"]), "docs": (int(m["a"]), int(m["b"]))}
+        raise ResultFileError(f"{npz_path}: name does not match <CORPUS>_c<chunk>[_w<W>_causal]_d<a>-<b>.npz")
+    return {"corpus": m["corpus"], "chunk": int(m["chunk"]), "docs": (int(m["a"]), int(m["b"])),
+            "context": m["context"] or STANDALONE, "window": None if m["window"] is None else int(m["window"])}

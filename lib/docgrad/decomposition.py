@@ -431,8 +431,9 @@ def control_boundaries(tokens: np.ndarray, separator_id: int, chunk: int) -> dic
             "continued_frac": float(first.mean() / chunk), "chunks": int(D * m)}
 
 
-def model_description(path: str | Path | None = None) -> dict:
-    """What the default model file is, from its GGUF metadata (docgrad.models.default_gguf_path()): name,
+def model_description(path: str | Path | None = None, model: str | None = None) -> dict:
+    """What a model file is, from its GGUF metadata (the default model's file, or the offline model `model`'s,
+    sha256-checked by docgrad.models.model_file; or the file at `path`): name,
     organisation, fine-tune tag, architecture, layers, width, trained context length, vocabulary, the file's
     quantisation (general.file_type) and its tensors by storage type with bits per weight, and whether it
     carries a chat template (an instruction/chat-tuned model). The probe de-quantises every tensor to
@@ -442,7 +443,8 @@ def model_description(path: str | Path | None = None) -> dict:
     from docgrad import models
     from docgrad.probe import CONTEXTS, DTYPES
 
-    p = Path(path) if path is not None else models.default_gguf_path()
+    spec = models.get_offline(model) if model is not None else models.SMOLLM2
+    p = Path(path) if path is not None else models.model_file(spec)
     r = gguf.GGUFReader(str(p))
 
     def val(key, default=None):
@@ -463,10 +465,13 @@ def model_description(path: str | Path | None = None) -> dict:
     return {"file": p.name, "name": val("general.name"), "organization": val("general.organization"),
             "finetune": val("general.finetune"), "size_label": val("general.size_label"), "architecture": arch,
             "layers": val(f"{arch}.block_count"), "width": val(f"{arch}.embedding_length"),
-            "context_length": val(f"{arch}.context_length"), "vocab_size": val(f"{arch}.vocab_size"),
+            "context_length": val(f"{arch}.context_length"),
+            "vocab_size": val(f"{arch}.vocab_size") or (len(r.fields["tokenizer.ggml.tokens"].data)
+                                                       if "tokenizer.ggml.tokens" in r.fields else None),
             "file_type": gguf.LlamaFileType(ft).name.removeprefix("MOSTLY_") if ft is not None else None,
             "tensor_types": tensors, "chat_template": "tokenizer.chat_template" in r.fields,
-            "dequantised_dtype": DTYPES[0], "chunk_context": CONTEXTS[0]}
+            "dequantised_dtype": DTYPES[0],
+            "chunk_context": "standalone-bos" if spec.bos else CONTEXTS[0]}
 
 
 def control_facts(manifest_path: str | Path = "data/corpora/manifest.json", corpus: str = "WEB",

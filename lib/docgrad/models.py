@@ -138,6 +138,50 @@ def corpus_manifest(model: str) -> str:
     return m.corpora if m is not None else DEFAULT_CORPUS_MANIFEST
 
 
+@dataclass(frozen=True)
+class ResultModel:
+    """A model as the result files and the pages name it: upstream id, revision label, its corpus manifest
+    and a short label for charts and tables."""
+
+    model: str
+    revision: str
+    manifest: str
+    label: str
+
+
+def model_label(model: str) -> str:
+    """The short name of an upstream id for charts and tables: 'HuggingFaceTB/SmolLM2-135M-Instruct' ->
+    'SmolLM2-135M-Instruct'."""
+    return model.split("/")[-1]
+
+
+def result_model(spec: str) -> ResultModel:
+    """Resolve a page's model entry: an offline model's name or alias ('smollm2-135m', 'gemma3-270m'), or
+    '<upstream id>@<revision>' for a hub model (its corpora are the default manifest's). Anything else is a
+    ModelError that lists both forms."""
+    m = offline_model(spec)
+    if m is not None:
+        return ResultModel(m.model, m.revision, m.corpora, model_label(m.model))
+    model, sep, revision = str(spec).partition("@")
+    if not sep or not model or not revision or "@" in revision:
+        raise ModelError(f"model {spec!r}: expected an offline model ({', '.join(OFFLINE_MODELS)}) or "
+                         "'<upstream id>@<revision>' as recorded in the result files, e.g. "
+                         "'EleutherAI/pythia-1.4b@step143000'")
+    return ResultModel(model, revision, DEFAULT_CORPUS_MANIFEST, model_label(model))
+
+
+def result_models(specs) -> list[ResultModel]:
+    """result_model for each entry of a page's `models` list; an empty list or a repeated model is refused."""
+    specs = list(specs)
+    if not specs:
+        raise ModelError("models is empty: name at least one model, e.g. ['smollm2-135m']")
+    out = [result_model(s) for s in specs]
+    keys = [(m.model, m.revision) for m in out]
+    if len(set(keys)) != len(keys):
+        raise ModelError(f"models names one model twice: {specs}")
+    return out
+
+
 # --- locating, assembling and verifying the file ----------------------------------------------------------
 
 def sha256_file(path: Path, bufsize: int = 1 << 20) -> str:

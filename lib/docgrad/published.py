@@ -59,16 +59,18 @@ def r_rel(directory: Path | None = None) -> pd.DataFrame:
     return _read("published_r_rel.csv", directory).rename(columns={"ci_lo": "lo", "ci_hi": "hi"})
 
 
-def beside_ours(ours: pd.DataFrame, published_frame: pd.DataFrame, our_label: str, x: str,
+def beside_ours(ours: pd.DataFrame, published_frame: pd.DataFrame, our_label: str | None, x: str,
                 models=FINAL_1B) -> pd.DataFrame:
     """Stack our curve rows (group 'all') over the published final-checkpoint rows with a `source` column.
+    our_label None: the source of each of our rows is its model's short name (several models, one per source).
 
     ours: rows with corpus, x, value column and optional lo/hi (stats.rho_frame / R_frame); published_frame:
     rho_by_lag() or R_by_window(). The value column is whichever of 'rho'/'R' both have.
     """
     value = "rho" if "rho" in ours.columns else "R"
     mine = ours[ours["group"] == "all"] if "group" in ours.columns else ours
-    mine = mine.assign(source=our_label)[["source", "corpus", x, value] + [c for c in ("lo", "hi") if c in mine]]
+    src = our_label if our_label is not None else mine["model"].map(lambda m: m.split("/")[-1])
+    mine = mine.assign(source=src)[["source", "corpus", x, value] + [c for c in ("lo", "hi") if c in mine]]
     keep = pd.Series(False, index=published_frame.index)
     for model, rev in models:
         keep |= (published_frame["model"] == model) & (published_frame["revision"] == rev)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from docgrad.decomposition import mean_gradient_share
 from docgrad.gates import MEANING
+from docgrad.models import model_label
 from docgrad.stats import Analysis, CellEstimate
 from docgrad.study import ALL, CONTROL, HEADLINE_WINDOW, PUBLISHED_MODELS, PUBLISHED_ROW_ORDER
 
@@ -74,11 +75,12 @@ def loss_frame(a: Analysis) -> pd.DataFrame:
 
 
 def group_frame(a: Analysis) -> pd.DataFrame:
-    """Per cell and parameter group: rho_long and the group's share of sigma2."""
-    return pd.DataFrame([{"corpus": c.corpus, "group": g, "rho_long": e.rho_long,
-                          "share of sigma2": e.sigma2 / c.all.sigma2}
+    """Per cell and parameter group: the model's short name, rho_long, R(16K) and the group's share of sigma2
+    (each group's own estimators on its own Gram; the shares over the groups add up to 1)."""
+    return pd.DataFrame([{"model": model_label(c.model), "corpus": c.corpus, "group": g, "rho_long": e.rho_long,
+                          "R_16K": e.R_16K, "share of sigma2": e.sigma2 / c.all.sigma2}
                          for c in a.cells for g, e in c.groups.items()],
-                        columns=["corpus", "group", "rho_long", "share of sigma2"])
+                        columns=["model", "corpus", "group", "rho_long", "R_16K", "share of sigma2"])
 
 
 def r_rel_frame(a: Analysis) -> pd.DataFrame:
@@ -106,31 +108,35 @@ def fmt_interval(v, lo=None, hi=None, digits: int = 2) -> str:
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def headline_table(a: Analysis, published_cells=None, published_r_rel=None,
+def headline_table(a, published_cells=None, published_r_rel=None,
                    published_models=PUBLISHED_MODELS) -> pd.DataFrame:
-    """Per corpus: our R(16K) and R_rel with 95% intervals, beside the published final-checkpoint values.
+    """Per corpus: our R(16K) and R_rel with 95% intervals, for each of our models, beside the published
+    final-checkpoint values.
 
-    a: one model/revision/chunk (Analysis.subset). Published frames as from docgrad.published (our corpus
-    names); only each published model's final checkpoint (frac_training == 1) is shown.
+    a: one Analysis of one model/revision/chunk (Analysis.subset), or a list of them (one per model, in
+    column order). Published frames as from docgrad.published (our corpus names); only each published
+    model's final checkpoint (frac_training == 1) is shown.
     Columns: corpus, then for each source '<label> R(16K)', '<label> R_rel' as 'value [lo, hi]' strings.
     """
-    corpora = [c.corpus for c in a.cells]
+    analyses = [a] if isinstance(a, Analysis) else list(a)
+    corpora = list(dict.fromkeys(c.corpus for x in analyses for c in x.cells))
     if published_cells is not None:
         corpora += [k for k in PUBLISHED_ROW_ORDER if k not in corpora]
-    rel = {r.corpus: r for r in a.R_rel}
-    label = "ours" if not a.cells else a.cells[0].model.split("/")[-1]
     rows = []
     for k in corpora:
         row = {"corpus": k}
-        c = a.cell(k)
-        row[f"{label} R(16K)"] = fmt_interval(c.all.R_16K, *c.all.R_16K_ci) if c else "missing"
-        r = rel.get(k)
-        row[f"{label} R_rel"] = "1 (control)" if k == CONTROL and c else (fmt_interval(r.R_rel, *r.R_rel_ci)
-                                                                          if r else "-")
+        for x in analyses:
+            rel = {r.corpus: r for r in x.R_rel}
+            label = "ours" if not x.cells else model_label(x.cells[0].model)
+            c = x.cell(k)
+            row[f"{label} R(16K)"] = fmt_interval(c.all.R_16K, *c.all.R_16K_ci) if c else "missing"
+            r = rel.get(k)
+            row[f"{label} R_rel"] = "1 (control)" if k == CONTROL and c else (fmt_interval(r.R_rel, *r.R_rel_ci)
+                                                                              if r else "-")
         for model in published_models if published_cells is not None else ():
             pc = published_cells[(published_cells.model == model) & (published_cells.frac_training == 1.0)
                                  & (published_cells.corpus == k)]
-            name = pc["model_label"].iloc[0] if len(pc) else model.split("/")[-1]
+            name = pc["model_label"].iloc[0] if len(pc) else model_label(model)
             row[f"{name} R(16K)"] = fmt_interval(*pc[["R_16K", "R_16K_lo", "R_16K_hi"]].iloc[0].tolist()) \
                 if len(pc) else "-"
             pr = None if published_r_rel is None else published_r_rel[
@@ -294,7 +300,7 @@ def like_for_like_frame(a: Analysis, published_cells: pd.DataFrame, published_mo
     comparable across studies; R_rel also divides by a control that differs between the studies."""
     rows = []
     web = a.cell(control)
-    label = a.cells[0].model.split("/")[-1] if a.cells else "ours"
+    label = model_label(a.cells[0].model) if a.cells else "ours"
     for c in a.cells:
         rows.append({"source": label, "corpus": c.corpus, "R_16K": c.all.R_16K,
                      "control_R_16K": web.all.R_16K if web else None,
@@ -316,7 +322,7 @@ def b_simple_frame(a: Analysis, decomps: dict, published_final: pd.DataFrame) ->
     (the contiguous one from the same draws: R(16K) x B_simple_shuf per draw), beside the published final
     checkpoints (docgrad.published.final_checkpoints; no intervals published); and the mean-gradient share
     S_cross / (S_cross + sigma2)."""
-    label = a.cells[0].model.split("/")[-1] if a.cells else "ours"
+    label = model_label(a.cells[0].model) if a.cells else "ours"
     rows = []
     for c in a.cells:
         d = decomps.get(c.corpus)

@@ -431,3 +431,48 @@ def tiny_model(arch: str = "llama", seed: int = 0, vocab_size: int = 256, hidden
         raise ValueError(f"tiny_model: arch must be 'llama', 'gemma3' or 'gpt_neox', got {arch!r}")
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+
+
+# --- random-initialised models of real shapes (benchmarks; no model files) -----------------------------
+# `random:<name>`: the architecture and every parameter shape of a real model, weights drawn by transformers'
+# initialiser from a seed. For speed and memory measurements only (benchmarks/probe_overhead.py): gradients of
+# random weights say nothing about the study's question.
+RANDOM_PREFIX = "random:"
+RANDOM_SHAPES = {
+    # SmolLM2-135M: Llama, 30 layers, hidden 576, 9 query / 3 key-value heads, MLP 1536, vocabulary 49,152, tied
+    "smollm2-135m": ("llama", dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                                   num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+                                   rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True)),
+    # Pythia-1.4B: GPT-NeoX, 24 layers, hidden 2048, 16 heads, MLP 8192, vocabulary 50,304, untied
+    "neox-1.4b": ("gpt_neox", dict(vocab_size=50304, hidden_size=2048, intermediate_size=8192, num_hidden_layers=24,
+                                   num_attention_heads=16, max_position_embeddings=2048, rotary_pct=0.25,
+                                   use_parallel_residual=True, tie_word_embeddings=False)),
+}
+
+
+def is_random(model: str) -> bool:
+    return str(model).startswith(RANDOM_PREFIX)
+
+
+def random_config(model: str):
+    """The transformers config of `random:<name>` (RANDOM_SHAPES); an unknown name is a ModelError."""
+    from transformers import GPTNeoXConfig, LlamaConfig
+
+    name = str(model)[len(RANDOM_PREFIX):] if is_random(model) else str(model)
+    if name not in RANDOM_SHAPES:
+        raise ModelError(f"model {model!r}: random-initialised shapes are "
+                         f"{', '.join(RANDOM_PREFIX + n for n in RANDOM_SHAPES)}")
+    arch, kw = RANDOM_SHAPES[name]
+    return (LlamaConfig if arch == "llama" else GPTNeoXConfig)(**kw)
+
+
+def random_model(model: str, seed: int = 0, device: str = "cpu"):
+    """A float32 model of the shapes of `random:<name>`, randomly initialised from `seed`, eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    cfg = random_config(model)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        lm = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    return lm.eval()

@@ -89,7 +89,7 @@ def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BU
         sync(device)
         res["sketch_s"][k] = time.perf_counter() - t1
         res["sqnorm"][k] = r.sqnorm
-        grads = {nm: p.grad for nm, p in model.named_parameters() if nm in main.params and p.grad is not None}
+        grads = main.signed_views()              # s * g of this chunk (the fused path leaves .grad unsigned)
         sketches = {buckets[0]: r.sketch, **{b: sk.fold(grads) for b, sk in others.items()}}
         if k == 0:
             ref_signed, ref_sk = r.signed, sketches
@@ -211,7 +211,7 @@ def measure_causal(model, windows: Sequence, chunk: int, buckets: int = DEFAULT_
             res["sqnorm"][w, k] = float(np.sum(r.sqnorm))
             if ref_signed is None:
                 ref_signed, ref_sketch = r.signed, r.sketch.double()
-            grads = {nm: p.grad for nm, p in model.named_parameters() if nm in sketcher.params and p.grad is not None}
+            grads = sketcher.signed_views()      # s * g of this chunk (the fused path leaves .grad unsigned)
             res["exact_ref_dot"][w, k] = sum(float(torch.dot(ref_signed[nm].reshape(-1), g.reshape(-1)).double())
                                              for nm, g in grads.items())
             res["sketched_ref_dot"][w, k] = float((ref_sketch * r.sketch.double()).sum())

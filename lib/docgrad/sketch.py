@@ -29,12 +29,31 @@ seeds unchanged, but one seed's error is a sum over fewer, larger independent pi
 tails; the G1 gate (measured in benchmarks/probe_overhead.py and notebook 02) checks fidelity on real
 gradients.
 
-Why this hash: it needs no scatter. Sketching is an in-place multiply by the sign table plus contiguous
-slice-adds, all memory-bandwidth bound (~0.1 s for SmolLM2's 134.5M coordinates on 2 CPU cores), whereas a
-scatter with a precomputed int32 bucket index (torch.index_add_) took ~0.36 s and the seed's per-chunk
-regeneration of hashes ~11 s. Memory cost: the sign table, 4 bytes per parameter (float32 +-1, the same size
-as the gradient itself: 538 MB for SmolLM2-135M), plus one int64 offset per block (~1000 for SmolLM2).
-An int8 table would be 4x smaller but the int8 multiply is ~20x slower in torch.
+Why this hash: it needs no scatter. Sketching is a multiply by the sign table plus contiguous adds, all
+memory-bandwidth bound, whereas a scatter with a precomputed int32 bucket index (torch.index_add_) took ~0.36 s
+on 2 CPU cores for SmolLM2's 134.5M coordinates and the seed's per-chunk regeneration of hashes ~11 s.
+
+Two implementations of the same sums (CountSketch.fused chooses; default: fused on CUDA, blockwise on CPU):
+  * blockwise (CPU): per parameter an in-place multiply of the gradient by its signs, then per block of B
+    coordinates a float32 dot (and one with the reference) and one or two slice-adds into the rotated buckets:
+    about 3 small operations per block (~3,000 per SmolLM2 chunk, ~33,000 for a 1.4B model), each a
+    bandwidth-bound pass over 512 KiB, ~0.13 s per SmolLM2 chunk on one core. No memory beyond the signs.
+  * fused (CUDA; any device when asked): a work buffer of `rows` x B float32 holds s * g with every parameter
+    starting on a row (row r = block k of parameter p, the tail of its last block zero). Per chunk: one
+    multiply per parameter into the buffer, then ONE index_add_ adds every row into the window
+    [o(p,k), o(p,k) + B) of its group's line of 2B buckets (the windows are overlapping views of one tensor,
+    line.unfold(0, B, 1)), bucket b of the group being line[b] + line[b + B] (= the rotation (t + o) mod B);
+    the exact squared norms are one row-wise vector_norm plus one index_add_ into the groups, the reference dot a
+    product and row sum per 64 MiB slab. So n_parameters + ~6 operations whatever the number of blocks. On
+    CPU the index_add_ into overlapping windows runs torch's generic strided loop, ~6x slower than the slice-adds
+    (measured: benchmarks/sketch_speed.py), hence blockwise there. CUDA's index_add_ adds with atomics, so the
+    order of the float32 additions (not the result beyond rounding) varies from run to run.
+
+Memory: the sign table, 4 bytes per parameter (float32 +-1, the same size as the gradient itself: 538 MB for
+SmolLM2-135M), plus one int64 offset per block. The fused path adds its work buffer, 4 bytes per parameter plus
+the padding of each parameter's last block to a whole row (SmolLM2 at B = 2^17: +11.8%, 574 MiB in all; the
+1.4B GPT-NeoX shape: +1.8%), a 2 x B float32 line per group and, with a reference, a packed copy of it and a
+64 MiB slab. An int8 sign table would be 4x smaller but the int8 multiply is ~20x slower in torch.
 """
 
 from __future__ import annotations
@@ -47,6 +66,7 @@ import numpy as np
 from docgrad.study import DEFAULT_BUCKETS, G1_MEAN, G1_NORM, G1_SD, GROUPS, SKETCH_SEED
 
 SKETCH_NAME = "count-sketch/rotated-blocks/splitmix64/v1"
+DOT_SLAB_BYTES = 64 << 20         # temporary of the exact reference dot (CountSketch._dot)
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -109,32 +129,52 @@ class SketchResult(NamedTuple):
     signed: dict | None        # name -> flat s * g, when keep_signed (usable as a later ref)
 
 
+class SignedVectors(dict):
+    """name -> flat sign-multiplied vector (s * g), every one a view into `buffer`, a copy of a CountSketch's work
+    buffer (rows of B coordinates, each parameter starting on a row); `layout` identifies the CountSketch layout,
+    so a later sketch with this as `ref` takes its exact dot in one batched product."""
+
+    buffer: object = None
+    layout: object = None
+
+
 @dataclass
 class _Param:
     name: str
     group: int                 # index into GROUPS
     numel: int
     signs: object              # torch float32 tensor (numel,)
-    segments: list             # (src_start, src_stop, dst_start) slice-adds into the group's buckets
-    blocks: list               # (start, stop) of each block, for blockwise float32 dots
+    row: int                   # first row of its blocks in the fused path's work buffer
+    offsets: np.ndarray        # int64 rotation offset of each of its blocks
+    segments: list = None      # blockwise path: (src_start, src_stop, dst_start) slice-adds into the buckets
+    blocks: list = None        # blockwise path: (start, stop) of each block, for blockwise float32 dots
+
+    @property
+    def nblocks(self) -> int:
+        return len(self.offsets)
 
 
 class CountSketch:
     """Count sketch with `buckets` buckets per group (GROUPS), fixed by (seed, parameter names and shapes).
 
-    params: (name, shape, group) for every parameter. See the module docstring for the hash and its memory.
+    params: (name, shape, group) for every parameter. See the module docstring for the hash, how a chunk is
+    sketched with a fixed number of vectorised operations, and the memory.
     """
 
     def __init__(self, params: Iterable[tuple[str, Sequence[int], str]], buckets: int = DEFAULT_BUCKETS,
-                 seed: int = SKETCH_SEED, device="cpu", signs_from: "CountSketch | None" = None):
+                 seed: int = SKETCH_SEED, device="cpu", signs_from: "CountSketch | None" = None,
+                 fused: bool | None = None):
         import torch
 
         if buckets < 1:
             raise ValueError(f"buckets must be >= 1, got {buckets}")
         self.buckets, self.seed, self.device = int(buckets), int(seed), torch.device(device)
+        self.fused = self.device.type != "cpu" if fused is None else bool(fused)
+        self._last_signed: dict = {}
         self.params: dict[str, _Param] = {}
         self._shapes: dict[str, tuple] = {}
         B = self.buckets
+        rows, window, group_of_row = 0, [], []
         for name, shape, group in params:
             if group not in GROUPS:
                 raise ValueError(f"parameter {name}: group {group!r} is not one of {GROUPS}")
@@ -142,51 +182,184 @@ class CountSketch:
             self._shapes[name] = shape
             n = int(np.prod(shape, dtype=np.int64)) if shape else 1
             key = param_key(self.seed, name, shape)
-            nb = (n + B - 1) // B
-            offs = offsets_for(key, nb, B)
-            segments, blocks = [], []
-            for k in range(nb):
-                a, b = k * B, min(n, (k + 1) * B)
-                blocks.append((a, b))
-                o = int(offs[k])
-                first = min(b - a, B - o)
-                segments.append((a, a + first, o))
-                if b - a > first:
-                    segments.append((a + first, b, 0))
+            offs = offsets_for(key, (n + B - 1) // B, B)
             if signs_from is not None and signs_from.seed == self.seed and name in signs_from.params:
                 signs = signs_from.params[name].signs     # signs depend on (seed, name, shape), not on B
             else:
                 signs = torch.from_numpy(signs_for(key, n)).to(self.device)
-            self.params[name] = _Param(name, GROUPS.index(group), n, signs, segments, blocks)
-        self.memory_bytes = 4 * sum(p.numel for p in self.params.values())
+            gi = GROUPS.index(group)
+            segments, blocks = [], []
+            for k, o in enumerate(offs.tolist()):
+                a, b = k * B, min(n, (k + 1) * B)
+                blocks.append((a, b))
+                first = min(b - a, B - o)
+                segments.append((a, a + first, o))
+                if b - a > first:
+                    segments.append((a + first, b, 0))
+            self.params[name] = _Param(name, gi, n, signs, rows, offs, segments, blocks)
+            rows += len(offs)
+            window.append(gi * 2 * B + offs)             # block k of p -> window o(p,k) of its group's 2B line
+            group_of_row.append(np.full(len(offs), gi))
+        self.rows = rows
+        cat = (lambda xs, dt: torch.from_numpy(np.concatenate(xs).astype(dt)) if xs
+               else torch.zeros(0, dtype=torch.int64))
+        self._window = cat(window, np.int64).to(self.device)
+        self._row_group = cat(group_of_row, np.int64).to(self.device)
+        self._work = None                                # (rows, B) float32, allocated on first use
+        self._written: set[str] = set()                  # parameters whose rows hold data from an earlier call
+        self._ref_cache = None                           # (ref mapping, its packed buffer)
+        self._tmp = None                                 # slab temporary of _dot
+        self.memory_bytes = 4 * sum(p.numel for p in self.params.values())     # the sign table
+        self.work_bytes = 4 * rows * B                                         # the work buffer (allocated lazily)
 
     @classmethod
-    def from_model(cls, model, buckets: int = DEFAULT_BUCKETS, seed: int = SKETCH_SEED, device=None) -> "CountSketch":
+    def from_model(cls, model, buckets: int = DEFAULT_BUCKETS, seed: int = SKETCH_SEED, device=None,
+                   fused: bool | None = None) -> "CountSketch":
         from docgrad.models import named_parameter_groups
 
         named = named_parameter_groups(model)
         if device is None:
             device = next(model.parameters()).device
-        return cls([(n, tuple(p.shape), g) for n, p, g in named], buckets, seed, device)
+        return cls([(n, tuple(p.shape), g) for n, p, g in named], buckets, seed, device, fused=fused)
+
+    # --- the work buffer -------------------------------------------------------------------------------
+
+    def _buffer(self):
+        import torch
+
+        if self._work is None:
+            self._work = torch.zeros(self.rows, self.buckets, dtype=torch.float32, device=self.device)
+        return self._work
+
+    def _region(self, buf, p: _Param):
+        """The flat view of parameter p's coordinates in a work-layout buffer (its rows, padding excluded)."""
+        return buf.view(-1)[p.row * self.buckets: p.row * self.buckets + p.numel]
+
+    def _load(self, vectors: Mapping[str, object], multiply: bool) -> list[str]:
+        """Write every vector (times its signs if multiply) into the work buffer; zero the rows of parameters
+        written by an earlier call but absent now. One multiply (or copy) per parameter. Returns the names."""
+        import torch
+
+        buf = self._buffer()
+        names = []
+        for name, v in vectors.items():
+            if v is None:
+                continue
+            p = self.params.get(name)
+            if p is None:
+                raise KeyError(f"sketch: no hash for parameter {name!r} (sketch built for {len(self.params)} others)")
+            g = v.reshape(-1)
+            if g.numel() != p.numel:
+                raise ValueError(f"sketch: {name} has {g.numel()} elements, the hash was built for {p.numel}")
+            if multiply:
+                torch.mul(g, p.signs, out=self._region(buf, p))
+            else:
+                self._region(buf, p).copy_(g)
+            names.append(name)
+        for name in self._written.difference(names):
+            self._region(buf, self.params[name]).zero_()
+        self._written = set(names)
+        return names
+
+    def _fold_buffer(self, buf):
+        """(len(GROUPS), B) sketch of a work-layout buffer: ONE index_add_ adds row r (block k of parameter p) into
+        the window [o(p,k), o(p,k) + B) of its group's line of 2B buckets (the windows are overlapping views
+        of one tensor, so rows of any parameters and groups go in the same call), then bucket b of the group is
+        line[b] + line[b + B], which is the rotation (t + o) mod B."""
+        import torch
+
+        B, G = self.buckets, len(GROUPS)
+        line = torch.zeros(G * 2 * B, dtype=torch.float32, device=self.device)
+        if self.rows:
+            line.unfold(0, B, 1).index_add_(0, self._window, buf)
+        return line.view(G, 2, B).sum(1)
+
+    def _sqnorms(self, buf) -> np.ndarray:
+        """Per group, sum over rows of the float32 squared norm of each row of a work-layout buffer, in float64:
+        one row-wise norm and one index_add_."""
+        import torch
+
+        out = torch.zeros(len(GROUPS), dtype=torch.float64, device=self.device)
+        if self.rows:
+            out.index_add_(0, self._row_group, torch.linalg.vector_norm(buf, dim=1).double() ** 2)
+        return out.cpu().numpy()
+
+    def _dot(self, a, b) -> float:
+        """sum over rows of the float32 dot <a_r, b_r> of two work-layout buffers, in float64: a product and a
+        row sum per slab of rows (a slab holds DOT_SLAB_BYTES; the temporary is reused)."""
+        import torch
+
+        rows = max(1, DOT_SLAB_BYTES // (4 * self.buckets))
+        if self._tmp is None or self._tmp.shape[0] < min(rows, self.rows):
+            self._tmp = torch.empty(min(rows, self.rows), self.buckets, dtype=torch.float32, device=self.device)
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        for i in range(0, self.rows, rows):
+            n = min(rows, self.rows - i)
+            t = torch.mul(a[i:i + n], b[i:i + n], out=self._tmp[:n])
+            total += t.sum(1).double().sum()
+        return float(total)
+
+    def _packed(self, ref: Mapping):
+        """ref as a work-layout buffer: its own buffer if it came from this sketch (keep_signed), else a packed
+        copy, made once and reused while the same mapping is passed again."""
+        if isinstance(ref, SignedVectors) and ref.layout is self._window and ref.buffer is not None:
+            return ref.buffer
+        if self._ref_cache is not None and self._ref_cache[0] is ref:
+            return self._ref_cache[1]
+        import torch
+
+        buf = torch.zeros(self.rows, self.buckets, dtype=torch.float32, device=self.device)
+        for name, v in ref.items():
+            p = self.params.get(name)
+            if p is not None and v is not None:
+                self._region(buf, p).copy_(v.reshape(-1))
+        self._ref_cache = (ref, buf)
+        return buf
+
+    # --- sketching ---------------------------------------------------------------------------------------
 
     def sketch(self, vectors: Mapping[str, object], inplace: bool = False, ref: Mapping | None = None,
                keep_signed: bool = False) -> SketchResult:
         """Sketch a set of named vectors (e.g. gradients), one sketch per group.
 
         Returns SketchResult(sketch, sqnorm, ref_dot, signed): sketch is a torch float32 tensor (len(GROUPS), B);
-        sqnorm a float64 numpy array (len(GROUPS),) of exact squared norms (float32 dots over blocks of B
+        sqnorm a float64 numpy array (len(GROUPS),) of exact squared norms (float32 reductions over blocks of B
         coordinates, summed in float64); ref_dot the exact inner product with `ref` (a dict of sign-multiplied
         flat vectors as returned in `signed`), or None; signed (only if keep_signed) a dict name -> flat
         sign-multiplied copy, usable as a later `ref` (<s*g, s*u> = <g, u> since s^2 = 1).
-        inplace=True lets the call overwrite the vectors (saves a copy; used for .grad tensors).
-        Missing names count as zero vectors.
+        inplace=True lets the blockwise path overwrite the vectors with s * g (saves a copy; used for .grad
+        tensors); the fused path never writes to them. Either way signed_views() gives s * g until the next
+        call. Missing names count as zero vectors. Which path: self.fused (module docstring).
         """
+        if self.fused:
+            return self._sketch_fused(vectors, ref, keep_signed)
+        return self._sketch_blockwise(vectors, inplace, ref, keep_signed)
+
+    def _sketch_fused(self, vectors, ref, keep_signed) -> SketchResult:
+        """One multiply per parameter into the work buffer, then a fixed handful of operations (module docstring)."""
+        names = self._load(vectors, multiply=True)
+        buf = self._work
+        out = self._fold_buffer(buf)
+        sqnorm = self._sqnorms(buf)
+        ref_dot = None if ref is None else self._dot(self._packed(ref), buf)
+        self._last_signed = {n: self._region(buf, self.params[n]) for n in names}
+        signed = None
+        if keep_signed:
+            signed = SignedVectors()
+            signed.buffer, signed.layout = buf.clone(), self._window
+            signed.update({n: self._region(signed.buffer, self.params[n]) for n in names})
+        return SketchResult(out, sqnorm, ref_dot, signed)
+
+    def _sketch_blockwise(self, vectors, inplace, ref, keep_signed) -> SketchResult:
+        """Per parameter a sign multiply (in place if allowed), per block a float32 dot (and one with the ref)
+        and one or two contiguous slice-adds: about 3 small operations per block of B coordinates."""
         import torch
 
         out = torch.zeros(len(GROUPS), self.buckets, dtype=torch.float32, device=self.device)
         sq_parts = [[] for _ in GROUPS]
         ref_parts = []
         signed = {} if keep_signed else None
+        self._last_signed = {}
         for name, v in vectors.items():
             if v is None:
                 continue
@@ -207,6 +380,7 @@ class CountSketch:
             acc = out[p.group]
             for a, b, d in p.segments:
                 acc[d:d + (b - a)].add_(g[a:b])
+            self._last_signed[name] = g
             if keep_signed:
                 signed[name] = g.clone()
         sqnorm = np.array([float(torch.stack(s).double().sum()) if s else 0.0 for s in sq_parts])
@@ -215,15 +389,24 @@ class CountSketch:
             ref_dot = float(torch.stack(ref_parts).double().sum()) if ref_parts else 0.0
         return SketchResult(out, sqnorm, ref_dot, signed)
 
+    def signed_views(self) -> dict:
+        """name -> flat s * g of the last sketch call's vectors (views of the work buffer, or the vectors themselves
+        after an in-place blockwise sketch): valid until the next call; copy what must outlive it."""
+        return dict(self._last_signed)
+
     def with_buckets(self, buckets: int) -> "CountSketch":
         """The same hash family with another bucket count, sharing this sketch's sign tables (no extra memory)."""
         return CountSketch([(p.name, self._shapes[p.name], GROUPS[p.group]) for p in self.params.values()],
-                           buckets, self.seed, self.device, signs_from=self)
+                           buckets, self.seed, self.device, signs_from=self, fused=self.fused)
 
     def fold(self, signed: Mapping[str, object]):
-        """Sketch vectors that are already multiplied by their signs (e.g. .grad after an in-place sketch)."""
+        """Sketch vectors that are already multiplied by their signs (e.g. another sketch's signed_views())."""
         import torch
 
+        if self.fused:
+            self._load(signed, multiply=False)
+            self._last_signed = {}
+            return self._fold_buffer(self._work)
         out = torch.zeros(len(GROUPS), self.buckets, dtype=torch.float32, device=self.device)
         for name, v in signed.items():
             p = self.params[name]
@@ -233,9 +416,50 @@ class CountSketch:
         return out
 
     def sketch_model_grads(self, model, ref=None, keep_signed=False) -> SketchResult:
-        """Sketch the .grad of every (deduplicated) parameter in place; see `sketch`."""
+        """Sketch the .grad of every (deduplicated) parameter, in place on the blockwise path; see `sketch`."""
         grads = {n: p.grad for n, p in model.named_parameters() if n in self.params}
         return self.sketch(grads, inplace=True, ref=ref, keep_signed=keep_signed)
+
+
+def reference_sketch(cs: CountSketch, vectors: Mapping[str, object], ref: Mapping | None = None,
+                     keep_signed: bool = False) -> SketchResult:
+    """The pre-fused implementation (until issue 11), kept as the oracle of tests/test_sketch_fused.py and the
+    baseline of benchmarks/sketch_speed.py: per parameter a sign multiply, then per block of B coordinates a
+    float32 dot (and one with the ref) and one or two contiguous slice-adds into the rotated buckets, so
+    about 3 small operations per block. Same hash, same numbers to float rounding; the vectors are not modified."""
+    import torch
+
+    B = cs.buckets
+    out = torch.zeros(len(GROUPS), B, dtype=torch.float32, device=cs.device)
+    sq_parts = [[] for _ in GROUPS]
+    ref_parts = []
+    signed = {} if keep_signed else None
+    for name, v in vectors.items():
+        if v is None:
+            continue
+        p = cs.params[name]
+        g = v.reshape(-1)
+        if g.numel() != p.numel:
+            raise ValueError(f"sketch: {name} has {g.numel()} elements, the hash was built for {p.numel}")
+        g = g.float() * p.signs
+        acc = out[p.group]
+        for k, o in enumerate(p.offsets.tolist()):
+            a, b = k * B, min(p.numel, (k + 1) * B)
+            blk = g[a:b]
+            sq_parts[p.group].append(torch.dot(blk, blk))
+            if ref is not None and name in ref:
+                ref_parts.append(torch.dot(ref[name][a:b], blk))
+            first = min(b - a, B - o)
+            acc[o:o + first].add_(g[a:a + first])
+            if b - a > first:
+                acc[0:b - a - first].add_(g[a + first:b])
+        if keep_signed:
+            signed[name] = g
+    sqnorm = np.array([float(torch.stack(s).double().sum()) if s else 0.0 for s in sq_parts])
+    ref_dot = None
+    if ref is not None:
+        ref_dot = float(torch.stack(ref_parts).double().sum()) if ref_parts else 0.0
+    return SketchResult(out, sqnorm, ref_dot, signed)
 
 
 def gram(sketches: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
-.PHONY: report test corpora probe analyze venv clean-report
+.PHONY: report test corpora probe probe-causal analyze venv clean-report
 
 venv: $(STAMP)
 
@@ -53,6 +53,20 @@ probe: $(MODEL_STAMP)
 	for c in CODE BOOKS PAPERS; do \
 	  test -f $$R/$${c}_c512_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus $$c --docs 0:16 --chunk 512 || exit 1; \
 	done
+
+# The causal-context results of MODEL (issue 15, page 06): the first WINDOW tokens of each of the 16 documents as one
+# sequence, every chunk's gradient with the earlier chunks as context (docs/methods.md#causal-context). About
+# 4x the CPU time of a standalone cell per chunk at W = 4096 (m = 8): roughly 5 hours for the four corpora on 2
+# cores. Each cell is skipped when its result exists and resumes from its .partial/ state when interrupted; WEB,
+# last, carries --exact-ref (G1 for causal gradients). Page 06 compares them with chunks 0..m-1 of the standard cells.
+WINDOW ?= 4096
+probe-causal: $(MODEL_STAMP)
+	$(BIN)/docgrad corpora build --model $(MODEL) --missing-only
+	R=data/results/$$($(BIN)/docgrad models $(MODEL) --get results-dir) || exit 1; \
+	for c in BOOKS CODE PAPERS; do \
+	  test -f $$R/$${c}_c512_w$(WINDOW)_causal_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus $$c --docs 0:16 --chunk 512 --context causal --window $(WINDOW) || exit 1; \
+	done; \
+	test -f $$R/WEB_c512_w$(WINDOW)_causal_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus WEB --docs 0:16 --chunk 512 --context causal --window $(WINDOW) --exact-ref || exit 1
 
 analyze: $(STAMP)
 	$(BIN)/docgrad analyze --results data/results --out data/report.json

@@ -17,11 +17,11 @@
 # # How far apart do a document's gradients stay correlated?
 #
 # Two 512-token chunks of the same document: how similar are their gradients, as a function of the distance
-# between them? This page reads the Gram matrices the probe measured on SmolLM2-135M-Instruct for books, code,
-# papers and a packed control of short texts, and shows the correlation of the gradient noise of two chunks of
-# one document from 512 to 15,872 tokens apart, beside the published Pythia and OLMo curves
-# ([Yang 2026](#References)), per parameter group, per document and per source (author, work, project), and
-# what was measured: the model, the control and the documents.
+# between them? This page reads the Gram matrices the probe measured on two models (SmolLM2-135M-Instruct and
+# Gemma-3-270M base, by default) for books, code, papers and a packed control of short texts, and shows the
+# correlation of the gradient noise of two chunks of one document from 512 to 15,872 tokens apart, beside the
+# published Pythia and OLMo curves ([Yang 2026](#References)), per parameter group, per document and per
+# source (author, work, project), and what was measured: the models, the control and the documents.
 #
 # The probe (`docgrad probe`) writes one Gram file per cell; this page pools the shards of each cell and
 # computes the same-document gradient-noise correlation
@@ -447,17 +447,20 @@ parts_show
 # ## Mean loss by chunk position
 #
 # Each chunk is a standalone 512-token sequence, so the loss does not fall with position the way it would
-# with the whole document as context; differences by position reflect the documents themselves.
+# with the whole document as context; differences by position reflect the documents themselves. The two
+# models have different tokenizers, so their losses per token are not on the same scale.
 
 # %%
-loss = tables.loss_frame(report)
+loss = pd.concat([tables.loss_frame(r) for r in reports.values()], ignore_index=True)
+loss["model_label"] = loss["model"].map(model_registry.model_label)
 pick6 = legend_pick()
 chart_loss = alt.Chart(loss).mark_line(point=True).encode(
     x=alt.X("start_token:Q", title="chunk start within the span (tokens)"),
     y=alt.Y("loss:Q", title="mean next-token loss (nats)", scale=alt.Scale(zero=False)), color=color,
     opacity=highlight(pick6),
-    tooltip=["corpus:N", "position:Q", alt.Tooltip("loss:Q", format=".3f")],
-).add_params(pick6).properties(width=560, height=260)
+    tooltip=["model_label:N", "corpus:N", "position:Q", alt.Tooltip("loss:Q", format=".3f")],
+).add_params(pick6).properties(width=380, height=240).facet(column=alt.Column("model_label:N", title=None,
+                                                                              sort=model_order))
 display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
 
 # %% [markdown]

@@ -45,6 +45,12 @@ def test_describe_says_the_ordering_depends_on_the_model_only_for_opposite_resol
     assert res["between_models"][0]["counts"] == {cmp.AGREE: 2, cmp.DISAGREE: 1, cmp.NOT_SETTLED: 0}
     text = cmp.describe(res)
     assert "the ordering depends on the model" in text[0] and "m1: A > B, m2: B > A" in text[0]
+    bc = res["between_models"][0]["by_corpus"]
+    d = flipped["A"] - sharp["A"]                       # oracle: draw i of m2 minus draw i of m1
+    assert bc["A"]["ci"] == pytest.approx(list(np.percentile(d, [2.5, 97.5])))
+    assert text[1].startswith("Corpus by corpus, m2 minus m1: A -1.99 [-2.25, -1.73]; B +2.00")
+    assert "not resolved" in text[1].split("W ")[1]
+    text = text[1:]
     assert text[1].startswith("m1 against pub") and "same point order for A vs B" in text[1] and "pub, by point order" in text[1]
     assert "opposite for A vs B (1 of them resolved on our side)" in text[2]
     same = cmp.compare({"m1": (pts(sharp), sharp), "m2": (pts(sharp), sharp)})

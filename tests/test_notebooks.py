@@ -354,6 +354,12 @@ def test_readme_headline_numbers_match_the_executed_design_effect_page():
         r"(?P<r>\d+\.\d\d) \[(?P<lo>\d+\.\d\d), (?P<hi>\d+\.\d\d)\] for (?:the )?(?P<corpus>[A-Z]+)", readme)}
     computed = {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in numbers["cells"]}
     assert quoted == computed
+    second = readme.split("The second model's four cells")[1].split("\n\n")[0]
+    quoted2 = {m[1]: m.groups()[1:] for m in re.finditer(r"([A-Z]+) (\d+\.\d\d) \[(\d+\.\d\d), (\d+\.\d\d)\]", second)}
+    gemma = numbers["by_model"]["gemma-3-270m"]["cells"]
+    assert quoted2 == {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in gemma}
+    papers = numbers["model_comparison"]["between_models"][0]["by_corpus"]["PAPERS"]
+    assert f"by {-papers['diff']:.2f} (95% interval {-papers['ci'][1]:.2f} to {-papers['ci'][0]:.2f})" in second
 
 
 @pytest.mark.parametrize("figure", sorted((ROOT / "figures").glob("*.png")), ids=lambda p: p.name)

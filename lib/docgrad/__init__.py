@@ -24,6 +24,7 @@ Definitions: docs/methods.md. Modules (one concern each):
                bootstrap; what was measured (model file, control boundaries)
   comparison   does the corpus ordering depend on the model: pairwise differences resolved by the bootstrap,
                agreement between models and with the published points
+  positions    causal vs standalone context: per-position loss and norm, paired mode comparison (page 06)
   batching     batch-composition rules (identity, random, balanced, coherent) measured as gradient noise
   tables       frames, headline table, reading lines and the summary printed by `docgrad analyze`
   published    the published study's numbers as frames, with our corpus names

@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=2000,
                    help="bootstrap resamples: 0 skips the bootstrap, else 40 to 1,000,000 (default 2000)")
     p.add_argument("--seed", type=int, default=20261007, help="bootstrap seed (default 20261007)")
+    p.add_argument("--context", default="standalone", choices=["standalone", "causal"],
+                   help="which cells to analyse: standalone (default; causal files beside them are left out) or "
+                   "causal (--context causal probe results, one cell per window; with loss and squared norm by "
+                   "chunk position; docs/methods.md#causal-context)")
     p.set_defaults(func=cli_analyze)
     return parser
 
@@ -188,12 +192,22 @@ def cli_analyze(args) -> int:
     from docgrad.fileio import atomic_write_json, check_output_file, to_jsonable
 
     out = check_output_file(args.out, "--out")
-    a = stats.analyze(Path(args.results), resamples=args.resamples, seed=args.seed)
-    atomic_write_json(out, to_jsonable(a))
-    print(tables.summary_table(a))
-    for line in per_model_gates(a):
-        print(line)
-    print(f"wrote {out} ({len(a.cells)} cells, {a.resamples} resamples, {a.seconds['total']:.1f} s)")
+    context = getattr(args, "context", "standalone")
+    if context == "causal":
+        from docgrad import positions
+
+        a, by_position = positions.analyze_causal(Path(args.results), resamples=args.resamples, seed=args.seed)
+        atomic_write_json(out, {"context": context, **to_jsonable(a), "positions": to_jsonable(by_position)})
+        print("context: causal (each chunk's gradient with every earlier chunk of its window as context)")
+        print(positions.causal_summary_table(a, by_position))
+    else:
+        a = stats.analyze(Path(args.results), resamples=args.resamples, seed=args.seed)
+        atomic_write_json(out, {"context": context, **to_jsonable(a)})
+        print("context: standalone (every chunk its own sequence; causal files are left out: --context causal)")
+        print(tables.summary_table(a))
+        for line in per_model_gates(a):
+            print(line)
+    print(f"wrote {out} ({len(a.cells)} {context} cells, {a.resamples} resamples, {a.seconds['total']:.1f} s)")
     return 0
 
 

@@ -74,8 +74,10 @@ def compare(ours: Mapping[str, tuple[Mapping[str, float], Mapping[str, np.ndarra
 
     ours: {model label: (points by corpus, bootstrap draws by corpus)}; published: {label: points by corpus}.
     Returns {"orders": {label: [pair records]}, "between_models": [{"x", "y", "pairs": {pair: status},
-    "counts": {status: n}}], "with_published": [...the same, published on the y side...]}; pair keys are
-    'A|B'. Every pair of our models is compared, and each of our models with each published model."""
+    "counts": {status: n}, "by_corpus": {corpus: {"diff": y - x, "ci", "frac_greater"}}}], "with_published":
+    [...the same without by_corpus, published on the y side...]}; pair keys are 'A|B'. by_corpus compares
+    the two models on one corpus: the difference of their values, with the interval of draw i of y minus
+    draw i of x (independent cells). Every pair of our models is compared, and each of our models with each published model."""
     orders = {lab: pair_orders(p, d, corpora) for lab, (p, d) in ours.items()}
     pub = {lab: pair_orders(p, None, corpora) for lab, p in (published or {}).items()}
 
@@ -84,9 +86,22 @@ def compare(ours: Mapping[str, tuple[Mapping[str, float], Mapping[str, np.ndarra
         return {"x": xl, "y": yl, "pairs": {f"{a}|{b}": s for (a, b), s in st.items()},
                 "counts": {s: sum(v == s for v in st.values()) for s in (AGREE, DISAGREE, NOT_SETTLED)}}
 
+    def by_corpus(xl, yl):
+        (px, dx), (py, dy) = ours[xl], ours[yl]
+        out = {}
+        for k in (corpora if corpora is not None else px):
+            if k in px and k in py and _finite(px[k]) and _finite(py[k]):
+                rec = {"diff": float(py[k]) - float(px[k]), "ci": None, "frac_greater": None}
+                if dx is not None and dy is not None and k in dx and k in dy:
+                    iv = difference_interval(dy[k], dx[k])
+                    rec.update(ci=list(iv["ci"]), frac_greater=iv["frac_greater"])
+                out[k] = rec
+        return out
+
     labels = list(orders)
     return {"orders": {lab: [r for r in o.values()] for lab, o in {**orders, **pub}.items()},
-            "between_models": [block(a, b, orders[a], orders[b]) for a, b in combinations(labels, 2)],
+            "between_models": [block(a, b, orders[a], orders[b]) | {"by_corpus": by_corpus(a, b)}
+                               for a, b in combinations(labels, 2)],
             "with_published": [block(a, p, orders[a], pub[p]) for a in labels for p in pub]}
 
 
@@ -131,6 +146,14 @@ def describe(result: dict) -> list[str]:
                  "No pair is ordered oppositely by the two models: these data show no ordering that depends on "
                  "the model" + (", though some pairs are too close to tell." if by[NOT_SETTLED] else "."))
         lines.append(text)
+    for blk in result["between_models"]:
+        bc = {k: r for k, r in blk.get("by_corpus", {}).items()}
+        if bc:
+            lines.append(f"Corpus by corpus, {blk['y']} minus {blk['x']}: " + "; ".join(
+                f"{k} {r['diff']:+.2f}" + (f" [{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]"
+                                           + ("" if r["ci"][0] > 0 or r["ci"][1] < 0 else ", not resolved")
+                                           if r["ci"] and r["ci"][0] is not None else "")
+                for k, r in bc.items()) + ".")
     for blk in result["with_published"]:
         x, y, pairs = blk["x"], blk["y"], blk["pairs"]
         if not pairs:

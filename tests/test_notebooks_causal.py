@@ -1,0 +1,77 @@
+"""Page 06 (standalone chunks vs real context) executed on small result files: with a measured corpus it draws
+its figures and every number its prose states is in its JSON twin; with no causal result it still runs and says
+that nothing is measured (no figures); parameters it cannot use stop it at the cell that reads them."""
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from docgrad import notebooks as N
+from test_page_numbers import _found, generated_prose, json_numbers, stated_numbers
+from test_positions import C, gradients, rows_of, write
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = "06_causal_context"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A project root holding page 06, standalone BOOKS and WEB cells (6 documents x 16 chunks) of the default
+    model and a causal BOOKS cell of the same documents at W = 8C = 4096."""
+    root = tmp_path_factory.mktemp("page06")
+    (root / "pyproject.toml").write_text("")
+    (root / "notebooks").mkdir()
+    (root / "figures").mkdir()
+    shutil.copy(ROOT / "notebooks" / f"{PAGE}.py", root / "notebooks")
+    n, mf, m = 6, 16, 8
+    Xs = gradients(1, n, mf)
+    write(root / "res", "BOOKS", Xs, n, mf, shard_size=3)
+    write(root / "res", "WEB", gradients(2, n, mf), n, mf)
+    write(root / "res", "BOOKS", 0.7 * Xs[rows_of(n, mf, m)] + 0.6 * gradients(3, n, m), n, m, "causal", m * C)
+    return root
+
+
+def _run(project, out, **params):
+    return N.execute_notebook(project / "notebooks" / f"{PAGE}.py", output=project / out,
+                              parameters={"resamples": 100, **params}, cwd=project)
+
+
+def test_page_06_compares_the_measured_corpus_and_its_twin_holds_every_stated_number(project):
+    _run(project, "measured.ipynb", causal_dir=str(project / "res"), standalone_dir=str(project / "res"))
+    twin = json.loads((project / "figures" / f"{PAGE}.json").read_text())
+    assert twin["measured"] == ["BOOKS"] and twin["nothing_measured"] is False
+    assert set(twin["not_measured"]) == {"CODE", "PAPERS", "WEB"}
+    assert twin["comparisons"]["BOOKS"]["chunks_per_window"] == 8
+    for fig in ("06_rho_by_mode", "06_R_by_mode", "06_loss_norm_by_position"):
+        assert (project / "figures" / f"{fig}.png").stat().st_size > 10_000
+    nb = nbformat.read(project / "measured.ipynb", as_version=4)
+    prose = generated_prose(nb)
+    assert any("not measured yet: CODE" in t for t in prose) and any("**BOOKS** (6 documents" in t for t in prose)
+    values = json_numbers(twin)
+    missing = [tok for text in prose for tok, x, tol, pct in stated_numbers(text)
+               if not (pct and _found(values, x / 100, tol / 100)) and not _found(values, x, tol)]
+    assert not missing
+
+
+def test_page_06_without_causal_results_runs_and_says_nothing_is_measured(project, tmp_path):
+    for f in (project / "figures").glob("06_*"):
+        f.unlink()
+    _run(project, "empty.ipynb", standalone_dir=str(project / "res"), causal_dir=str(tmp_path))
+    twin = json.loads((project / "figures" / f"{PAGE}.json").read_text())
+    assert twin["measured"] == [] and twin["nothing_measured"] is True and twin["comparisons"] == {}
+    assert not list((project / "figures").glob("06_*.png"))
+    prose = "\n".join(generated_prose(nbformat.read(project / "empty.ipynb", as_version=4)))
+    assert "**Nothing is measured yet.**" in prose and "not measured yet: BOOKS" in prose
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"window": 1000}, "window must be a positive multiple of chunk"),
+    ({"corpora": ["NOPE"]}, "unknown corpus 'NOPE'"),
+    ({"model": "nobody"}, "model 'nobody': expected an offline model"),
+])
+def test_page_06_refuses_parameters_it_cannot_use_before_drawing(project, params, match):
+    with pytest.raises(N.NotebookError, match=match):
+        _run(project, "bad.ipynb", causal_dir=str(project / "res"), standalone_dir=str(project / "res"), **params)

@@ -439,38 +439,32 @@ def _ci(ci: dict, key):
     return (np.nan if lo is None else lo), (np.nan if hi is None else hi)
 
 
-def rho_frame(comps: dict):
-    """Rows (corpus, mode, lag_tokens, rho, lo, hi): both modes, and the difference (mode DIFFERENCE)."""
+def _mode_frame(comps: dict, key: str, xname: str):
+    """Rows (corpus, mode, <xname>, <key>, lo, hi) of one curve (rho by lag or R by window): both modes, and
+    the difference (mode DIFFERENCE)."""
     import pandas as pd
 
     rows = []
     for k, c in comps.items():
         for mode in MODES:
             e = c.estimates(mode)
-            for lag, v in e.rho.items():
-                lo, hi = _ci(e.ci.get("rho", {}), lag)
-                rows.append({"corpus": k, "mode": mode, "lag_tokens": lag, "rho": v, "lo": lo, "hi": hi})
-        for lag, v in c.difference["rho"].items():
-            lo, hi = _ci(c.difference["rho_ci"], lag)
-            rows.append({"corpus": k, "mode": DIFFERENCE, "lag_tokens": lag, "rho": v, "lo": lo, "hi": hi})
-    return pd.DataFrame(rows, columns=["corpus", "mode", "lag_tokens", "rho", "lo", "hi"])
+            for x, v in getattr(e, key).items():
+                lo, hi = _ci(e.ci.get(key, {}), x)
+                rows.append({"corpus": k, "mode": mode, xname: x, key: v, "lo": lo, "hi": hi})
+        for x, v in c.difference[key].items():
+            lo, hi = _ci(c.difference[f"{key}_ci"], x)
+            rows.append({"corpus": k, "mode": DIFFERENCE, xname: x, key: v, "lo": lo, "hi": hi})
+    return pd.DataFrame(rows, columns=["corpus", "mode", xname, key, "lo", "hi"])
+
+
+def rho_frame(comps: dict):
+    """Rows (corpus, mode, lag_tokens, rho, lo, hi): both modes, and the difference (mode DIFFERENCE)."""
+    return _mode_frame(comps, "rho", "lag_tokens")
 
 
 def R_frame(comps: dict):
     """Rows (corpus, mode, W_tokens, R, lo, hi): both modes, and the difference (mode DIFFERENCE)."""
-    import pandas as pd
-
-    rows = []
-    for k, c in comps.items():
-        for mode in MODES:
-            e = c.estimates(mode)
-            for W, v in e.R.items():
-                lo, hi = _ci(e.ci.get("R", {}), W)
-                rows.append({"corpus": k, "mode": mode, "W_tokens": W, "R": v, "lo": lo, "hi": hi})
-        for W, v in c.difference["R"].items():
-            lo, hi = _ci(c.difference["R_ci"], W)
-            rows.append({"corpus": k, "mode": DIFFERENCE, "W_tokens": W, "R": v, "lo": lo, "hi": hi})
-    return pd.DataFrame(rows, columns=["corpus", "mode", "W_tokens", "R", "lo", "hi"])
+    return _mode_frame(comps, "R", "W_tokens")
 
 
 def position_frame(comps: dict):

@@ -224,6 +224,16 @@ class CountSketch:
 
     # --- the work buffer -------------------------------------------------------------------------------
 
+    def _flat(self, name: str, v):
+        """(the parameter's hash record, the vector flattened), refusing a name or a size the hash was not built for."""
+        p = self.params.get(name)
+        if p is None:
+            raise KeyError(f"sketch: no hash for parameter {name!r} (sketch built for {len(self.params)} others)")
+        g = v.reshape(-1)
+        if g.numel() != p.numel:
+            raise ValueError(f"sketch: {name} has {g.numel()} elements, the hash was built for {p.numel}")
+        return p, g
+
     def _buffer(self):
         import torch
 
@@ -245,12 +255,7 @@ class CountSketch:
         for name, v in vectors.items():
             if v is None:
                 continue
-            p = self.params.get(name)
-            if p is None:
-                raise KeyError(f"sketch: no hash for parameter {name!r} (sketch built for {len(self.params)} others)")
-            g = v.reshape(-1)
-            if g.numel() != p.numel:
-                raise ValueError(f"sketch: {name} has {g.numel()} elements, the hash was built for {p.numel}")
+            p, g = self._flat(name, v)
             if multiply:
                 torch.mul(g, p.signs, out=self._region(buf, p))
             else:
@@ -363,12 +368,7 @@ class CountSketch:
         for name, v in vectors.items():
             if v is None:
                 continue
-            p = self.params.get(name)
-            if p is None:
-                raise KeyError(f"sketch: no hash for parameter {name!r} (sketch built for {len(self.params)} others)")
-            g = v.reshape(-1)
-            if g.numel() != p.numel:
-                raise ValueError(f"sketch: {name} has {g.numel()} elements, the hash was built for {p.numel}")
+            p, g = self._flat(name, v)
             if g.dtype != torch.float32:
                 g = g.float()
             g = g.mul_(p.signs) if inplace and g.data_ptr() == v.data_ptr() else g * p.signs

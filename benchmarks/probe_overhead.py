@@ -1,15 +1,20 @@
-"""Probe overhead and sketch fidelity on the default model (SmolLM2-135M), in one run.
+"""Probe overhead and sketch fidelity, per dtype, in one run (default: SmolLM2-135M on CPU, float32 and bfloat16).
 
     PYTHONPATH=lib .venv/bin/python benchmarks/probe_overhead.py [--chunks 8] [--corpus BOOKS] [--threads N]
+        [--model smollm2-135m | random:smollm2-135m | random:neox-1.4b] [--device cpu|cuda]
+        [--dtype float32,bfloat16]
     PYTHONPATH=lib .venv/bin/python benchmarks/probe_overhead.py --context causal --window 4096 [--windows 1]
 
 Per 512-token chunk of real text: plain forward+backward vs the probe's step (forward+backward + count
 sketch at 2^17 buckets per group + exact squared norms), interleaved chunk by chunk so background load hits
-both alike; plus the per-chunk share of the bookkeeping the probe does once per document / run (saving a
-document's state, the final float64 Gram of 512 chunks). Prints the ratio (target <= 1.10), peak RSS, and
+both alike, for each --dtype (bfloat16: the forward passes under torch.autocast, docgrad.precision); plus the
+per-chunk share of the bookkeeping the probe does once per document / run (saving a document's state, the final
+float64 Gram of 512 chunks). Prints per dtype the ratio (target <= 1.10), chunks per hour, the peak memory
+(CUDA: peak allocated; CPU: peak RSS) and
 the G1 fidelity statistics of chunk 0 against every other chunk (|mean cosine error| <= 0.003,
-sd <= 0.03, sketched/exact squared-norm ratio within 3%). Text: the corpus spans when built, else CPython
-standard-library sources.
+sd <= 0.03, sketched/exact squared-norm ratio within 3%), then bf16's chunks per hour over float32's
+(target >= 1.7 on CPU). Text: the corpus spans when built, else CPython standard-library sources; a
+random:<shape> model (docgrad.models.RANDOM_SHAPES) reads uniform random token ids.
 
 --context causal --window W: per chunk position of the first W tokens of --windows documents, the causal
 step (docgrad.probe.causal_steps: the chunk's gradient with every earlier token of the window as context)
@@ -61,8 +66,29 @@ def real_chunks(n: int, chunk: int, corpus: str) -> tuple[list[np.ndarray], str]
         return [np.asarray(ids[k * chunk:(k + 1) * chunk]) for k in range(n)], "CPython stdlib *.py"
 
 
+def random_chunks(n: int, chunk: int, vocab: int, seed: int = 0) -> tuple[list[np.ndarray], str]:
+    """Uniform random token ids (a random-initialised model has no text of its own); seeded."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, chunk) for _ in range(n)], f"uniform random token ids (seed {seed}, vocab {vocab})"
+
+
+def load(model_name: str, device: str):
+    """(model, description): an offline/hub model, or `random:<shape>` random-initialised weights."""
+    from docgrad import models
+
+    if models.is_random(model_name):
+        return models.random_model(model_name, seed=0, device=device), f"{model_name} (random-initialised weights)"
+    return models.load_model(model_name, device=device), model_name
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m",
+                    help="offline model (default smollm2-135m) or random:smollm2-135m / random:neox-1.4b "
+                    "(random-initialised weights of the real shapes: runs on any machine without model files)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--dtype", default="float32,bfloat16",
+                    help="comma-separated dtypes to measure, each with its own interleaved baseline (default both)")
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--chunk", type=int, default=512)
     ap.add_argument("--corpus", default="BOOKS")
@@ -80,26 +106,27 @@ def main(argv=None) -> int:
 
     import torch
 
-    from docgrad import models
-    from docgrad.probe_bench import chunk_fidelity, measure_chunks, speed_summary
     from docgrad.fileio import atomic_write_json, atomic_write_npz, to_jsonable
+    from docgrad.precision import check_dtype
+    from docgrad.probe import resolve_device
+    from docgrad.probe_bench import chunk_fidelity, measure_chunks, speed_summary
 
+    dtypes = [check_dtype(d.strip()) for d in a.dtype.split(",") if d.strip()]
+    device = resolve_device(a.device)
     if a.threads:
         torch.set_num_threads(a.threads)
     load0 = os.getloadavg()
     t0 = time.perf_counter()
-    model = models.load_model()
+    model, model_desc = load(a.model, device)
     t_load = time.perf_counter() - t0
-    chunks, source = real_chunks(a.chunks, a.chunk, a.corpus)
+    if a.model.startswith("random:"):
+        chunks, source = random_chunks(a.chunks, a.chunk, model.config.vocab_size, a.seed)
+    else:
+        chunks, source = real_chunks(a.chunks, a.chunk, a.corpus)
     rss_after_load = rss_mb()
-    try:                                       # reset the peak so VmHWM is the probe phase's peak
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-    res = measure_chunks(model, chunks, buckets=(a.buckets,), seed=a.seed, plain=True, progress=True)
-    peak_probe = rss_mb("VmHWM")
+    gpu = torch.cuda.get_device_name(device) if device.startswith("cuda") else None
 
-    # bookkeeping shares: one document's state saved per 32 chunks, one float64 Gram per run
+    # bookkeeping shares (CPU, once): one document's state saved per 32 chunks, one float64 Gram per run
     m = 16384 // a.chunk
     state = np.random.default_rng(0).standard_normal((m, 4, a.buckets), dtype=np.float32)
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,44 +140,59 @@ def main(argv=None) -> int:
     _ = xd @ xd.T
     t_gram = 4 * (time.perf_counter() - ts)          # four groups
     del x, xd
-
-    skip = 1                                           # chunk 0 warms caches/allocator for both paths
-    speed = speed_summary(res, skip=skip)
-    plain, fb, sk = speed["plain_forward_backward_s"], speed["probe_forward_backward_s"], speed["sketch_s"]
     book = t_save / m + t_gram / a.run_chunks
-    probe = fb + sk + book
-    g1 = chunk_fidelity(res, a.buckets)
-    g1_groups = chunk_fidelity(res, a.buckets, per_group=True)
-    out = {
-        "text": source, "chunks": a.chunks, "chunk_tokens": a.chunk, "buckets": a.buckets, "threads": res["threads"],
-        "load_s": t_load, "hash_build_s": res["hash_build_s"], "sign_table_mb": res["sign_table_bytes"] / 2**20,
-        "plain_fb_median_s": plain, "probe_fb_median_s": fb, "sketch_median_s": sk,
-        "bookkeeping_per_chunk_s": book, "doc_state_save_s": t_save, "gram_512_s": t_gram,
-        "probe_per_chunk_s": probe, "ratio_probe_over_plain": probe / plain,
-        "ratio_mean_based": float((res["probe_fb_s"][skip:] + res["sketch_s"][skip:]).mean() + book)
-                            / float(res["plain_fb_s"][skip:].mean()),
-        "ratio_components": (plain + sk + book) / plain,     # the same fb in both: robust to background load
-        "plain_fb_s": res["plain_fb_s"].tolist(), "probe_fb_s": res["probe_fb_s"].tolist(),
-        "sketch_s": res["sketch_s"].tolist(), "loss": res["loss"].tolist(),
-        "rss_after_load_mb": rss_after_load, "peak_rss_probe_phase_mb": peak_probe,
-        "peak_rss_process_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "G1": g1, "G1_per_group": g1_groups, "loadavg_start": load0, "loadavg_end": os.getloadavg(),
-    }
-    print(f"text: {source}; threads {out['threads']}; load average {load0[0]:.2f} -> {out['loadavg_end'][0]:.2f}")
-    print(f"model load {t_load:.1f} s; hash tables {res['hash_build_s']:.1f} s, {out['sign_table_mb']:.0f} MiB")
-    print(f"per chunk (median of {a.chunks - skip}): plain forward+backward {plain:.3f} s | probe: forward+backward "
-          f"{fb:.3f} s + sketch {sk:.3f} s + bookkeeping {book:.3f} s = {probe:.3f} s")
-    print(f"RATIO probe / plain = {probe / plain:.3f} (target <= 1.10); mean-based {out['ratio_mean_based']:.3f}; "
-          f"(plain + sketch + bookkeeping) / plain = {out['ratio_components']:.3f}")
-    print(f"peak RSS: probe phase {peak_probe:.0f} MiB, whole process {out['peak_rss_process_mb']:.0f} MiB "
-          f"(after model load {rss_after_load:.0f} MiB)")
-    print(f"G1 over {g1['pairs']} pairs: mean cosine error {g1['mean_cosine_error']:+.5f}, sd {g1['sd_cosine_error']:.5f}, "
-          f"mean norm ratio {g1['mean_norm_ratio']:.4f}, mean squared-norm ratio "
-          f"{float(np.mean(res['sketched_sqnorm'][a.buckets].sum(1) / res['sqnorm'].sum(1))):.4f}, "
-          f"mean exact cosine {g1['mean_exact_cosine']:.3f} -> {'PASS' if g1['passes'] else 'FAIL'}")
-    print(f"per group ({g1_groups['pairs']} pairs): mean {g1_groups['mean_cosine_error']:+.5f}, "
-          f"sd {g1_groups['sd_cosine_error']:.5f}")
-    print(f"losses: {np.round(res['loss'], 3).tolist()}")
+
+    print(f"model: {model_desc}; device {device}{f' ({gpu})' if gpu else ''}; text: {source}; threads "
+          f"{torch.get_num_threads()}; torch {torch.__version__}")
+    print(f"model load {t_load:.1f} s; bookkeeping per chunk {book:.4f} s (document state {t_save:.3f} s per "
+          f"{m} chunks, float64 Gram of {a.run_chunks} chunks {t_gram:.2f} s)")
+    out = {"model": model_desc, "device": device, "gpu": gpu, "text": source, "chunks": a.chunks,
+           "chunk_tokens": a.chunk, "buckets": a.buckets, "threads": torch.get_num_threads(), "load_s": t_load,
+           "bookkeeping_per_chunk_s": book, "doc_state_save_s": t_save, "gram_512_s": t_gram,
+           "rss_after_load_mb": rss_after_load, "loadavg_start": load0, "by_dtype": {}}
+    skip = 1                                           # chunk 0 warms caches/allocator for both paths
+    for dtype in dtypes:
+        try:                                       # reset the peak so VmHWM is this phase's peak
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pass
+        res = measure_chunks(model, chunks, buckets=(a.buckets,), seed=a.seed, plain=True, progress=True,
+                             dtype=dtype)
+        peak = rss_mb("VmHWM")
+        speed = speed_summary(res, skip=skip)
+        plain, fb, sk = speed["plain_forward_backward_s"], speed["probe_forward_backward_s"], speed["sketch_s"]
+        probe = fb + sk + book
+        g1 = chunk_fidelity(res, a.buckets)
+        r = {"plain_fb_median_s": plain, "probe_fb_median_s": fb, "sketch_median_s": sk,
+             "plain_fb_median_cpu_s": speed["plain_forward_backward_cpu_s"],
+             "probe_per_chunk_s": probe, "ratio_probe_over_plain": probe / plain,
+             "ratio_components": (plain + sk + book) / plain, "chunks_per_hour": 3600 / probe,
+             "peak_rss_mb": peak, "cuda_peak_allocated_mb": res.get("cuda_peak_allocated_bytes", 0) / 2**20 or None,
+             "plain_fb_s": res["plain_fb_s"].tolist(), "probe_fb_s": res["probe_fb_s"].tolist(),
+             "sketch_s": res["sketch_s"].tolist(), "loss": res["loss"].tolist(), "G1": g1,
+             "loadavg_end": os.getloadavg()}
+        out["by_dtype"][dtype] = r
+        mem = (f"CUDA peak allocated {r['cuda_peak_allocated_mb']:.0f} MiB" if r["cuda_peak_allocated_mb"]
+               else f"peak RSS {peak:.0f} MiB")
+        print(f"[{dtype}] per chunk (median of {a.chunks - skip}): plain forward+backward {plain:.4f} s | probe: "
+              f"forward+backward {fb:.4f} s + sketch {sk:.4f} s + bookkeeping {book:.4f} s = {probe:.4f} s")
+        print(f"[{dtype}] RATIO probe / plain = {probe / plain:.3f} (target <= 1.10); (plain + sketch + bookkeeping) "
+              f"/ plain = {r['ratio_components']:.3f}; {r['chunks_per_hour']:.0f} chunks per hour; {mem}; "
+              f"load average -> {r['loadavg_end'][0]:.2f}")
+        print(f"[{dtype}] G1 over {g1['pairs']} pairs: mean cosine error {g1['mean_cosine_error']:+.5f}, sd "
+              f"{g1['sd_cosine_error']:.5f}, mean norm ratio {g1['mean_norm_ratio']:.4f} -> "
+              f"{'PASS' if g1['passes'] else 'FAIL'}; losses {np.round(res['loss'], 3).tolist()}")
+    if len(dtypes) > 1 and "float32" in out["by_dtype"]:
+        f = out["by_dtype"]["float32"]
+        for dtype in dtypes:
+            if dtype != "float32":
+                b = out["by_dtype"][dtype]
+                cpu = (f["plain_fb_median_cpu_s"] / b["plain_fb_median_cpu_s"]) if device == "cpu" else None
+                out[f"throughput_{dtype}_over_float32"] = b["chunks_per_hour"] / f["chunks_per_hour"]
+                print(f"{dtype} / float32 chunks per hour: {out[f'throughput_{dtype}_over_float32']:.2f} (wall-clock)"
+                      + (f"; plain forward+backward CPU seconds float32 / {dtype}: {cpu:.2f}" if cpu else "")
+                      + " (target >= 1.7 on CPU)")
+    out["peak_rss_process_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if a.json:
         atomic_write_json(Path(a.json), to_jsonable(out))
     return 0

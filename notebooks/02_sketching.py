@@ -38,6 +38,7 @@ seed_style_coords = 200_000_000  # coordinates the seed-style numpy sketch is ti
 standard_chunks = 2048  # chunks of the standard study (4 corpora x 16 documents x 32 chunks), for the memory arithmetic
 results_dir = "data/results"  # committed result files, for G1 per model
 g1_models = ["smollm2-135m", "gemma3-270m"]  # models whose --exact-ref result files give G1 (offline names or '<id>@<revision>')
+precision_record = "data/precision/smollm2-135m_bfloat16.json"  # a `docgrad precision` record (bf16 vs float32 gradients)
 
 # %%
 from docgrad.pages import save_chart, save_numbers, setup, versions
@@ -48,6 +49,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Markdown, display
 
 from docgrad import corpora, models, probe_bench, stats
 from docgrad.study import CONTROL
@@ -183,6 +185,30 @@ print(f"probe step / plain forward+backward: {speed['ratio_probe_over_plain']:.3
       f"(plain + sketch) / plain: {speed['ratio_components']:.3f}")
 speed_table
 
+# %% [markdown]
+# ### bf16 arithmetic: faithful enough?
+#
+# `docgrad probe --dtype bfloat16` runs the forward passes under `torch.autocast` in bf16, with float32 weights
+# and gradients (docs/methods.md, "Reduced precision"). It is faster on CPUs with bf16 instructions, but the
+# study's numbers may only be probed that way if the gradients stay faithful. Two checks: per chunk, the cosine
+# between the bf16 and the float32 gradient of the same chunk (`docgrad precision`, committed at
+# `precision_record`; gate: median at least 0.999); and per cell, R(16K) of a bf16 probe minus that of the
+# float32 cell on the same documents, with a paired bootstrap interval (`docgrad.precision.cell_checks`, on
+# whatever bf16 cells sit in `results_dir`).
+
+# %%
+from docgrad import precision
+
+prec = precision.read_record(ROOT / precision_record)
+ref_model = models.result_model(model_name)
+prec_checks = precision.cell_checks(ROOT / results_dir, ref_model.model, ref_model.revision)
+prec_rows = [{"corpus": c, "chunks": r["gate"]["chunks"], "median cosine": r["gate"]["median_cosine"],
+              "smallest cosine": r["gate"]["min_cosine"], "median squared-norm ratio": r["gate"]["median_sqnorm_ratio"],
+              **{f"cosine {g}": v for g, v in r["gate"]["median_cosine_by_group"].items() if g != "all"}}
+             for c, r in prec["by_corpus"].items()]
+display(Markdown(" ".join(precision.reading(prec, prec_checks))))
+pd.DataFrame(prec_rows)
+
 # %%
 numbers = {
     "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": SKETCH_NAME,
@@ -190,6 +216,9 @@ numbers = {
     "g1": g1, "g1_by_model": g1_by_model, "bucket_sweep": probe_bench.bucket_sweep(res), "speed": speed,
     "losses": res["loss"],
     "group_sqnorm_share": dict(zip(GROUPS, (sq.mean(0) / sq.sum(1).mean()).tolist())),
+    "precision": {"record": precision_record, "gate": prec["gate"], "by_corpus": {c: r["gate"] for c, r in
+                                                                                  prec["by_corpus"].items()},
+                  "median_cpu_speedup": prec["median_cpu_speedup"], "cell_checks": prec_checks},
 }
 save_numbers("02_sketching", numbers)
 print(f"G1 at 2^17: mean error {g1['mean_cosine_error']:+.5f}, sd {g1['sd_cosine_error']:.5f}, "

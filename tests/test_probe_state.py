@@ -75,8 +75,9 @@ def test_the_fingerprint_covers_what_changes_the_numbers_and_only_that():
     assert CONFIG.bind(P.as_doc_spans(spans(seed=9)), "cpu").fingerprint()["spans"] != fp["spans"]
     recorded_only = replace(CONFIG, device="auto", manifest="m.json", command="docgrad probe ...")
     assert bound(recorded_only).fingerprint() == fp
-    with pytest.raises(P.ProbeError, match="only float32"):
-        replace(CONFIG, dtype="bfloat16")
+    assert bound(replace(CONFIG, dtype="bfloat16")).fingerprint() != fp
+    with pytest.raises(P.ProbeError, match="--dtype 'float16': choose one of float32, bfloat16"):
+        replace(CONFIG, dtype="float16")
     with pytest.raises(P.ProbeError, match="--context 'packed': the implemented contexts are standalone, .*causal"):
         replace(CONFIG, context="packed")
     assert "window" not in fp                          # only a causal run's fingerprint has a window (test_causal)

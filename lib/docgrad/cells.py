@@ -8,7 +8,8 @@ docs/methods.md, "Gram matrices and result files".
 How the gradients were taken is part of a cell's identity: a causal file (--context causal --window W) belongs
 to the cell (model, revision, corpus, chunk, "causal", W) and is never pooled with standalone files, and
 load_cells reads one kind at a time (context="standalone", the default, or "causal"; docs/methods.md, "Causal
-context"). position_profile gives the per-position loss and squared norm, which matter once chunk positions are
+context"). Likewise the arithmetic: a bf16 file (--dtype bfloat16) belongs to its own cell, ending in
+"bfloat16", and load_cells reads float32 files unless asked (dtype=). position_profile gives the per-position loss and squared norm, which matter once chunk positions are
 not exchangeable.
 """
 
@@ -21,7 +22,8 @@ from typing import NamedTuple
 import numpy as np
 
 from docgrad import bootstrap as bs
-from docgrad.results import CAUSAL, STANDALONE, ResultFileError, Shard, find_results, load_result, parse_stem
+from docgrad.results import (CAUSAL, DTYPES, FLOAT32, STANDALONE, ResultFileError, Shard, find_results, load_result,
+                             parse_stem)
 from docgrad.study import ALL, GROUPS
 
 
@@ -45,6 +47,7 @@ class Cell:
     context: str = STANDALONE                # how the gradients were taken (args.context of every shard)
     window: int | None = None                # the causal window W in tokens, else None
     sqnorm: np.ndarray | None = field(default=None, repr=False)     # (D, m) exact squared norms, group 'all'
+    dtype: str = FLOAT32                     # arithmetic of the forward passes (args.dtype of every shard)
 
     @property
     def files(self) -> list[Path]:
@@ -52,15 +55,21 @@ class Cell:
 
     @property
     def key(self) -> tuple:
-        """(model, revision, corpus, chunk), and ("causal", W) after it for a causal cell (Shard.cell)."""
+        """(model, revision, corpus, chunk), ("causal", W) after it for a causal cell, the dtype last for a
+        bf16 cell (Shard.cell)."""
         key = (self.model, self.revision, self.corpus, self.chunk)
-        return (*key, CAUSAL, self.window) if self.context == CAUSAL else key
+        if self.context == CAUSAL:
+            key = (*key, CAUSAL, self.window)
+        return key if self.dtype == FLOAT32 else (*key, self.dtype)
 
     @property
     def name(self) -> str:
-        """The cell's name (it also seeds the cell's bootstrap generator): a causal cell's ends in 'causal w<W>'."""
+        """The cell's name (it also seeds the cell's bootstrap generator): a causal cell's ends in 'causal w<W>',
+        a bf16 cell's in 'bfloat16' (a float32 cell's name is what it was before dtypes existed)."""
         name = f"{self.model} {self.revision} {self.corpus} c{self.chunk}"
-        return f"{name} {CAUSAL} w{self.window}" if self.context == CAUSAL else name
+        if self.context == CAUSAL:
+            name = f"{name} {CAUSAL} w{self.window}"
+        return name if self.dtype == FLOAT32 else f"{name} {self.dtype}"
 
 
 def _ordered_rows(shard: Shard) -> tuple[list[int], int, np.ndarray]:
@@ -88,6 +97,8 @@ def _check_names(shard: Shard) -> None:
         named = f"window {st['window']} (causal)" if st["context"] == CAUSAL else "no window (standalone)"
         raise ResultFileError(f"{shard.path}: file name says {named} but args say context {shard.context!r}, "
                               f"window {shard.window}")
+    if st["dtype"] != shard.dtype:
+        raise ResultFileError(f"{shard.path}: file name says dtype {st['dtype']} but args.dtype is {shard.dtype!r}")
     if int(st["chunk"]) != int(a["chunk"]):
         raise ResultFileError(f"{shard.path}: file name says chunk {st['chunk']} but args.chunk is {a['chunk']} "
                               f"(mixed chunk sizes in one cell)")
@@ -136,6 +147,10 @@ def pool_cell(shards: list[Shard]) -> Cell:
             raise ResultFileError(f"{sh.path}: its gradients were taken in context {sh.context!r} (window "
                                   f"{sh.window}), those of {shards[0].path} in {mode[0]!r} (window {mode[1]}); "
                                   "causal and standalone shards (or two windows) are never pooled into one cell")
+        if sh.dtype != shards[0].dtype:
+            raise ResultFileError(f"{sh.path}: its forward passes ran in {sh.dtype}, those of {shards[0].path} in "
+                                  f"{shards[0].dtype}; shards of different dtypes are never pooled into one cell "
+                                  "(compare them with docgrad.precision.paired_difference)")
         if sh.cell != key:
             raise ResultFileError(f"{sh.path}: belongs to cell {sh.cell}, not {key}")
         if sorted(sh.gram) != groups:
@@ -177,7 +192,7 @@ def pool_cell(shards: list[Shard]) -> Cell:
                               f"{[str(p.shard.path) for p in parts]}); S_cross is undefined")
     model, revision, corpus, chunk = key[:4]
     return Cell(model, revision, corpus, chunk, doc_ids, m, sums, loss, [p.shard for p in parts],
-                context=mode[0], window=mode[1], sqnorm=sqnorm)
+                context=mode[0], window=mode[1], sqnorm=sqnorm, dtype=shards[0].dtype)
 
 
 def position_profile(cell: Cell) -> dict[str, np.ndarray]:
@@ -188,24 +203,32 @@ def position_profile(cell: Cell) -> dict[str, np.ndarray]:
 
 
 def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
-               context: str | None = STANDALONE) -> dict[tuple, Cell]:
+               context: str | None = STANDALONE, dtype: str | None = FLOAT32) -> dict[tuple, Cell]:
     """Every cell under results_dir, pooled. groups: groups each file must have (None: whatever they share).
     context: which files to read: "standalone" (default: every file that is not causal, so the standard
     analysis is the same whether or not causal results sit beside it), "causal", or None (all kinds, each in
-    its own cells)."""
+    its own cells). dtype: likewise "float32" (default), "bfloat16", or None (both, each in its own cells)."""
     if context not in (STANDALONE, CAUSAL, None):
         raise ValueError(f"load_cells: context must be {STANDALONE!r}, {CAUSAL!r} or None, got {context!r}")
+    if dtype is not None and dtype not in DTYPES:
+        raise ValueError(f"load_cells: dtype must be one of {DTYPES} or None, got {dtype!r}")
     files = find_results(results_dir)
     if not files:
         raise NoResultsError(f"{results_dir}: no result files (*.npz with .json) found")
     by_cell: dict[tuple, list[Shard]] = {}
-    skipped = 0
+    skipped, other_dtype = 0, 0
     for f in files:
         sh = load_result(f, groups=groups)
         if context is not None and (sh.context == CAUSAL) != (context == CAUSAL):
             skipped += 1
             continue
+        if dtype is not None and sh.dtype != dtype:
+            other_dtype += 1
+            continue
         by_cell.setdefault(sh.cell, []).append(sh)
+    if not by_cell and other_dtype:
+        raise NoResultsError(f"{results_dir}: no {dtype} result files of context {context} ({other_dtype} file(s) of "
+                             f"another dtype there; read those with dtype=<theirs> or dtype=None)")
     if not by_cell:
         other = "standalone" if context == CAUSAL else "causal"
         raise NoResultsError(f"{results_dir}: no {context} result files ({skipped} {other} file(s) there; read "

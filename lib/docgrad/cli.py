@@ -127,7 +127,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=int, default=None,
                    help="causal window W in tokens: a multiple of --chunk, at most the span and the model's context "
                    "(e.g. 4096: 8 chunks of 512)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="arithmetic of the forward passes: float32 (default) or bfloat16 (torch.autocast; parameters "
+                   "and gradients stay float32; file <CORPUS>_c<chunk>_d<a>-<b>_bfloat16.npz; check its fidelity "
+                   "with `docgrad precision` first: docs/methods.md#reduced-precision)")
     p.set_defaults(func=_lazy("probe", "cli_probe"))
+
+    # --- precision ------------------------------------------------------------------------
+    p = sub.add_parser("precision", help="bf16 vs float32 gradients on the same chunks: cosine, norm ratio, gate",
+                       description="For the first --chunks chunks of --docs documents of each corpus: the probe's "
+                       "chunk gradient in float32 and in --dtype, their cosine and squared-norm ratio per parameter "
+                       "group; the gate is a median all-parameter cosine >= 0.999. Writes a JSON file "
+                       "(docs/methods.md#reduced-precision).")
+    p.add_argument("--model", default="smollm2-135m", help="offline model name or pinned hub id (default smollm2-135m)")
+    p.add_argument("--revision", default=None, help="hub revision")
+    p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16"], help="the reduced precision (default bfloat16)")
+    p.add_argument("--corpora", default="BOOKS,CODE,PAPERS,WEB", help="comma-separated corpora (default all four)")
+    p.add_argument("--docs", type=int, default=2, help="documents per corpus, the first ones (default 2)")
+    p.add_argument("--chunks", type=int, default=4, help="chunks per document, the first ones (default 4)")
+    p.add_argument("--chunk", type=int, default=512, help="chunk length C in tokens (default 512)")
+    p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's)")
+    p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
+    p.add_argument("--out", required=True, help="output JSON path")
+    p.set_defaults(func=_lazy("precision", "cli_precision"))
 
     # --- models ---------------------------------------------------------------------------
     p = sub.add_parser("models", help="list the offline models (wheels, file, sha256, licence, corpora)",
@@ -153,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which cells to analyse: standalone (default; causal files beside them are left out) or "
                    "causal (--context causal probe results, one cell per window; with loss and squared norm by "
                    "chunk position; docs/methods.md#causal-context)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="which probes to analyse: float32 (default; bf16 files beside them are left out) or bfloat16")
     p.set_defaults(func=cli_analyze)
     return parser
 
@@ -201,9 +228,11 @@ def cli_analyze(args) -> int:
         print("context: causal (each chunk's gradient with every earlier chunk of its window as context)")
         print(positions.causal_summary_table(a, by_position))
     else:
-        a = stats.analyze(Path(args.results), resamples=args.resamples, seed=args.seed)
-        atomic_write_json(out, {"context": context, **to_jsonable(a)})
-        print("context: standalone (every chunk its own sequence; causal files are left out: --context causal)")
+        dtype = getattr(args, "dtype", "float32")
+        a = stats.analyze(Path(args.results), resamples=args.resamples, seed=args.seed, dtype=dtype)
+        atomic_write_json(out, {"context": context, "dtype": dtype, **to_jsonable(a)})
+        print("context: standalone (every chunk its own sequence; causal files are left out: --context causal); "
+              f"dtype {dtype}")
         print(tables.summary_table(a))
         for line in per_model_gates(a):
             print(line)

@@ -32,7 +32,7 @@ import numpy as np
 from docgrad import bootstrap as bs
 from docgrad.cells import Cell, _ordered_rows, pool_cell
 from docgrad.errors import AnalysisError
-from docgrad.results import CAUSAL, ResultFileError, Shard, find_results, load_result, parse_stem
+from docgrad.results import CAUSAL, FLOAT32, ResultFileError, Shard, find_results, load_result, parse_stem
 from docgrad.stats import Estimates, check_resamples
 from docgrad.study import ALL, BOOTSTRAP_SEED, CORPORA, GROUPS, RESAMPLES, corpus_order
 
@@ -368,8 +368,8 @@ def _cells(results_dir: Path, model: str, revision: str, chunk: int, corpora, ca
         a = sh.args
         if (a["model"], str(a["revision"]), int(a["chunk"])) != (model, revision, chunk) or a["corpus"] not in corpora:
             continue
-        if (sh.context == CAUSAL) != causal:
-            continue
+        if (sh.context == CAUSAL) != causal or sh.dtype != FLOAT32:
+            continue                                   # page 06 compares float32 probes
         by.setdefault(sh.cell, []).append(sh)
     out: dict = {}
     for key, shards in sorted(by.items()):

@@ -9,7 +9,8 @@ For every document span and every chunk k of C tokens (tokens [kC, (k+1)C) of th
   * context "causal" (--context causal --window W): the first W tokens of the span are one causal sequence
     of m = W/C chunks, and chunk k's loss is the mean cross-entropy over the targets it owns, with every
     earlier token of the window as context (causal_targets, causal_steps; docs/methods.md#causal-context);
-  * model in eval mode (no dropout), float32, full backward: g_{d,k} = grad of that loss;
+  * model in eval mode (no dropout), full backward: g_{d,k} = grad of that loss; dtype "float32" (default)
+    or "bfloat16": the forward under torch.autocast, parameters and gradients float32 (docgrad.precision);
   * per parameter group (attn, mlp, embed incl. lm_head, other; tied weights once): the count sketch
     S g (docgrad.sketch, B buckets) and the exact squared norm |g|^2;
   * with exact_ref, the exact inner product <g_ref, g_{d,k}> with the run's first chunk (G1 check).
@@ -52,13 +53,13 @@ import numpy as np
 
 from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, atomic_write_npz, package_versions, shown_path
+from docgrad.precision import DTYPES, FLOAT32, autocast
 from docgrad.results import result_stem, write_result
 from docgrad.sketch import SKETCH_NAME, CountSketch
 from docgrad.sketch import gram as gram_matrix
 from docgrad.study import CHUNK, DEFAULT_BUCKETS, GROUPS, SKETCH_SEED
 
 PARTIAL_FORMAT = "docgrad-probe-partial/2"
-DTYPES = ("float32",)            # parameters, gradients and sketches
 CONTEXTS = ("standalone",        # each chunk is its own sequence
             "standalone-bos",    # the same, preceded by the model's BOS token (a model trained with one)
             "causal")            # the first W tokens are one sequence; chunk k sees every earlier token
@@ -142,7 +143,7 @@ class ProbeConfig:
             raise ProbeError(f"--buckets {self.buckets}: the count sketch needs at least 1 bucket per group; "
                              f"use e.g. --buckets {DEFAULT_BUCKETS}")
         if self.dtype not in DTYPES:
-            raise ProbeError(f"dtype {self.dtype!r}: only {', '.join(DTYPES)} is implemented")
+            raise ProbeError(f"--dtype {self.dtype!r}: choose one of {', '.join(DTYPES)}")
         if self.context not in CONTEXTS:
             raise ProbeError(f"--context {self.context!r}: the implemented contexts are {', '.join(CONTEXTS)}")
         if self.context != "causal":
@@ -413,10 +414,12 @@ def context_bos(model, context: str) -> int | None:
     return int(bos)
 
 
-def forward_backward(model, ids, bos_id: int | None = None):
-    """Fresh gradients of chunk_loss (previous .grad dropped); returns the loss as a float."""
+def forward_backward(model, ids, bos_id: int | None = None, dtype: str = FLOAT32):
+    """Fresh gradients of chunk_loss (previous .grad dropped); returns the loss as a float. dtype "bfloat16":
+    the forward under autocast (docgrad.precision), the gradients still float32."""
     model.zero_grad(set_to_none=True)
-    loss = chunk_loss(model, ids, bos_id)
+    with autocast(dtype, ids.device.type):
+        loss = chunk_loss(model, ids, bos_id)
     loss.backward()
     return float(loss.detach())
 
@@ -494,7 +497,7 @@ def _grouped_kv_attention():
             os.environ[key] = old
 
 
-def causal_steps(model, ids, chunk: int):
+def causal_steps(model, ids, chunk: int, dtype: str = FLOAT32):
     """The causal per-chunk gradients of one window `ids` (m = len(ids)/C chunks), one chunk at a time: a
     generator that, for k = 0 .. m-1, leaves grad L_k in the parameters' .grad (previous gradients dropped)
     and yields L_k as a float. The caller sketches .grad between steps (and may clear it).
@@ -531,7 +534,7 @@ def causal_steps(model, ids, chunk: int):
     try:
         for k, (a, b) in enumerate(causal_targets(chunk, m)):
             pos = torch.arange(a - 1, b - 1, device=ids.device)
-            with _grouped_kv_attention():
+            with _grouped_kv_attention(), autocast(dtype, ids.device.type):
                 logits = model(input_ids=ids[None, a - 1:b - 1], position_ids=pos[None], cache=cache,
                                use_cache=True).logits[0]
             loss = F.cross_entropy(logits.float(), ids[a:b], reduction="mean")
@@ -617,7 +620,7 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
         if config.exact_ref:
             t0 = time.perf_counter()
             ids = torch.as_tensor(spans[0].tokens[:m * chunk], dtype=torch.long, device=device)
-            ref_steps = chunk_steps(model, ids, chunk, m, config.context, bos_id)
+            ref_steps = chunk_steps(model, ids, chunk, m, config.context, bos_id, config.dtype)
             next(ref_steps)                    # chunk 0's gradient (causal: identical to standalone chunk 0's)
             ref_steps.close()
             ref_signed = sketcher.sketch_model_grads(model, keep_signed=True).signed
@@ -637,7 +640,7 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
                    desc=f"probe {config.corpus} rank {rank}/{world}", dynamic_ncols=True)
         for span in todo:
             state.save(span.doc, probe_document(model, sketcher, span, chunk, m, ref_signed, bar, bos_id,
-                                                      config.context))
+                                                config.context, config.dtype))
             if on_document is not None:
                 on_document(span.doc)
         bar.close()
@@ -689,19 +692,20 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
     return out_npz
 
 
-def chunk_steps(model, tokens, chunk: int, m: int, context: str = "standalone", bos_id: int | None = None):
+def chunk_steps(model, tokens, chunk: int, m: int, context: str = "standalone", bos_id: int | None = None,
+                dtype: str = FLOAT32):
     """For k = 0 .. m-1: leave chunk k's gradient g_{d,k} in the parameters' .grad and yield its loss (a float).
     Standalone contexts: one forward_backward per chunk. "causal": causal_steps over the first m chunks as
     one window. Only how each gradient is produced differs; the sketching after each step is shared."""
     if context == "causal":
-        yield from causal_steps(model, tokens[:m * chunk], chunk)
+        yield from causal_steps(model, tokens[:m * chunk], chunk, dtype)
         return
     for k in range(m):
-        yield forward_backward(model, tokens[k * chunk:(k + 1) * chunk], bos_id)
+        yield forward_backward(model, tokens[k * chunk:(k + 1) * chunk], bos_id, dtype)
 
 
 def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: int, ref_signed=None, bar=None,
-                   bos_id: int | None = None, context: str = "standalone") -> dict:
+                   bos_id: int | None = None, context: str = "standalone", dtype: str = FLOAT32) -> dict:
     """Sketches (m x groups x B float32), exact squared norms, losses, ref dots and timings of one document
     (its first m chunks; in the causal context, one window of m chunks)."""
     import torch
@@ -713,7 +717,7 @@ def probe_document(model, sketcher: CountSketch, span: DocSpan, chunk: int, m: i
     ref_dot = np.zeros(m if ref_signed is not None else 0)
     fb_s, sk_s = np.zeros(m), np.zeros(m)
     tokens = torch.as_tensor(span.tokens[:m * chunk], dtype=torch.long).to(device)
-    steps = chunk_steps(model, tokens, chunk, m, context, bos_id)
+    steps = chunk_steps(model, tokens, chunk, m, context, bos_id, dtype)
     for k in range(m):
         t0 = time.perf_counter()
         loss = next(steps)
@@ -768,9 +772,10 @@ def _path_parts(what: str, value: str) -> None:
 
 
 def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int],
-                context: str = "standalone", window: int | None = None) -> Path:
+                context: str = "standalone", window: int | None = None, dtype: str = FLOAT32) -> Path:
     """--out is an explicit .npz path, or the results root under which the standard stem goes (and stays);
-    a causal run's stem names its window (`<CORPUS>_c512_w4096_causal_d0-16`)."""
+    a causal run's stem names its window (`<CORPUS>_c512_w4096_causal_d0-16`), a bf16 run its dtype
+    (`<CORPUS>_c512_d0-16_bfloat16`)."""
     out = Path(out)
     if out.suffix == ".npz":
         return out
@@ -779,7 +784,7 @@ def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chun
     if "/" in str(corpus):
         raise ProbeError(f"corpus {corpus!r} cannot be part of a result path (no '/'); pass a corpus name")
     _path_parts("corpus", corpus)
-    path = out / (result_stem(model_id, revision, corpus, chunk, docs, context, window) + ".npz")
+    path = out / (result_stem(model_id, revision, corpus, chunk, docs, context, window, dtype) + ".npz")
     root = os.path.normpath(out)
     if os.path.commonpath([root, os.path.normpath(path)]) != root:
         raise ProbeError(f"{path}: would be written outside --out {out}")
@@ -867,9 +872,11 @@ def cli_probe(args) -> int:
     context, window = causal_arguments(args, context)
     config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
                          buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, context=context, pin=pin,
+                         dtype=getattr(args, "dtype", FLOAT32),
                          window=window, docs=docs, device=args.device, manifest=shown_path(args.manifest),
                          command=" ".join(sys.argv))
-    out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs, context, window)
+    out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs, context, window,
+                      config.dtype)
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
         print(f"{out}: a complete result already exists; pass --overwrite to replace it", file=sys.stderr)
         return 2

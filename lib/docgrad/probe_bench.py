@@ -19,14 +19,17 @@ from typing import Sequence
 
 import numpy as np
 
+from docgrad.precision import FLOAT32
 from docgrad.probe import as_doc_spans, forward_backward, sync
 from docgrad.sketch import CountSketch, cosine_errors, fidelity, g1_statistics
 from docgrad.study import DEFAULT_BUCKETS, GROUPS, SKETCH_SEED
 
 
 def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BUCKETS,), seed: int = SKETCH_SEED,
-                   plain: bool = True, seed_style_coords: int = 0, progress: bool = False) -> dict:
+                   plain: bool = True, seed_style_coords: int = 0, progress: bool = False,
+                   dtype: str = FLOAT32) -> dict:
     """Speed and fidelity of the probe on real chunks, in one run. Chunk 0 is the reference.
+    dtype: the arithmetic of every forward pass, plain and probe alike (docgrad.precision).
 
     For every chunk k (token id sequences of equal length):
       * plain forward+backward, timed (if plain) — the baseline;
@@ -37,7 +40,8 @@ def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BU
     With seed_style_coords > 0, the seed-style numpy sketch (hashes regenerated per chunk) is timed on the
     first parameters up to that many coordinates of chunk 0's gradient, and extrapolated linearly to all.
     Returns numpy arrays: loss (n), sqnorm (n x groups), exact_ref_dot (n x groups), and per bucket count
-    sketched_ref_dot / sketched_sqnorm (n x groups); timings in seconds.
+    sketched_ref_dot / sketched_sqnorm (n x groups); timings in seconds (wall-clock, and CPU seconds of this
+    process for the two forward+backward passes); on CUDA the peak allocated memory of the probe phase.
     """
     import torch
 
@@ -52,25 +56,28 @@ def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BU
            "sketched_ref_dot": {b: np.zeros((n, G)) for b in buckets},
            "sketched_sqnorm": {b: np.zeros((n, G)) for b in buckets},
            "plain_fb_s": np.full(n, np.nan), "probe_fb_s": np.zeros(n), "sketch_s": np.zeros(n),
+           "plain_fb_cpu_s": np.full(n, np.nan), "probe_fb_cpu_s": np.zeros(n), "dtype": dtype,
            "hash_build_s": t_hash, "threads": torch.get_num_threads(), "device": str(device),
            "parameters": sum(p.numel for p in main.params.values()), "sign_table_bytes": main.memory_bytes,
            "loadavg_start": os.getloadavg()[0]}
     ref_signed, ref_sk = None, {}
     from tqdm.auto import tqdm
 
-    for k in tqdm(range(n), disable=not progress, desc="chunks"):
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    for k in tqdm(range(n), disable=not progress, desc=f"chunks ({dtype})"):
         ids = torch.as_tensor(np.asarray(chunks[k]), dtype=torch.long, device=device)
         if plain:
-            t0 = time.perf_counter()
-            forward_backward(model, ids)
+            t0, c0 = time.perf_counter(), time.process_time()
+            forward_backward(model, ids, dtype=dtype)
             sync(device)
-            res["plain_fb_s"][k] = time.perf_counter() - t0
+            res["plain_fb_s"][k], res["plain_fb_cpu_s"][k] = time.perf_counter() - t0, time.process_time() - c0
             model.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
-        res["loss"][k] = forward_backward(model, ids)
+        t0, c0 = time.perf_counter(), time.process_time()
+        res["loss"][k] = forward_backward(model, ids, dtype=dtype)
         sync(device)
         t1 = time.perf_counter()
-        res["probe_fb_s"][k] = t1 - t0
+        res["probe_fb_s"][k], res["probe_fb_cpu_s"][k] = t1 - t0, time.process_time() - c0
         if k == 0 and seed_style_coords > 0:
             from docgrad.sketch import seed_style_sketch
 
@@ -101,6 +108,8 @@ def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BU
             res["sketched_sqnorm"][b][k] = (sketches[b].double() ** 2).sum(1).cpu().numpy()
         model.zero_grad(set_to_none=True)
     res["loadavg_end"] = os.getloadavg()[0]       # 1-minute load average: > cores means the timings were contended
+    if device.type == "cuda":
+        res["cuda_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
     return res
 
 
@@ -146,7 +155,9 @@ def speed_summary(res: dict, skip: int = 1) -> dict:
     plain = float(np.nanmedian(res["plain_fb_s"][skip:]))
     fb = float(np.median(res["probe_fb_s"][skip:]))
     sk = float(np.median(res["sketch_s"][skip:]))
-    out = {"plain_forward_backward_s": plain, "probe_forward_backward_s": fb, "sketch_s": sk,
+    out = {"dtype": res.get("dtype", FLOAT32), "plain_forward_backward_s": plain, "probe_forward_backward_s": fb,
+           "sketch_s": sk, "plain_forward_backward_cpu_s": float(np.nanmedian(res["plain_fb_cpu_s"][skip:]))
+           if "plain_fb_cpu_s" in res else None,
            "probe_step_s": fb + sk, "ratio_probe_over_plain": (fb + sk) / plain,
            "ratio_components": (plain + sk) / plain, "hash_build_s": res["hash_build_s"],
            "loadavg_start": res.get("loadavg_start"), "loadavg_end": res.get("loadavg_end"), "threads": res.get("threads")}

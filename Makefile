@@ -9,7 +9,7 @@ MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
-.PHONY: report test corpora probe probe-causal analyze venv clean-report
+.PHONY: report test corpora probe probe-causal probe-bf16 analyze venv clean-report
 
 venv: $(STAMP)
 
@@ -67,6 +67,17 @@ probe-causal: $(MODEL_STAMP)
 	  test -f $$R/$${c}_c512_w$(WINDOW)_causal_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus $$c --docs 0:16 --chunk 512 --context causal --window $(WINDOW) || exit 1; \
 	done; \
 	test -f $$R/WEB_c512_w$(WINDOW)_causal_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus WEB --docs 0:16 --chunk 512 --context causal --window $(WINDOW) --exact-ref || exit 1
+
+# bf16 arithmetic (issue 11, page 02; docs/methods.md#reduced-precision): the per-chunk fidelity record of MODEL
+# (32 chunks, float32 and bf16 gradients of each; a few minutes), then one bf16 cell (CORPUS, default BOOKS, 16
+# documents; about 25 min on 2 cores) beside the float32 cell, for the paired R(16K) check. Both are skipped when
+# their output exists; the cell resumes from its .partial/ state.
+CORPUS ?= BOOKS
+probe-bf16: $(MODEL_STAMP)
+	$(BIN)/docgrad corpora build --model $(MODEL) --missing-only
+	test -f data/precision/$(MODEL)_bfloat16.json || $(BIN)/docgrad precision --model $(MODEL) --out data/precision/$(MODEL)_bfloat16.json
+	R=data/results/$$($(BIN)/docgrad models $(MODEL) --get results-dir) || exit 1; \
+	test -f $$R/$(CORPUS)_c512_d0-16_bfloat16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus $(CORPUS) --docs 0:16 --chunk 512 --dtype bfloat16
 
 analyze: $(STAMP)
 	$(BIN)/docgrad analyze --results data/results --out data/report.json

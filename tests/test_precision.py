@@ -136,7 +136,7 @@ def test_gate_is_on_the_median_all_parameter_cosine():
                 "loss": np.ones(n), "loss_fp32": np.ones(n)}
 
     g = PR.fidelity_gate(fid([0.9, 0.9991, 0.9995]))
-    assert g["passes"] and g["median_cosine"] == 0.9991 and g["min_cosine"] == 0.9
+    assert g["passes"] and g["median_cosine"] == 0.9991 and g["min_cosine"] == 0.9 and g["tail_rows"] == [0]
     assert not PR.fidelity_gate(fid([0.9989, 0.9989, 1.0]))["passes"]
     with pytest.raises(PR.PrecisionError, match="no chunks"):
         PR.fidelity_gate(fid([]))
@@ -322,3 +322,23 @@ def test_read_record_refuses_a_missing_or_foreign_file(tmp_path):
         PR.read_record(tmp_path / "x.json")
     (tmp_path / "y.json").write_text(json.dumps(record()))
     assert PR.read_record(tmp_path / "y.json")["gate"]["passes"]
+
+
+def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
+    def part(cos, ratio):
+        n = len(cos)
+        c = np.column_stack([np.ones((n, len(GROUPS))), cos])
+        r = np.column_stack([np.ones((n, len(GROUPS))), ratio])
+        return {"groups": [*GROUPS, "all"], "cosine": c.tolist(), "sqnorm_ratio": r.tolist(), "loss_fp32": [3.0] * n,
+                "loss": [3.0] * n, "cpu_seconds_fp32": [4.0] * n, "cpu_seconds": [2.5] * n}
+
+    rec = {"format": "docgrad-precision/1", "dtype": "bfloat16", "by_corpus": {
+        "BOOKS": {"chunks": [[0, 0], [0, 1]], **part([0.9995, 0.97], [1.0, 1.4])},
+        "WEB": {"chunks": [[3, 0], [3, 1], [4, 0]], **part([0.9996, 0.9997, 0.9993], [1.0, 1.0, 1.0])}}}
+    out = PR.with_gates(rec)
+    assert out["gate"]["chunks"] == 5 and out["gate"]["median_cosine"] == 0.9995 and out["gate"]["passes"]
+    assert out["tail"] == [{"corpus": "BOOKS", "document": 0, "chunk": 1, "cosine": 0.97, "sqnorm_ratio": 1.4,
+                            "loss_fp32": 3.0, "loss": 3.0}]
+    assert out["by_corpus"]["WEB"]["gate"]["tail_rows"] == [] and out["median_cpu_speedup"] == 1.6
+    text = " ".join(PR.reading(out, {}))
+    assert "1 of the 5 chunks (BOOKS document 0 chunk 1) fall below a cosine of 0.99" in text and "1.40 times" in text

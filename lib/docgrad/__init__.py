@@ -15,6 +15,7 @@ Definitions: docs/methods.md. Modules (one concern each):
   sketch       the count sketch of per-chunk gradients, and the G1 fidelity statistics
   probe        per-chunk gradients -> sketches -> Gram matrices -> result files (ProbeConfig, PartialState)
   probe_bench  speed and fidelity of the probe on a few real chunks (notebook 02, benchmarks)
+  precision    --dtype bfloat16 (autocast) and its fidelity against float32: per chunk, and per cell
   results      the result-file format (read, validate, write)
   cells        result files of one cell pooled into block sums
   bootstrap    estimators from block sums, and the vectorised document bootstrap

@@ -40,6 +40,7 @@ from docgrad.results import BFLOAT16, DTYPES, FLOAT32      # what --dtype accept
 from docgrad.study import ALL, BOOTSTRAP_SEED, GROUPS, RESAMPLES
 
 GATE_COSINE = 0.999              # median per-chunk gradient cosine, bf16 vs float32
+TAIL_COSINE = 0.99               # chunks below this are counted and named: the tail the median does not see
 
 
 class PrecisionError(DocgradError, ValueError):
@@ -123,7 +124,8 @@ def _cos_ratio(parts) -> tuple[float, float]:
 
 def fidelity_gate(fid: dict, threshold: float = GATE_COSINE) -> dict:
     """The bf16 gate on a gradient_fidelity result: median all-parameter cosine >= threshold. Also the
-    median per group, the smallest cosine, the median squared-norm ratio and the mean loss difference."""
+    median per group, the smallest cosine, the median and largest squared-norm ratio, the mean loss
+    difference, and the tail: the chunks (row numbers) whose cosine is below TAIL_COSINE."""
     cos, ratio = np.asarray(fid["cosine"]), np.asarray(fid["sqnorm_ratio"])
     if cos.shape[0] == 0:
         raise PrecisionError("fidelity_gate: no chunks were compared")
@@ -132,6 +134,8 @@ def fidelity_gate(fid: dict, threshold: float = GATE_COSINE) -> dict:
     return {"dtype": fid["dtype"], "chunks": int(cos.shape[0]), "threshold": float(threshold),
             "median_cosine": med, "min_cosine": float(np.min(cos[:, -1])),
             "median_sqnorm_ratio": float(np.median(ratio[:, -1])),
+            "max_sqnorm_ratio": float(np.max(ratio[:, -1])), "tail_cosine": TAIL_COSINE,
+            "tail_rows": [int(i) for i in np.flatnonzero(cos[:, -1] < TAIL_COSINE)],
             "median_cosine_by_group": {g: float(np.nanmedian(cos[:, i])) if np.isfinite(cos[:, i]).any() else None
                                        for i, g in enumerate(groups)},
             "median_sqnorm_ratio_by_group": {g: float(np.nanmedian(ratio[:, i])) if np.isfinite(ratio[:, i]).any()
@@ -218,25 +222,36 @@ def cli_precision(args) -> int:
     device = resolve_device(args.device)
     model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
     bos = context_bos(model, "standalone-bos" if spec is not None and spec.bos else "standalone")
-    by_corpus, fids = {}, []
-    for c, (toks, where) in selected.items():
-        fid = gradient_fidelity(model, toks, args.dtype, bos, progress=True)
-        fids.append(fid)
-        by_corpus[c] = {"chunks": where, **fid, "gate": fidelity_gate(fid)}
-    pooled = {"dtype": args.dtype, "groups": fids[0]["groups"],
-              **{k: np.concatenate([f[k] for f in fids]) for k in ("cosine", "sqnorm_ratio", "loss_fp32", "loss",
-                                                                    "cpu_seconds_fp32", "cpu_seconds")}}
-    gate = fidelity_gate(pooled)
-    speed = float(np.median(pooled["cpu_seconds_fp32"]) / np.median(pooled["cpu_seconds"]))
+    by_corpus = {c: {"chunks": where, **gradient_fidelity(model, toks, args.dtype, bos, progress=True)}
+                 for c, (toks, where) in selected.items()}
     record = {"format": "docgrad-precision/1", "model": pin["model"], "revision": pin["revision"], "dtype": args.dtype,
               "chunk": args.chunk, "documents": args.docs, "chunks_per_document": args.chunks, "device": device,
-              "threads": torch.get_num_threads(), "command": " ".join(sys.argv), "gate": gate,
-              "median_cpu_speedup": speed, "by_corpus": by_corpus, "versions": versions(),
-              "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+              "threads": torch.get_num_threads(), "command": " ".join(sys.argv), "by_corpus": by_corpus,
+              "versions": versions(), "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    record = with_gates(record)
     atomic_write_json(out, to_jsonable(record))
     print(describe(record))
     print(f"wrote {out}")
     return 0
+
+
+def with_gates(record: dict) -> dict:
+    """The record with its gates computed from its per-chunk arrays: each corpus's 'gate', the pooled 'gate'
+    over every chunk, 'tail' (corpus, document, chunk, cosine, squared-norm ratio, both losses of each pooled
+    tail row) and 'median_cpu_speedup' (median float32 / dtype CPU seconds of a forward+backward)."""
+    keys = ("cosine", "sqnorm_ratio", "loss_fp32", "loss", "cpu_seconds_fp32", "cpu_seconds")
+    by = record["by_corpus"]
+    first = next(iter(by.values()))
+    pooled = {"dtype": record["dtype"], "groups": first["groups"],
+              **{k: np.concatenate([np.asarray(r[k], dtype=float) for r in by.values()]) for k in keys}}
+    where = [(c, *map(int, ch)) for c, r in by.items() for ch in r["chunks"]]
+    gate = fidelity_gate(pooled)
+    tail = [{"corpus": where[i][0], "document": where[i][1], "chunk": where[i][2],
+             "cosine": float(pooled["cosine"][i, -1]), "sqnorm_ratio": float(pooled["sqnorm_ratio"][i, -1]),
+             "loss_fp32": float(pooled["loss_fp32"][i]), "loss": float(pooled["loss"][i])} for i in gate["tail_rows"]]
+    return {**record, "gate": gate, "tail": tail,
+            "median_cpu_speedup": float(np.median(pooled["cpu_seconds_fp32"]) / np.median(pooled["cpu_seconds"])),
+            "by_corpus": {c: {**r, "gate": fidelity_gate({"dtype": record["dtype"], **r})} for c, r in by.items()}}
 
 
 def describe(record: dict) -> str:
@@ -247,6 +262,9 @@ def describe(record: dict) -> str:
              f"{g['median_sqnorm_ratio']:.4f}, mean loss difference {g['mean_loss_difference']:+.4f} nats -> "
              f"{'PASSES' if g['passes'] else 'FAILS'} the gate (median cosine >= {g['threshold']})",
              f"forward+backward CPU time, float32 / {record['dtype']} (median): {record['median_cpu_speedup']:.2f}x"]
+    for t in record["tail"]:
+        lines.append(f"  tail: {t['corpus']} document {t['document']} chunk {t['chunk']}: cosine {t['cosine']:.4f}, "
+                     f"squared-norm ratio {t['sqnorm_ratio']:.3f}")
     for c, r in record["by_corpus"].items():
         gc = r["gate"]
         groups = ", ".join(f"{k} {v:.4f}" for k, v in gc["median_cosine_by_group"].items() if v is not None)
@@ -309,6 +327,13 @@ def reading(record: dict, checks: dict) -> list[str]:
            f"{g['median_cosine']:.4f} with the float32 one (smallest {g['min_cosine']:.4f}) and a median squared-norm "
            f"ratio of {g['median_sqnorm_ratio']:.4f}: it {'passes' if g['passes'] else 'fails'} the gate "
            f"(median cosine at least {g['threshold']})."]
+    tail = record.get("tail", [])
+    if tail:
+        worst = max(t["sqnorm_ratio"] for t in tail)
+        names = ", ".join(f"{t['corpus']} document {t['document']} chunk {t['chunk']}" for t in tail)
+        out.append(f"The median hides a tail: {len(tail)} of the {g['chunks']} chunks ({names}) fall below a cosine of "
+                   f"{g['tail_cosine']}, with bf16 squared norms up to {worst:.2f} times the float32 ones, so only "
+                   "the check on a whole cell can say whether the study's numbers move.")
     for c, d in checks.items():
         if d["diff_ci"] is None:
             out.append(f"{c}: R(16K) is {d['R']:.2f} in {dt} against {d['R_reference']:.2f} in float32 (no interval).")

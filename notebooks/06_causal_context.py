@@ -53,7 +53,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from docgrad import models as model_registry
-from docgrad import positions, tables
+from docgrad import positions
 from docgrad.charts import corpus_color
 
 # %% [markdown]
@@ -196,35 +196,16 @@ else:
 # Computed from the numbers above, corpus by corpus: $R(W)$ in both modes and their difference (*resolved* when
 # its paired interval excludes 0), the effective number of independent chunks $m/R(W)$ a $W$-token window
 # carries, the per-chunk noise $\sigma^2$ and the noise of a window's mean gradient $\sigma^2 R(W)/m$ (causal /
-# standalone), and what context does to the loss of the window's last chunk.
+# standalone), and what context does to the loss of the window's last chunk. Then across corpora: the ordering by
+# $R(W)$ in each mode, each pair of corpora resolved by the bootstrap or not, and whether the two modes order any
+# resolved pair oppositely (`docgrad.positions.overall_reading`).
 
 # %%
 readings = {k: positions.reading(c) for k, c in comps.items()}
 facts = {k: f for k, (f, _) in readings.items()}
-if measured:
-    text = [f"- {line}" for k in order for line in readings[k][1]]
-    up = [k for k in order if facts[k]["R_difference_sign"] > 0]
-    down = [k for k in order if facts[k]["R_difference_sign"] < 0]
-    same = [k for k in order if facts[k]["R_difference_sign"] == 0]
-    orders = {mode: tables.ordering({k: comps[k].estimates(mode).R[window] for k in order}, 2)
-              for mode in (positions.STANDALONE_MODE, positions.CAUSAL_MODE)}
-    overall = [f"Ordered by R({window}): standalone {orders['standalone']}; causal {orders['causal']}."]
-    if up:
-        overall.append(f"With real context R(W) is higher for {', '.join(up)}: the standalone proxy understates "
-                       "the design effect of whole-document windows there.")
-    if down:
-        overall.append(f"With real context R(W) is lower for {', '.join(down)}: the standalone proxy overstates "
-                       "the design effect there.")
-    if same:
-        overall.append(f"For {', '.join(same)} the measured difference is not resolved: at this number of "
-                       "documents the standalone proxy's R(W) is not distinguishable from the causal one.")
-    if pc.not_measured:
-        overall.append(f"Not measured yet: {', '.join(pc.not_measured)}; nothing is said about them.")
-    display(Markdown("\n".join(text) + "\n\n" + " ".join(overall)))
-else:
-    orders = {}
-    display(Markdown("**Nothing is measured yet**, so nothing is read: the design effect of pages 03 and 04 "
-                     "rests on the standalone proxy alone."))
+overall_facts, overall = positions.overall_reading(comps, pc.not_measured, window)
+text = [f"- {line}" for k in order for line in readings[k][1]]
+display(Markdown("\n".join(text) + "\n\n" + " ".join(overall)))
 
 # %%
 numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone_dir, "model": model,
@@ -234,7 +215,7 @@ numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone
            "chunks_per_window": m_chunks, "measured": measured, "not_measured": pc.not_measured,
            "causal_windows": pc.causal_windows, "nothing_measured": not measured,
            "comparisons": {k: c.to_json() for k, c in comps.items()}, "readings": facts,
-           "orderings_by_R_window": orders}
+           "overall": overall_facts}
 _ = save_numbers("06_causal_context", numbers, figures_dir)
 
 # %% [markdown]

@@ -4,6 +4,7 @@ and the errors for inputs that cannot be compared. Oracles: the definitions appl
 explicitly resampled Gram matrices (test_stats._naive)."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -365,3 +366,29 @@ def test_analyze_cli_reads_one_context_and_says_which(pair, tmp_path, capsys):
     assert printed.startswith("context: causal") and "loss by position" in printed and "2048" in printed
     assert main(["analyze", "--results", str(pair["root"] / "sa"), "--out", str(out), "--context", "causal"]) == 2
     assert "no causal result files (3 standalone file(s) there" in capsys.readouterr().err
+
+
+def test_overall_reading_resolves_pairs_of_corpora_from_the_modes_own_draws(pair):
+    root, n = pair["root"], pair["n_docs"]
+    rng = np.random.default_rng(11)
+    flat = lambda rows: 0.3 + rng.standard_normal((rows, 24))            # noqa: E731 - no document component
+    write(root / "sa", "WEB", flat(n * 8), n, 8)
+    write(root / "ca", "WEB", flat(n * 4), n, 4, "causal", 4 * C)
+    pc = P.page_comparisons(root / "ca", root / "sa", MODEL, REV, C, 4 * C, ["BOOKS", "WEB"], 200)
+    comps = pc.comparisons
+    for mode in P.MODES:                          # the draws are those of each mode's own interval
+        for k, c in comps.items():
+            assert list(c.estimates(mode).interval("R", 4 * C)) == pytest.approx(
+                bs.percentile_ci(c.R_window_draws[mode]))
+    facts, lines = P.overall_reading(comps, ["PAPERS"])
+    text = " ".join(lines)
+    assert facts["pairs"] == {"standalone": {"BOOKS|WEB": "BOOKS > WEB"}, "causal": {"BOOKS|WEB": "BOOKS > WEB"}}
+    assert facts["agreement"] == {"BOOKS|WEB": "agree"} and "No pair of corpora is ordered oppositely" in text
+    assert "Resolved by the bootstrap (causal): BOOKS > WEB." in text and "Not measured yet: PAPERS" in text
+    swapped = {k: replace(c, R_window_draws={"standalone": c.R_window_draws["standalone"],
+                                             "causal": (c.R_window_draws["causal"] * (-1 if k == "BOOKS" else 1))})
+               for k, c in comps.items()}
+    facts, lines = P.overall_reading(swapped)
+    assert facts["agreement"] == {"BOOKS|WEB": "disagree"}
+    assert "The two modes order BOOKS vs WEB oppositely, each resolved." in lines
+    assert P.overall_reading({})[1][0].startswith("**Nothing is measured yet**")

@@ -168,6 +168,7 @@ class ModeComparison:
     files: dict                 # mode -> file paths
     standalone_context: str     # args.context of the standalone files ("standalone" or "standalone-bos")
     standalone_chunks: int      # chunks per document of the full standalone cell
+    R_window_draws: dict = field(default_factory=dict, repr=False, compare=False)   # mode -> draws of R(window)
 
     @property
     def m(self) -> int:
@@ -309,11 +310,12 @@ def compare_modes(causal: Cell, standalone: Cell, resamples: int = RESAMPLES, se
         pos_pt[CAUSAL_MODE][q] - pos_pt[STANDALONE_MODE][q],
         None if counts is None else pos_dr[CAUSAL_MODE][q] - pos_dr[STANDALONE_MODE][q]) for q in ("loss", "sqnorm")}
     ctx = {str(sh.args.get("context") or "standalone") for sh in standalone.shards}
+    r_draws = {} if counts is None else {mode: draws[mode][1]["R"][:, -1] for mode in MODES}
     return ModeComparison(causal.model, causal.revision, causal.corpus, C, int(causal.window), list(causal.doc_ids),
                           0 if counts is None else int(len(counts)), int(seed), est[STANDALONE_MODE], est[CAUSAL_MODE],
                           difference, ratio, positions,
                           {STANDALONE_MODE: [str(f) for f in sub.files], CAUSAL_MODE: [str(f) for f in causal.files]},
-                          "/".join(sorted(ctx)), standalone.m)
+                          "/".join(sorted(ctx)), standalone.m, r_draws)
 
 
 # --- what a page shows ------------------------------------------------------------------------------------
@@ -544,6 +546,57 @@ def reading(c: ModeComparison) -> tuple[dict, list[str]]:
              f"{c.ratio['window_noise']:.2f}{iv(c.ratio.get('window_noise_ci'), '.2f')} (causal / standalone).",
              _loss_sentence(f, loss.value[last], iv(f["loss_last_difference_ci"], "+.3f"))]
     return f, lines
+
+
+def overall_reading(comps: dict, not_measured=(), window: int | None = None) -> tuple[dict, list[str]]:
+    """Across corpora (comps: corpus -> ModeComparison, in page order): the ordering of R(window) in each mode,
+    with each pair of corpora resolved by the bootstrap (docgrad.comparison.pair_orders on the draws of
+    R(window); corpora are resampled independently), whether the two modes order any resolved pair oppositely
+    (comparison.agreement), and which corpora's R(W) moves resolvably with context. Returns (facts, sentences)."""
+    from docgrad.comparison import DISAGREE, agreement, pair_orders
+    from docgrad.tables import ordering
+
+    order = list(comps)
+    if not order:
+        return {}, ["**Nothing is measured yet**, so nothing is read: the design effect of pages 03 and 04 "
+                    "rests on the standalone proxy alone."]
+    W = window or next(iter(comps.values())).window
+    facts, lines, pairs = {"window": W, "orderings": {}, "pairs": {}, "agreement": {}}, [], {}
+    for mode in MODES:
+        pts = {k: comps[k].estimates(mode).R[W] for k in order}
+        drw = {k: comps[k].R_window_draws[mode] for k in order if mode in comps[k].R_window_draws}
+        pairs[mode] = pair_orders(pts, drw or None, order)
+        facts["orderings"][mode] = ordering(pts, 2)
+        facts["pairs"][mode] = {f"{a}|{b}": r["order"] for (a, b), r in pairs[mode].items()}
+    lines.append(f"Ordered by R({W}): standalone {facts['orderings'][STANDALONE_MODE]}; causal "
+                 f"{facts['orderings'][CAUSAL_MODE]} (point values).")
+    if len(order) > 1:
+        st = agreement(pairs[STANDALONE_MODE], pairs[CAUSAL_MODE])
+        facts["agreement"] = {f"{a}|{b}": v for (a, b), v in st.items()}
+        for mode in MODES:
+            res = [r["order"] for r in pairs[mode].values() if r["sign"] != 0]
+            open_ = [f"{a} vs {b}" for (a, b), r in pairs[mode].items() if r["sign"] == 0]
+            lines.append(f"Resolved by the bootstrap ({mode}): {', '.join(res) or 'no pair'}"
+                         + (f"; not resolved: {', '.join(open_)}." if open_ else "."))
+        flips = [f"{a} vs {b}" for (a, b), v in st.items() if v == DISAGREE]
+        lines.append(f"The two modes order {', '.join(flips)} oppositely, each resolved." if flips else
+                     "No pair of corpora is ordered oppositely by the two modes with both orders resolved; a "
+                     "difference between the point orderings above is within the intervals.")
+    sign = {k: _resolved(comps[k].difference["R_ci"].get(W)) for k in order}
+    facts["R_difference_sign"] = sign
+    up, down, same = ([k for k in order if sign[k] == s] for s in (1, -1, 0))
+    if up:
+        lines.append(f"With real context R(W) is higher for {', '.join(up)}: the standalone proxy understates "
+                     "the design effect of whole-document windows there.")
+    if down:
+        lines.append(f"With real context R(W) is lower for {', '.join(down)}: the standalone proxy overstates "
+                     "the design effect there.")
+    if same:
+        lines.append(f"For {', '.join(same)} the measured difference is not resolved: at this number of "
+                     "documents the standalone proxy's R(W) is not distinguishable from the causal one.")
+    if not_measured:
+        lines.append(f"Not measured yet: {', '.join(not_measured)}; nothing is said about them.")
+    return facts, lines
 
 
 # --- `docgrad analyze --context causal` ------------------------------------------------------------------------

@@ -342,3 +342,19 @@ def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
     assert out["by_corpus"]["WEB"]["gate"]["tail_rows"] == [] and out["median_cpu_speedup"] == 1.6
     text = " ".join(PR.reading(out, {}))
     assert "1 of the 5 chunks (BOOKS document 0 chunk 1) fall below a cosine of 0.99" in text and "1.40 times" in text
+
+
+def test_analyze_cli_reads_float32_by_default_and_bf16_when_asked(tmp_path, capsys):
+    from docgrad import cli
+
+    X = gradients(10, 6, 4)
+    write_cell(tmp_path, X, 6, 4)
+    write_cell(tmp_path, X * 1.5, 6, 4, dtype="bfloat16")
+    for dtype in ("float32", "bfloat16"):
+        out = tmp_path / f"{dtype}.json"
+        assert cli.main(["analyze", "--results", str(tmp_path), "--out", str(out), "--resamples", "0",
+                         "--dtype", dtype]) == 0
+        rep = json.loads(out.read_text())
+        assert rep["dtype"] == dtype and len(rep["cells"]) == 1
+        assert rep["cells"][0]["files"][0].endswith("_bfloat16.npz") == (dtype == "bfloat16")
+    assert "dtype bfloat16" in capsys.readouterr().out

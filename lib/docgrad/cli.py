@@ -220,15 +220,17 @@ def cli_analyze(args) -> int:
 
     out = check_output_file(args.out, "--out")
     context = getattr(args, "context", "standalone")
+    dtype = getattr(args, "dtype", "float32")
     if context == "causal":
         from docgrad import positions
 
-        a, by_position = positions.analyze_causal(Path(args.results), resamples=args.resamples, seed=args.seed)
-        atomic_write_json(out, {"context": context, **to_jsonable(a), "positions": to_jsonable(by_position)})
+        a, by_position = positions.analyze_causal(Path(args.results), resamples=args.resamples, seed=args.seed,
+                                                  dtype=dtype)
+        atomic_write_json(out, {"context": context, "dtype": dtype, **to_jsonable(a),
+                                "positions": to_jsonable(by_position)})
         print("context: causal (each chunk's gradient with every earlier chunk of its window as context)")
         print(positions.causal_summary_table(a, by_position))
     else:
-        dtype = getattr(args, "dtype", "float32")
         a = stats.analyze(Path(args.results), resamples=args.resamples, seed=args.seed, dtype=dtype)
         atomic_write_json(out, {"context": context, "dtype": dtype, **to_jsonable(a)})
         print("context: standalone (every chunk its own sequence; causal files are left out: --context causal); "

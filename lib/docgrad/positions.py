@@ -630,11 +630,11 @@ def cell_name(c) -> str:
 
 
 def analyze_causal(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                   groups=GROUPS) -> tuple:
+                   groups=GROUPS, dtype: str = FLOAT32) -> tuple:
     """(Analysis of the causal cells of results_dir, {cell name: cell_positions}). The estimators and intervals
     are docgrad.stats.analyze's on the causal cells; of the gates, G1 (sketch fidelity of --exact-ref files) and
     G3 (S_cross resolved) apply to any cell, G2 and the verdict are defined on the standalone 16K measurement and
-    are marked not applicable."""
+    are marked not applicable. dtype: which probes (float32 by default, as docgrad.cells.load_cells)."""
     import time
 
     from docgrad import gates
@@ -643,7 +643,7 @@ def analyze_causal(results_dir: Path, resamples: int = RESAMPLES, seed: int = BO
 
     t0 = time.perf_counter()
     resamples = check_resamples(resamples)
-    cells = load_cells(Path(results_dir), groups=groups, context=CAUSAL)
+    cells = load_cells(Path(results_dir), groups=groups, context=CAUSAL, dtype=dtype)
     t_load = time.perf_counter() - t0
     est, pos = [], {}
     for cell in cells.values():

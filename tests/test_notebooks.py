@@ -362,6 +362,26 @@ def test_readme_headline_numbers_match_the_executed_design_effect_page():
     assert f"by {-papers['diff']:.2f} (95% interval {-papers['ci'][1]:.2f} to {-papers['ci'][0]:.2f})" in second
 
 
+def test_readme_causal_numbers_match_the_executed_causal_page():
+    """The README quotes page 06's numbers for the causal cells; they must be what the page computed."""
+    r = json.loads((ROOT / "figures" / "06_causal_context.json").read_text())["readings"]
+    text = (ROOT / "README.md").read_text().split("The causal-context results")[1].split("```")[0]
+    text = " ".join(text.split())
+    p = r["PAPERS"]
+    f2 = lambda x: f"{x:.2f}"                                           # noqa: E731
+    assert (f"lower for PAPERS, {f2(p['R_causal'])} [{f2(p['R_causal_ci'][0])}, {f2(p['R_causal_ci'][1])}] against "
+            f"{f2(p['R_standalone'])} [{f2(p['R_standalone_ci'][0])}, {f2(p['R_standalone_ci'][1])}] standalone "
+            f"(difference {f2(p['R_difference'])}, 95% interval {f2(p['R_difference_ci'][0])} to "
+            f"{f2(p['R_difference_ci'][1])})") in text
+    assert p["R_difference_sign"] == -1 and all(r[k]["R_difference_sign"] == 0 for k in ("BOOKS", "CODE", "WEB"))
+    c = r["CODE"]
+    assert (f"BOOKS ({r['BOOKS']['R_difference']:+.2f}), CODE ({c['R_difference']:+.2f}, interval "
+            f"{c['R_difference_ci'][0]:+.2f} to {c['R_difference_ci'][1]:+.2f}) and WEB ({r['WEB']['R_difference']:+.2f})"
+            ) in text
+    assert (f"by {-r['WEB']['loss_last_difference']:.2f} (WEB) to {-p['loss_last_difference']:.2f} (PAPERS) nats"
+            ) in text
+
+
 @pytest.mark.parametrize("figure", sorted((ROOT / "figures").glob("*.png")), ids=lambda p: p.name)
 def test_committed_figures_draw_marks_not_just_axes_and_legend(figure):
     """An invalid encoding (e.g. stacked bars on a log scale) renders an empty frame with its legend: the

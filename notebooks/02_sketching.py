@@ -199,9 +199,9 @@ speed_table
 # %%
 from docgrad import precision
 
-prec = precision.read_record(ROOT / precision_record)
+prec = precision.read_record(precision_record)
 ref_model = models.result_model(model_name)
-prec_checks = precision.cell_checks(ROOT / results_dir, ref_model.model, ref_model.revision)
+prec_checks = precision.cell_checks(results_dir, ref_model.model, ref_model.revision)
 prec_rows = [{"corpus": c, "chunks": r["gate"]["chunks"], "median cosine": r["gate"]["median_cosine"],
               "smallest cosine": r["gate"]["min_cosine"], "median squared-norm ratio": r["gate"]["median_sqnorm_ratio"],
               **{f"cosine {g}": v for g, v in r["gate"]["median_cosine_by_group"].items() if g != "all"}}

@@ -362,6 +362,19 @@ def test_readme_headline_numbers_match_the_executed_design_effect_page():
     assert f"by {-papers['diff']:.2f} (95% interval {-papers['ci'][1]:.2f} to {-papers['ci'][0]:.2f})" in second
 
 
+def test_readme_bf16_numbers_match_the_executed_sketching_page():
+    """The README quotes page 02's bf16 record and cell check; they must be what the page computed."""
+    prec = json.loads((ROOT / "figures" / "02_sketching.json").read_text())["precision"]
+    text = " ".join((ROOT / "README.md").read_text().split("For SmolLM2 (`make probe-bf16`)")[1].split("\n- ")[0].split())
+    g, c = prec["gate"], prec["cell_checks"]["BOOKS"]
+    assert f"median cosine over {g['chunks']} chunks is {g['median_cosine']:.4f}" in text
+    assert f"{len(g['tail_rows'])} chunks fall below {g['tail_cosine']}" in text
+    assert f"up to {g['max_sqnorm_ratio']:.2f} times" in text
+    assert (f"R(16K) {c['R']:.2f} against {c['R_reference']:.2f} in float32, paired difference {c['diff']:.2f} "
+            f"(95% interval {c['diff_ci'][0]:.2f} to {c['diff_ci'][1]:+.2f})") in text
+    assert g["passes"] and c["within"]
+
+
 def test_readme_causal_numbers_match_the_executed_causal_page():
     """The README quotes page 06's numbers for the causal cells; they must be what the page computed."""
     r = json.loads((ROOT / "figures" / "06_causal_context.json").read_text())["readings"]

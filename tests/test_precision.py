@@ -208,7 +208,8 @@ def test_unknown_dtype_in_a_result_file_is_refused(tmp_path):
 
 def test_only_bf16_files_gives_a_clear_error_for_the_default_analysis(tmp_path):
     write_cell(tmp_path, gradients(4, 3, 2), 3, 2, dtype="bfloat16")
-    with pytest.raises(ResultFileError, match="no float32 result files.*another dtype"):
+    with pytest.raises(ResultFileError, match="no float32 result files.*only bfloat16 files there; read those with "
+                                              "--dtype / dtype= bfloat16"):
         load_cells(tmp_path)
 
 

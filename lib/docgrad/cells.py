@@ -216,19 +216,20 @@ def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
     if not files:
         raise NoResultsError(f"{results_dir}: no result files (*.npz with .json) found")
     by_cell: dict[tuple, list[Shard]] = {}
-    skipped, other_dtype = 0, 0
+    skipped, other_dtype = 0, set()
     for f in files:
         sh = load_result(f, groups=groups)
         if context is not None and (sh.context == CAUSAL) != (context == CAUSAL):
             skipped += 1
             continue
         if dtype is not None and sh.dtype != dtype:
-            other_dtype += 1
+            other_dtype.add(sh.dtype)
             continue
         by_cell.setdefault(sh.cell, []).append(sh)
     if not by_cell and other_dtype:
-        raise NoResultsError(f"{results_dir}: no {dtype} result files of context {context} ({other_dtype} file(s) of "
-                             f"another dtype there; read those with dtype=<theirs> or dtype=None)")
+        raise NoResultsError(f"{results_dir}: no {dtype} result files of context {context} (only "
+                             f"{', '.join(sorted(other_dtype))} files there; read those with --dtype / dtype= "
+                             f"{' or '.join(sorted(other_dtype))})")
     if not by_cell:
         other = "standalone" if context == CAUSAL else "causal"
         raise NoResultsError(f"{results_dir}: no {context} result files ({skipped} {other} file(s) there; read "

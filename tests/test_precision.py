@@ -17,7 +17,7 @@ from docgrad.cells import load_cells, pool_cell
 from docgrad.models import named_parameter_groups, tiny_model
 from docgrad.results import ResultFileError, load_result, parse_stem, result_stem, write_result
 from docgrad.study import GROUPS
-from test_probe import CONFIG, run, spans
+from test_probe import CONFIG, offline_cli, run, spans
 from test_stats import _explicit_resample, _naive
 
 torch.set_num_threads(1)
@@ -255,15 +255,9 @@ def test_paired_difference_refuses_other_documents_or_corpora(tmp_path):
 
 def test_cli_probe_dtype_bfloat16_writes_its_own_file_and_precision_cli_reports_the_gate(tmp_path, monkeypatch,
                                                                                          capsys):
-    from docgrad import cli, corpora, models
+    from docgrad import cli
 
-    class S:
-        def __init__(self, d, t, h):
-            self.doc, self.tokens, self.sha256 = d, t, h
-
-    monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_model("llama", seed=1))
-    monkeypatch.setattr(models, "model_pin", lambda m, r, a=False: {"model": "org/tiny", "revision": "main", "commit": None})
-    monkeypatch.setattr(corpora, "load_spans", lambda c, m, cache: [S(*s) for s in spans(4)])
+    offline_cli(monkeypatch)
     argv = ["probe", "--corpus", "t", "--docs", "0:2", "--chunk", "16", "--buckets", "64", "--out", str(tmp_path),
             "--dtype", "bfloat16"]
     assert cli.main(argv) == 0

@@ -174,8 +174,9 @@ def test_two_cpu_processes_write_the_single_process_result(tmp_path):
     assert load_result(tmp_path / "multi" / "T_c16_d0-3.npz").meta["world_size"] == 2
 
 
-def test_cli_writes_the_standard_path_and_refuses_to_overwrite(tmp_path, monkeypatch, capsys):
-    from docgrad import cli, corpora, models
+def offline_cli(monkeypatch, n_docs=4):
+    """Make the CLI load the tiny Llama (pinned as org/tiny@main) and n_docs synthetic spans for any corpus."""
+    from docgrad import corpora, models
 
     class S:
         def __init__(self, d, t, h):
@@ -183,7 +184,13 @@ def test_cli_writes_the_standard_path_and_refuses_to_overwrite(tmp_path, monkeyp
 
     monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_model("llama", seed=1))
     monkeypatch.setattr(models, "model_pin", lambda m, r, a=False: {"model": "org/tiny", "revision": "main", "commit": None})
-    monkeypatch.setattr(corpora, "load_spans", lambda c, m, cache: [S(*s) for s in spans(4)])
+    monkeypatch.setattr(corpora, "load_spans", lambda c, m, cache: [S(*s) for s in spans(n_docs)])
+
+
+def test_cli_writes_the_standard_path_and_refuses_to_overwrite(tmp_path, monkeypatch, capsys):
+    from docgrad import cli
+
+    offline_cli(monkeypatch)
     argv = ["probe", "--corpus", "t", "--docs", "1:3", "--chunk", str(CHUNK), "--buckets", str(B), "--out", str(tmp_path)]
     assert cli.main(argv) == 0
     path = tmp_path / "org__tiny" / "main" / "T_c16_d1-3.npz"

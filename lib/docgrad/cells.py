@@ -54,6 +54,11 @@ class Cell:
         return [sh.path for sh in self.shards]
 
     @property
+    def file_list(self) -> str:
+        """The cell's files, comma-separated, for messages that name them."""
+        return ", ".join(str(f) for f in self.files) or "(no files)"
+
+    @property
     def key(self) -> tuple:
         """(model, revision, corpus, chunk), ("causal", W) after it for a causal cell, the dtype last for a
         bf16 cell (Shard.cell)."""

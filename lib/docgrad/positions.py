@@ -46,10 +46,6 @@ class ComparisonError(AnalysisError):
     tokens); the message names both cells' files and what was expected."""
 
 
-def _files(cell: Cell) -> str:
-    return ", ".join(str(f) for f in cell.files) or "(no files)"
-
-
 # --- per-position means ------------------------------------------------------------------------------------
 
 def position_means(table: np.ndarray, counts: np.ndarray | None = None, name: str = "table") -> np.ndarray:
@@ -82,7 +78,7 @@ def first_chunks(cell: Cell, m: int, doc_ids=None) -> Cell:
     window of m chunks: chunks 0..m-1 of the standard cell."""
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or not 1 <= int(m) <= cell.m:
         raise AnalysisError(f"first_chunks: m must be an integer from 1 to the {cell.m} chunks per document of "
-                            f"cell {cell.name} ({_files(cell)}), got {m!r}")
+                            f"cell {cell.name} ({cell.file_list}), got {m!r}")
     m = int(m)
     if not cell.shards:
         raise AnalysisError(f"first_chunks: cell {cell.name} has no files to rebuild it from")
@@ -91,7 +87,7 @@ def first_chunks(cell: Cell, m: int, doc_ids=None) -> Cell:
         raise AnalysisError(f"first_chunks: doc_ids repeats a document: {want}")
     absent = sorted(set(want) - set(cell.doc_ids))
     if absent:
-        raise AnalysisError(f"first_chunks: documents {absent} are not in cell {cell.name} ({_files(cell)}), "
+        raise AnalysisError(f"first_chunks: documents {absent} are not in cell {cell.name} ({cell.file_list}), "
                             f"which has documents {list(cell.doc_ids)}")
     keep_ids = set(want)
     groups = sorted(cell.shards[0].gram)
@@ -120,7 +116,7 @@ def first_chunks(cell: Cell, m: int, doc_ids=None) -> Cell:
     sums[ALL] = total
     if not np.any(total.Np - np.diag(np.diag(total.Np))):
         raise AnalysisError(f"first_chunks: documents {want} of cell {cell.name} have no cross-document pairs "
-                            f"(no file holds two of them: {_files(cell)}); S_cross is undefined")
+                            f"(no file holds two of them: {cell.file_list}); S_cross is undefined")
     return replace(cell, doc_ids=doc_order, m=m, sums=sums, loss=np.concatenate(losses),
                    sqnorm=np.concatenate(sqnorms), shards=used)
 
@@ -207,13 +203,13 @@ def comparison_rng(seed: int, causal: Cell) -> np.random.Generator:
 
 def _check_pair(causal: Cell, standalone: Cell) -> None:
     """Refuse a pair that is not standalone vs causal on the same tokens."""
-    both = f"causal cell {causal.name} ({_files(causal)}) and standalone cell {standalone.name} ({_files(standalone)})"
+    both = f"causal cell {causal.name} ({causal.file_list}) and standalone cell {standalone.name} ({standalone.file_list})"
     if causal.context != CAUSAL or causal.window is None:
         raise ComparisonError(f"compare_modes: the first cell must be causal (--context causal --window W), got "
-                              f"context {causal.context!r} for {causal.name} ({_files(causal)})")
+                              f"context {causal.context!r} for {causal.name} ({causal.file_list})")
     if standalone.context == CAUSAL:
         raise ComparisonError(f"compare_modes: the second cell must be standalone, got a causal cell "
-                              f"{standalone.name} ({_files(standalone)})")
+                              f"{standalone.name} ({standalone.file_list})")
     for what, a, b in (("model", causal.model, standalone.model), ("revision", causal.revision, standalone.revision),
                        ("corpus", causal.corpus, standalone.corpus), ("chunk", causal.chunk, standalone.chunk)):
         if a != b:
@@ -616,7 +612,7 @@ def cell_positions(cell: Cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP
         indices = bs.resample_indices(cell_rng(seed, cell), D, resamples)
     counts = None if indices is None else bs.counts_from_indices(np.asarray(indices), D)
     if cell.sqnorm is None:
-        raise AnalysisError(f"cell {cell.name} ({_files(cell)}) has no squared norms per chunk")
+        raise AnalysisError(f"cell {cell.name} ({cell.file_list}) has no squared norms per chunk")
     return {q: PositionStats.from_draws(position_means(getattr(cell, q), None, q),
                                         None if counts is None else position_means(getattr(cell, q), counts, q))
             for q in ("loss", "sqnorm")}

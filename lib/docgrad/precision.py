@@ -40,6 +40,7 @@ from docgrad.results import BFLOAT16, DTYPES, FLOAT32      # what --dtype accept
 from docgrad.study import ALL, BOOTSTRAP_SEED, GROUPS, RESAMPLES
 
 GATE_COSINE = 0.999              # median per-chunk gradient cosine, bf16 vs float32
+RECORD_FORMAT = "docgrad-precision/1"   # the "format" of a `docgrad precision` record
 TAIL_COSINE = 0.99               # chunks below this are counted and named: the tail the median does not see
 
 
@@ -155,8 +156,8 @@ def paired_difference(cell, reference, resamples: int = RESAMPLES, seed: int = B
     for what in ("model", "revision", "corpus", "chunk", "context", "window", "m"):
         a, b = getattr(cell, what), getattr(reference, what)
         if a != b:
-            raise PrecisionError(f"paired_difference: {cell.name} ({_files(cell)}) and {reference.name} "
-                                 f"({_files(reference)}) differ in {what} ({a!r} vs {b!r}); a paired comparison "
+            raise PrecisionError(f"paired_difference: {cell.name} ({cell.file_list}) and {reference.name} "
+                                 f"({reference.file_list}) differ in {what} ({a!r} vs {b!r}); a paired comparison "
                                  "needs the same model, corpus, chunking and context")
     if list(cell.doc_ids) != list(reference.doc_ids):
         raise PrecisionError(f"paired_difference: {cell.name} has documents {list(cell.doc_ids)} but {reference.name} "
@@ -179,9 +180,6 @@ def paired_difference(cell, reference, resamples: int = RESAMPLES, seed: int = B
                    resamples=int(len(counts)))
     return out
 
-
-def _files(cell) -> str:
-    return ", ".join(str(f) for f in cell.files) or "no files"
 
 
 def fidelity_chunks(spans, documents: int, chunks: int, chunk: int) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
@@ -224,7 +222,7 @@ def cli_precision(args) -> int:
     bos = context_bos(model, "standalone-bos" if spec is not None and spec.bos else "standalone")
     by_corpus = {c: {"chunks": where, **gradient_fidelity(model, toks, args.dtype, bos, progress=True)}
                  for c, (toks, where) in selected.items()}
-    record = {"format": "docgrad-precision/1", "model": pin["model"], "revision": pin["revision"], "dtype": args.dtype,
+    record = {"format": RECORD_FORMAT, "model": pin["model"], "revision": pin["revision"], "dtype": args.dtype,
               "chunk": args.chunk, "documents": args.docs, "chunks_per_document": args.chunks, "device": device,
               "threads": torch.get_num_threads(), "command": " ".join(sys.argv), "by_corpus": by_corpus,
               "versions": versions(), "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -285,8 +283,9 @@ def read_record(path) -> dict:
         rec = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise PrecisionError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(rec, dict) or rec.get("format") != "docgrad-precision/1":
-        raise PrecisionError(f"{path}: not a docgrad precision record (format {rec.get('format') if isinstance(rec, dict) else None!r})")
+    found = rec.get("format") if isinstance(rec, dict) else None
+    if found != RECORD_FORMAT:
+        raise PrecisionError(f"{path}: not a docgrad precision record (format {found!r}, expected {RECORD_FORMAT!r})")
     return rec
 
 

@@ -39,6 +39,10 @@ standard_chunks = 2048  # chunks of the standard study (4 corpora x 16 documents
 results_dir = "data/results"  # committed result files, for G1 per model
 g1_models = ["smollm2-135m", "gemma3-270m"]  # models whose --exact-ref result files give G1 (offline names or '<id>@<revision>')
 precision_record = "data/precision/smollm2-135m_bfloat16.json"  # a `docgrad precision` record (bf16 vs float32 gradients)
+precision_context_records = [  # records of the same chunks with a token ahead of each (`docgrad precision --context standalone-bos`)
+    "data/precision/smollm2-135m_bfloat16_bos-im_start.json",
+    "data/precision/smollm2-135m_bfloat16_bos-endoftext.json",
+]
 
 # %%
 from docgrad.pages import save_chart, save_numbers, setup, versions
@@ -209,6 +213,19 @@ prec_rows = [{"corpus": c, "chunks": r["gate"]["chunks"], "median cosine": r["ga
 display(Markdown(" ".join(precision.reading(prec, prec_checks))))
 pd.DataFrame(prec_rows)
 
+# %% [markdown]
+# Where does the tail come from? A chunk of text alone starts on whatever token its first position holds. The
+# same chunks with a token put ahead of each (`docgrad precision --context standalone-bos --bos-id N`): the
+# Instruct model's configured BOS, `<|im_start|>`, a chat token, and `<|endoftext|>`, the separator between
+# documents in the model's pretraining data. Each tail chunk is followed into the other record
+# (`docgrad.precision.tail_across_contexts`).
+
+# %%
+prec_contexts = [precision.tail_across_contexts(prec, precision.read_record(p)) for p in precision_context_records]
+for c in prec_contexts:
+    display(Markdown(" ".join(precision.context_reading(c))))
+pd.DataFrame(precision.context_rows(prec, prec_contexts))
+
 # %%
 numbers = {
     "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": SKETCH_NAME,
@@ -218,7 +235,8 @@ numbers = {
     "group_sqnorm_share": dict(zip(GROUPS, (sq.mean(0) / sq.sum(1).mean()).tolist())),
     "precision": {"record": precision_record, "gate": prec["gate"], "by_corpus": {c: r["gate"] for c, r in
                                                                                   prec["by_corpus"].items()},
-                  "median_cpu_speedup": prec["median_cpu_speedup"], "cell_checks": prec_checks},
+                  "median_cpu_speedup": prec["median_cpu_speedup"], "cell_checks": prec_checks,
+                  "contexts": [{"record": p, **c} for p, c in zip(precision_context_records, prec_contexts)]},
 }
 save_numbers("02_sketching", numbers)
 print(f"G1 at 2^17: mean error {g1['mean_cosine_error']:+.5f}, sd {g1['sd_cosine_error']:.5f}, "

@@ -373,6 +373,14 @@ def test_readme_bf16_numbers_match_the_executed_sketching_page():
     assert (f"R(16K) {c['R']:.2f} against {c['R_reference']:.2f} in float32, paired difference {c['diff']:.2f} "
             f"(95% interval {c['diff_ci'][0]:.2f} to {c['diff_ci'][1]:+.2f})") in text
     assert g["passes"] and c["within"]
+    im, eot = prec["contexts"]                    # <|im_start|>, <|endoftext|> ahead of every chunk
+    assert (im["other_label"].startswith("<|im_start|>") and eot["other_label"].startswith("<|endoftext|>"))
+    back = "; ".join(" and ".join(f"{t['cosine_other']:.4f}" for t in x["tail"]) for x in (im, eot))
+    assert f"both tail chunks are faithful again (cosines {back})" in text
+    assert all(t["cosine_other"] >= g["tail_cosine"] for x in (im, eot) for t in x["tail"])
+    worst = [min(t["cosine"] for t in x["other_tail"]) for x in (im, eot)]
+    assert f"another chunk fails instead, at cosine {worst[0]:.2f} and at {worst[1]:.2f}" in text
+    assert [len(x["other_tail"]) for x in (im, eot)] == [1, 1]
 
 
 def test_readme_causal_numbers_match_the_executed_causal_page():

@@ -269,6 +269,27 @@ def test_cli_probe_dtype_bfloat16_writes_its_own_file_and_precision_cli_reports_
     rec = json.loads(out.read_text())
     assert rec["gate"]["chunks"] == 4 and rec["by_corpus"]["T"]["chunks"] == [[0, 0], [0, 1], [1, 0], [1, 1]]
     assert ("PASSES" if rec["gate"]["passes"] else "FAILS") in capsys.readouterr().out
+    assert rec["context"] == "standalone"                     # the model's probe context, recorded
+    from docgrad import models
+
+    class Tok:
+        def convert_ids_to_tokens(self, i):
+            return f"<tok{i}>"
+
+    monkeypatch.setattr(models, "load_tokenizer", lambda *a, **k: Tok())
+    base = ["precision", "--corpora", "t", "--docs", "2", "--chunks", "2", "--chunk", "16", "--context", "standalone-bos"]
+    bos_out, sep_out = tmp_path / "precision_bos.json", tmp_path / "precision_sep.json"
+    assert cli.main([*base, "--out", str(bos_out)]) == 0
+    assert cli.main([*base, "--bos-id", "0", "--out", str(sep_out)]) == 0
+    bos, sep = json.loads(bos_out.read_text()), json.loads(sep_out.read_text())
+    assert (bos["context"], bos["bos_id"], bos["bos_token"]) == ("standalone-bos", 1, "<tok1>")   # the config's BOS
+    assert (sep["bos_id"], sep["bos_token"]) == (0, "<tok0>") and rec["bos_id"] is None
+    losses = [r["by_corpus"]["T"]["loss_fp32"] for r in (rec, bos, sep)]   # same targets, other context: other losses
+    assert not np.allclose(losses[0], losses[1]) and not np.allclose(losses[1], losses[2])
+    assert cli.main([*base, "--bos-id", "1000000", "--out", str(sep_out)]) == 2
+    assert "--bos-id 1000000: not a token id of the model" in capsys.readouterr().err
+    assert cli.main([*base[:-2], "--bos-id", "0", "--out", str(sep_out)]) == 2
+    assert "applies to --context standalone-bos" in capsys.readouterr().err
     assert cli.main(["precision", "--docs", "0", "--out", str(out)]) == 2
     assert "--docs 0: must be at least 1" in capsys.readouterr().err
 
@@ -319,14 +340,16 @@ def test_read_record_refuses_a_missing_or_foreign_file(tmp_path):
     assert PR.read_record(tmp_path / "y.json")["gate"]["passes"]
 
 
-def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
-    def part(cos, ratio):
-        n = len(cos)
-        c = np.column_stack([np.ones((n, len(GROUPS))), cos])
-        r = np.column_stack([np.ones((n, len(GROUPS))), ratio])
-        return {"groups": [*GROUPS, "all"], "cosine": c.tolist(), "sqnorm_ratio": r.tolist(), "loss_fp32": [3.0] * n,
-                "loss": [3.0] * n, "cpu_seconds_fp32": [4.0] * n, "cpu_seconds": [2.5] * n}
+def part(cos, ratio):
+    """The per-chunk arrays of one corpus of a precision record, all-parameter cosines and ratios as given."""
+    n = len(cos)
+    c = np.column_stack([np.ones((n, len(GROUPS))), cos])
+    r = np.column_stack([np.ones((n, len(GROUPS))), ratio])
+    return {"groups": [*GROUPS, "all"], "cosine": c.tolist(), "sqnorm_ratio": r.tolist(), "loss_fp32": [3.0] * n,
+            "loss": [3.0] * n, "cpu_seconds_fp32": [4.0] * n, "cpu_seconds": [2.5] * n}
 
+
+def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
     rec = {"format": "docgrad-precision/1", "dtype": "bfloat16", "by_corpus": {
         "BOOKS": {"chunks": [[0, 0], [0, 1]], **part([0.9995, 0.97], [1.0, 1.4])},
         "WEB": {"chunks": [[3, 0], [3, 1], [4, 0]], **part([0.9996, 0.9997, 0.9993], [1.0, 1.0, 1.0])}}}
@@ -353,3 +376,62 @@ def test_analyze_cli_reads_float32_by_default_and_bf16_when_asked(tmp_path, caps
         assert rep["dtype"] == dtype and len(rep["cells"]) == 1
         assert rep["cells"][0]["files"][0].endswith("_bfloat16.npz") == (dtype == "bfloat16")
     assert "dtype bfloat16" in capsys.readouterr().out
+
+
+def two_context_records(bos_cos=(0.9995, 0.9994), first=0.9996):
+    meta = {"format": "docgrad-precision/1", "model": "m", "revision": "r", "dtype": "bfloat16", "chunk": 512}
+    alone = PR.with_gates({**meta, "context": "standalone", "by_corpus": {
+        "BOOKS": {"chunks": [[0, 0], [0, 1]], **part([0.9995, 0.97], [1.0, 1.4])},
+        "CODE": {"chunks": [[1, 0], [1, 1]], **part([0.96, 0.9997], [1.3, 1.0])}}})
+    bos = PR.with_gates({**meta, "context": "standalone-bos", "bos_id": 0, "bos_token": "<eot>", "by_corpus": {
+        "BOOKS": {"chunks": [[0, 0], [0, 1]], **part([first, bos_cos[0]], [1.0, 0.99])},
+        "CODE": {"chunks": [[1, 0], [1, 1]], **part([bos_cos[1], 0.9998], [0.98, 1.0])}}})
+    return alone, bos
+
+
+def test_tail_across_contexts_follows_each_tail_chunk_into_the_other_record():
+    alone, bos = two_context_records()
+    c = PR.tail_across_contexts(alone, bos)
+    assert [(t["corpus"], t["document"], t["chunk"]) for t in c["tail"]] == [("BOOKS", 0, 1), ("CODE", 1, 0)]
+    assert [t["cosine"] for t in c["tail"]] == [0.97, 0.96]
+    assert [t["cosine_other"] for t in c["tail"]] == [0.9995, 0.9994]
+    assert [t["sqnorm_ratio_other"] for t in c["tail"]] == [0.99, 0.98]
+    assert c["other_tail"] == [] and c["other_gate"]["chunks"] == 4
+    assert (c["label"], c["other_label"]) == ("the chunk alone", "<eot> (token 0) ahead of each chunk")
+    text = " ".join(PR.context_reading(c))
+    assert "With `<eot>` (token 0) ahead of each chunk, the same 4 chunks" in text      # Markdown: not an HTML tag
+    assert "BOOKS document 0 chunk 1 from 0.9700 to 0.9995" in text and "No chunk falls below 0.99 there" in text
+    assert "first position" in text               # the tail is gone with BOS: the reading says where it sat
+
+
+def test_context_reading_does_not_claim_the_first_position_when_the_tail_stays():
+    alone, bos = two_context_records(bos_cos=(0.97, 0.9994))
+    text = " ".join(PR.context_reading(PR.tail_across_contexts(alone, bos)))
+    assert "from 0.9700 to 0.9700" in text and "first position" not in text and "other chunk" not in text
+
+
+def test_context_reading_names_a_tail_the_other_context_creates():
+    alone, bos = two_context_records(first=0.54)
+    text = " ".join(PR.context_reading(PR.tail_across_contexts(alone, bos)))
+    assert "But 1 other chunk falls below 0.99 there: BOOKS document 0 chunk 0 (0.5400" in text
+    assert "The tail moves with what stands at the first position; it does not go away." in text
+
+
+def test_tail_across_contexts_refuses_records_that_differ_in_more_than_context():
+    alone, bos = two_context_records()
+    with pytest.raises(PR.PrecisionError, match="differ in dtype"):
+        PR.tail_across_contexts(alone, {**bos, "dtype": "float32"})
+    fewer = {**bos, "by_corpus": {"BOOKS": bos["by_corpus"]["BOOKS"]}}
+    with pytest.raises(PR.PrecisionError, match="different chunks"):
+        PR.tail_across_contexts(alone, fewer)
+    with pytest.raises(PR.PrecisionError, match="WEB document 0 chunk 0 was not measured"):
+        PR.chunk_row(bos, "WEB", 0, 0)
+
+
+def test_context_rows_put_the_record_first_and_follow_its_tail_chunks():
+    alone, bos = two_context_records(first=0.54)
+    rows = PR.context_rows(alone, [PR.tail_across_contexts(alone, bos)])
+    assert [r["chunk input"] for r in rows] == ["the chunk alone", "<eot> (token 0) ahead of each chunk"]
+    assert [r["chunks below 0.99"] for r in rows] == [2, 1]
+    assert [(r["BOOKS d0 c1"], r["CODE d1 c0"]) for r in rows] == [(0.97, 0.96), (0.9995, 0.9994)]
+    assert rows[1]["smallest cosine"] == 0.54

@@ -110,3 +110,16 @@ def test_blockwise_signed_views_are_the_in_place_gradients():
     for n, x in cs.signed_views().items():
         assert x.data_ptr() == v[n].data_ptr()
         torch.testing.assert_close(x, keep[n].reshape(-1) * cs.params[n].signs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA the script would run the whole GPU check")
+def test_gpu_checks_script_says_nothing_was_measured_without_cuda(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_checks.sh"
+    r = subprocess.run(["bash", str(script), str(tmp_path / "out")], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
+    assert r.returncode == 2 and "no CUDA device" in r.stderr and "nothing was measured" in r.stderr
+    assert list((tmp_path / "out").iterdir()) == []          # no output file that could look like a result

@@ -147,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--docs", type=int, default=2, help="documents per corpus, the first ones (default 2)")
     p.add_argument("--chunks", type=int, default=4, help="chunks per document, the first ones (default 4)")
     p.add_argument("--chunk", type=int, default=512, help="chunk length C in tokens (default 512)")
+    p.add_argument("--context", default=None, choices=["standalone", "standalone-bos"],
+                   help="chunk input: the chunk alone (standalone) or BOS + chunk (standalone-bos); default: the "
+                   "model's probe context (`docgrad models`)")
+    p.add_argument("--bos-id", type=int, default=None,
+                   help="with --context standalone-bos: the token id put ahead of each chunk (default: the model's "
+                   "config.bos_token_id; SmolLM2-Instruct's is 1, <|im_start|>, and its pretraining separator is 0, "
+                   "<|endoftext|>)")
     p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's)")
     p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")

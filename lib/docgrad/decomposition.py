@@ -441,7 +441,7 @@ def model_description(path: str | Path | None = None, model: str | None = None) 
     import gguf
 
     from docgrad import models
-    from docgrad.probe import CONTEXTS, DTYPES
+    from docgrad.probe import DTYPES, model_chunk_context
 
     spec = models.get_offline(model) if model is not None else models.SMOLLM2
     p = Path(path) if path is not None else models.model_file(spec)
@@ -471,7 +471,7 @@ def model_description(path: str | Path | None = None, model: str | None = None) 
             "file_type": gguf.LlamaFileType(ft).name.removeprefix("MOSTLY_") if ft is not None else None,
             "tensor_types": tensors, "chat_template": "tokenizer.chat_template" in r.fields,
             "dequantised_dtype": DTYPES[0],
-            "chunk_context": "standalone-bos" if spec.bos else CONTEXTS[0]}
+            "chunk_context": model_chunk_context(spec)}
 
 
 def control_facts(manifest_path: str | Path = "data/corpora/manifest.json", corpus: str = "WEB",

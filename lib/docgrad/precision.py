@@ -201,7 +201,7 @@ def cli_precision(args) -> int:
 
     from docgrad import corpora, models
     from docgrad.fileio import atomic_write_json, check_output_file, to_jsonable
-    from docgrad.probe import context_bos, resolve_device, versions
+    from docgrad.probe import context_bos, model_chunk_context, resolve_device, versions
 
     check_dtype(args.dtype)
     for name in ("docs", "chunks", "chunk"):
@@ -219,11 +219,22 @@ def cli_precision(args) -> int:
     spec = models.offline_model(args.model)
     device = resolve_device(args.device)
     model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
-    bos = context_bos(model, "standalone-bos" if spec is not None and spec.bos else "standalone")
+    context = getattr(args, "context", None) or model_chunk_context(spec)
+    bos = context_bos(model, context)
+    bos_id = getattr(args, "bos_id", None)
+    if bos_id is not None:
+        if context != "standalone-bos":
+            raise PrecisionError(f"--bos-id {bos_id}: applies to --context standalone-bos, not {context}")
+        vocab = model.get_input_embeddings().num_embeddings
+        if not 0 <= bos_id < vocab:
+            raise PrecisionError(f"--bos-id {bos_id}: not a token id of the model (0 to {vocab - 1})")
+        bos = bos_id
+    bos_token = (models.load_tokenizer(args.model, args.revision, args.allow_unpinned).convert_ids_to_tokens(bos)
+                 if bos is not None else None)
     by_corpus = {c: {"chunks": where, **gradient_fidelity(model, toks, args.dtype, bos, progress=True)}
                  for c, (toks, where) in selected.items()}
     record = {"format": RECORD_FORMAT, "model": pin["model"], "revision": pin["revision"], "dtype": args.dtype,
-              "chunk": args.chunk, "documents": args.docs, "chunks_per_document": args.chunks, "device": device,
+              "context": context, "bos_id": bos, "bos_token": bos_token, "chunk": args.chunk, "documents": args.docs, "chunks_per_document": args.chunks, "device": device,
               "threads": torch.get_num_threads(), "command": " ".join(sys.argv), "by_corpus": by_corpus,
               "versions": versions(), "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     record = with_gates(record)
@@ -255,7 +266,8 @@ def with_gates(record: dict) -> dict:
 def describe(record: dict) -> str:
     """A few lines on a `docgrad precision` record: the gate, per corpus and per group."""
     g = record["gate"]
-    lines = [f"{record['dtype']} vs float32, {record['model']}: {g['chunks']} chunks; median gradient cosine "
+    lines = [f"{record['dtype']} vs float32, {record['model']}: {g['chunks']} chunks, {context_label(record)}; "
+             "median gradient cosine "
              f"{g['median_cosine']:.5f} (min {g['min_cosine']:.5f}), median squared-norm ratio "
              f"{g['median_sqnorm_ratio']:.4f}, mean loss difference {g['mean_loss_difference']:+.4f} nats -> "
              f"{'PASSES' if g['passes'] else 'FAILS'} the gate (median cosine >= {g['threshold']})",
@@ -287,6 +299,96 @@ def read_record(path) -> dict:
     if found != RECORD_FORMAT:
         raise PrecisionError(f"{path}: not a docgrad precision record (format {found!r}, expected {RECORD_FORMAT!r})")
     return rec
+
+
+def chunk_row(record: dict, corpus: str, document: int, chunk: int) -> dict:
+    """One chunk of a precision record: its all-parameter cosine, squared-norm ratio and both losses. A chunk the
+    record did not measure is a PrecisionError naming it."""
+    r = record["by_corpus"].get(corpus)
+    where = [tuple(map(int, ch)) for ch in r["chunks"]] if r is not None else []
+    if (document, chunk) not in where:
+        raise PrecisionError(f"precision record ({record.get('context', 'standalone')}): {corpus} document {document} "
+                             f"chunk {chunk} was not measured")
+    i = where.index((document, chunk))
+    return {"cosine": float(np.asarray(r["cosine"])[i, -1]), "sqnorm_ratio": float(np.asarray(r["sqnorm_ratio"])[i, -1]),
+            "loss_fp32": float(r["loss_fp32"][i]), "loss": float(r["loss"][i])}
+
+
+def tail_across_contexts(record: dict, other: dict) -> dict:
+    """The tail of `record` in another record of the same model, dtype and chunks that differs in its chunk
+    context (e.g. `docgrad precision --context standalone-bos`, the model's BOS token ahead of every chunk):
+    each tail chunk's cosine and squared-norm ratio in both, and the other record's gate and tail. Records of
+    other models, dtypes, chunk lengths or chunk sets are refused, naming what differs."""
+    for key in ("model", "revision", "dtype", "chunk"):
+        if record.get(key) != other.get(key):
+            raise PrecisionError(f"precision records differ in {key}: {record.get(key)!r} vs {other.get(key)!r}")
+    chunks = {c: [list(map(int, ch)) for ch in r["chunks"]] for c, r in record["by_corpus"].items()}
+    if chunks != {c: [list(map(int, ch)) for ch in r["chunks"]] for c, r in other["by_corpus"].items()}:
+        raise PrecisionError("precision records measured different chunks; compare records of the same "
+                             "--corpora, --docs and --chunks")
+    rows = [{"corpus": t["corpus"], "document": t["document"], "chunk": t["chunk"],
+             "cosine": t["cosine"], "sqnorm_ratio": t["sqnorm_ratio"],
+             **{f"{k}_other": v for k, v in chunk_row(other, t["corpus"], t["document"], t["chunk"]).items()}}
+            for t in record["tail"]]
+    return {"context": record.get("context", "standalone"), "other_context": other.get("context", "standalone"),
+            "label": context_label(record), "label_markdown": context_label(record, markdown=True),
+            "other_label": context_label(other),
+            "other_label_markdown": context_label(other, markdown=True), "tail": rows,
+            "other_gate": other["gate"], "other_tail": other["tail"]}
+
+
+def context_label(record: dict, markdown: bool = False) -> str:
+    """How a record's chunks were fed: "the chunk alone" or "<token> (token N) ahead of each chunk" (the token
+    in backticks for Markdown, where <|...|> would otherwise be read as an HTML tag)."""
+    if record.get("context", "standalone") != "standalone-bos":
+        return "the chunk alone"
+    tok = record.get("bos_token")
+    if not tok:
+        return "the model's BOS ahead of each chunk"
+    return f"{f'`{tok}`' if markdown else tok} (token {record.get('bos_id')}) ahead of each chunk"
+
+
+def context_reading(comparison: dict) -> list[str]:
+    """Sentences on tail_across_contexts: where the tail chunks go in the other context, and whether the other
+    context has a tail of its own."""
+    c, g = comparison, comparison["other_gate"]
+    if not c["tail"]:
+        return [f"No chunk falls below a cosine of {g['tail_cosine']} with {c['label_markdown']}, so there is no tail to "
+                "follow into another context."]
+    moves = "; ".join(f"{t['corpus']} document {t['document']} chunk {t['chunk']} from {t['cosine']:.4f} to "
+                      f"{t['cosine_other']:.4f}" for t in c["tail"])
+    own = [t for t in c["other_tail"] if (t["corpus"], t["document"], t["chunk"])
+           not in {(u["corpus"], u["document"], u["chunk"]) for u in c["tail"]}]
+    out = [f"With {c['other_label_markdown']}, the same {g['chunks']} chunks give a median cosine of {g['median_cosine']:.4f} "
+           f"(smallest {g['min_cosine']:.4f}); the tail chunks go {moves}."]
+    gone = all(t["cosine_other"] >= g["tail_cosine"] for t in c["tail"])
+    if own:
+        names = "; ".join(f"{t['corpus']} document {t['document']} chunk {t['chunk']} ({t['cosine']:.4f}, squared-norm "
+                          f"ratio {t['sqnorm_ratio']:.2f})" for t in own)
+        out.append(f"But {len(own)} other chunk{' falls' if len(own) == 1 else 's fall'} below {g['tail_cosine']} "
+                   f"there: {names}. The tail {'moves' if gone else 'grows'} with what stands at the first position; "
+                   "it does not go away.")
+    elif gone:
+        out.append(f"No chunk falls below {g['tail_cosine']} there: the tail sits at the chunk's first position, which "
+                   f"the chunk alone fills with an arbitrary token. (That the first position matters because attention "
+                   "heads park unused weight there, an attention sink, is our reading, not a measurement.)")
+    return out
+
+
+def context_rows(record: dict, comparisons: list[dict]) -> list[dict]:
+    """A table row per chunk input, `record`'s first, then each tail_across_contexts(record, other)'s other:
+    median and smallest cosine, the number of chunks below TAIL_COSINE, and the cosine of each of `record`'s
+    tail chunks."""
+    tail = [(t["corpus"], t["document"], t["chunk"]) for t in record["tail"]]
+    name = lambda k: f"{k[0]} d{k[1]} c{k[2]}"                                    # noqa: E731
+
+    def row(label, gate, n_tail, cosines):
+        return {"chunk input": label, "median cosine": gate["median_cosine"], "smallest cosine": gate["min_cosine"],
+                f"chunks below {TAIL_COSINE}": n_tail, **{name(k): v for k, v in zip(tail, cosines)}}
+
+    return [row(context_label(record), record["gate"], len(record["tail"]), [t["cosine"] for t in record["tail"]]),
+            *[row(c["other_label"], c["other_gate"], len(c["other_tail"]), [t["cosine_other"] for t in c["tail"]])
+              for c in comparisons]]
 
 
 def cell_checks(results_dir, model: str, revision: str, dtype: str = BFLOAT16, window: int = 16384,

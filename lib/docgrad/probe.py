@@ -402,6 +402,12 @@ def chunk_loss(model, ids, bos_id: int | None = None):
     return F.cross_entropy(logits.float(), ids[1:], reduction="mean")
 
 
+def model_chunk_context(spec) -> str:
+    """The standalone context the probe uses for a model: "standalone-bos" for an offline model trained with a
+    BOS token (spec.bos, e.g. Gemma 3), else "standalone" (SmolLM2; every hub model)."""
+    return "standalone-bos" if spec is not None and spec.bos else "standalone"
+
+
 def context_bos(model, context: str) -> int | None:
     """The token that precedes every chunk in this context: None for "standalone", the model's BOS id for
     "standalone-bos" (a model without one is a ProbeError)."""
@@ -868,8 +874,7 @@ def cli_probe(args) -> int:
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
     spec = models.offline_model(args.model)
     check_manifest_tokenizer(args.manifest, spec)
-    context = "standalone-bos" if spec is not None and spec.bos else "standalone"
-    context, window = causal_arguments(args, context)
+    context, window = causal_arguments(args, model_chunk_context(spec))
     config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
                          buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, context=context, pin=pin,
                          dtype=getattr(args, "dtype", FLOAT32),

@@ -117,6 +117,8 @@ def test_gradient_fidelity_equals_explicit_cosines_and_ratios():
                 continue
             assert fid["cosine"][k, gi] == pytest.approx(a @ b / np.sqrt((a @ a) * (b @ b)), rel=1e-9)
             assert fid["sqnorm_ratio"][k, gi] == pytest.approx((b @ b) / (a @ a), rel=1e-9)
+            if g == "all":
+                assert fid["sqnorm_fp32"][k] == pytest.approx(a @ a, rel=1e-9)
     assert fid["cosine"][:, -1].min() < 1                     # the arithmetic differs
 
 
@@ -340,13 +342,14 @@ def test_read_record_refuses_a_missing_or_foreign_file(tmp_path):
     assert PR.read_record(tmp_path / "y.json")["gate"]["passes"]
 
 
-def part(cos, ratio):
+def part(cos, ratio, sqnorm_fp32=None):
     """The per-chunk arrays of one corpus of a precision record, all-parameter cosines and ratios as given."""
     n = len(cos)
     c = np.column_stack([np.ones((n, len(GROUPS))), cos])
     r = np.column_stack([np.ones((n, len(GROUPS))), ratio])
     return {"groups": [*GROUPS, "all"], "cosine": c.tolist(), "sqnorm_ratio": r.tolist(), "loss_fp32": [3.0] * n,
-            "loss": [3.0] * n, "cpu_seconds_fp32": [4.0] * n, "cpu_seconds": [2.5] * n}
+            "loss": [3.0] * n, "cpu_seconds_fp32": [4.0] * n, "cpu_seconds": [2.5] * n,
+            **({} if sqnorm_fp32 is None else {"sqnorm_fp32": list(sqnorm_fp32)})}
 
 
 def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
@@ -356,7 +359,7 @@ def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
     out = PR.with_gates(rec)
     assert out["gate"]["chunks"] == 5 and out["gate"]["median_cosine"] == 0.9995 and out["gate"]["passes"]
     assert out["tail"] == [{"corpus": "BOOKS", "document": 0, "chunk": 1, "cosine": 0.97, "sqnorm_ratio": 1.4,
-                            "loss_fp32": 3.0, "loss": 3.0}]
+                            "sqnorm_fp32": None, "loss_fp32": 3.0, "loss": 3.0}]      # an older record: no norms
     assert out["by_corpus"]["WEB"]["gate"]["tail_rows"] == [] and out["median_cpu_speedup"] == 1.6
     text = " ".join(PR.reading(out, {}))
     assert "1 of the 5 chunks (BOOKS document 0 chunk 1) fall below a cosine of 0.99" in text and "1.40 times" in text
@@ -378,14 +381,17 @@ def test_analyze_cli_reads_float32_by_default_and_bf16_when_asked(tmp_path, caps
     assert "dtype bfloat16" in capsys.readouterr().out
 
 
-def two_context_records(bos_cos=(0.9995, 0.9994), first=0.9996):
+def two_context_records(bos_cos=(0.9995, 0.9994), first=0.9996, norms=True):
+    """A standalone record with two tail chunks (float32 squared norms 20 and 140) and a BOS record of the same
+    chunks (norms 13 and 14 there; BOOKS d0 c0: 13 alone, 390 with BOS)."""
     meta = {"format": "docgrad-precision/1", "model": "m", "revision": "r", "dtype": "bfloat16", "chunk": 512}
+    sq = (lambda *v: v) if norms else (lambda *v: None)                      # noqa: E731
     alone = PR.with_gates({**meta, "context": "standalone", "by_corpus": {
-        "BOOKS": {"chunks": [[0, 0], [0, 1]], **part([0.9995, 0.97], [1.0, 1.4])},
-        "CODE": {"chunks": [[1, 0], [1, 1]], **part([0.96, 0.9997], [1.3, 1.0])}}})
+        "BOOKS": {"chunks": [[0, 0], [0, 1]], **part([0.9995, 0.97], [1.0, 1.4], sq(13.0, 20.0))},
+        "CODE": {"chunks": [[1, 0], [1, 1]], **part([0.96, 0.9997], [1.3, 1.0], sq(140.0, 26.0))}}})
     bos = PR.with_gates({**meta, "context": "standalone-bos", "bos_id": 0, "bos_token": "<eot>", "by_corpus": {
-        "BOOKS": {"chunks": [[0, 0], [0, 1]], **part([first, bos_cos[0]], [1.0, 0.99])},
-        "CODE": {"chunks": [[1, 0], [1, 1]], **part([bos_cos[1], 0.9998], [0.98, 1.0])}}})
+        "BOOKS": {"chunks": [[0, 0], [0, 1]], **part([first, bos_cos[0]], [1.0, 0.99], sq(390.0, 13.0))},
+        "CODE": {"chunks": [[1, 0], [1, 1]], **part([bos_cos[1], 0.9998], [0.98, 1.0], sq(14.0, 27.0))}}})
     return alone, bos
 
 
@@ -400,7 +406,9 @@ def test_tail_across_contexts_follows_each_tail_chunk_into_the_other_record():
     assert (c["label"], c["other_label"]) == ("the chunk alone", "<eot> (token 0) ahead of each chunk")
     text = " ".join(PR.context_reading(c))
     assert "With `<eot>` (token 0) ahead of each chunk, the same 4 chunks" in text      # Markdown: not an HTML tag
-    assert "BOOKS document 0 chunk 1 from 0.9700 to 0.9995" in text and "No chunk falls below 0.99 there" in text
+    assert "BOOKS document 0 chunk 1 from 0.9700 to 0.9995 (float32 squared norm 20.0 to 13.0)" in text
+    assert "No chunk falls below 0.99 there" in text
+    assert c["spike_factors"] == [20 / 13, 10.0] and "(1.5 to 10.0 times the squared norm" in text
     assert "first position" in text               # the tail is gone with BOS: the reading says where it sat
 
 
@@ -413,7 +421,9 @@ def test_context_reading_does_not_claim_the_first_position_when_the_tail_stays()
 def test_context_reading_names_a_tail_the_other_context_creates():
     alone, bos = two_context_records(first=0.54)
     text = " ".join(PR.context_reading(PR.tail_across_contexts(alone, bos)))
-    assert "But 1 other chunk falls below 0.99 there: BOOKS document 0 chunk 0 (0.5400" in text
+    assert ("But 1 other chunk falls below 0.99 there: BOOKS document 0 chunk 0 (0.5400, squared-norm ratio 1.00; "
+            "float32 squared norm 390.0, against 13.0 for the chunk alone)") in text
+    assert "(1.5 to 30.0 times the squared norm it has in the other): bf16 goes astray where" in text
     assert "The tail moves with what stands at the first position; it does not go away." in text
 
 
@@ -435,3 +445,14 @@ def test_context_rows_put_the_record_first_and_follow_its_tail_chunks():
     assert [r["chunks below 0.99"] for r in rows] == [2, 1]
     assert [(r["BOOKS d0 c1"], r["CODE d1 c0"]) for r in rows] == [(0.97, 0.96), (0.9995, 0.9994)]
     assert rows[1]["smallest cosine"] == 0.54
+
+
+def test_context_reading_makes_no_claim_about_norms_when_a_record_lacks_them_or_they_disagree():
+    alone, bos = two_context_records(norms=False)
+    c = PR.tail_across_contexts(alone, bos)
+    text = " ".join(PR.context_reading(c))
+    assert c["spike_factors"] is None and "squared norm" not in text and "spikes" not in text
+    alone, bos = two_context_records()
+    bos["by_corpus"]["BOOKS"]["sqnorm_fp32"][1] = 25.0        # the failing chunk is smaller where it fails
+    text = " ".join(PR.context_reading(PR.tail_across_contexts(alone, PR.with_gates(bos))))
+    assert "spikes" not in text

@@ -79,7 +79,8 @@ def gradient_fidelity(model, chunks: Sequence, dtype: str = BFLOAT16, bos_id: in
                       progress: bool = False) -> dict:
     """Per chunk (token id sequences), the float32 and the `dtype` gradient of the probe's chunk loss
     (probe.forward_backward, the same function the probe runs), compared: 'cosine' and 'sqnorm_ratio'
-    (chunks x groups, then 'all' in the last column), 'loss_fp32' and 'loss' (chunks), 'groups', and the
+    (chunks x groups, then 'all' in the last column), 'sqnorm_fp32' (the float32 gradient's squared norm over
+    all parameters), 'loss_fp32' and 'loss' (chunks), 'groups', and the
     CPU seconds of each forward+backward ('cpu_seconds_fp32', 'cpu_seconds': this process, all threads).
     A group whose float32 gradient is zero gets nan."""
     import torch
@@ -91,7 +92,8 @@ def gradient_fidelity(model, chunks: Sequence, dtype: str = BFLOAT16, bos_id: in
     model.eval()
     n, G = len(chunks), len(GROUPS)
     res = {"dtype": dtype, "groups": [*GROUPS, ALL], "cosine": np.full((n, G + 1), np.nan),
-           "sqnorm_ratio": np.full((n, G + 1), np.nan), "loss_fp32": np.zeros(n), "loss": np.zeros(n),
+           "sqnorm_ratio": np.full((n, G + 1), np.nan), "sqnorm_fp32": np.zeros(n), "loss_fp32": np.zeros(n),
+           "loss": np.zeros(n),
            "cpu_seconds_fp32": np.zeros(n), "cpu_seconds": np.zeros(n)}
     from tqdm.auto import tqdm
 
@@ -113,6 +115,7 @@ def gradient_fidelity(model, chunks: Sequence, dtype: str = BFLOAT16, bos_id: in
             tot += parts
             res["cosine"][k, gi], res["sqnorm_ratio"][k, gi] = _cos_ratio(parts)
         res["cosine"][k, G], res["sqnorm_ratio"][k, G] = _cos_ratio(tot)
+        res["sqnorm_fp32"][k] = tot[1]
     return res
 
 
@@ -256,8 +259,7 @@ def with_gates(record: dict) -> dict:
     where = [(c, *map(int, ch)) for c, r in by.items() for ch in r["chunks"]]
     gate = fidelity_gate(pooled)
     tail = [{"corpus": where[i][0], "document": where[i][1], "chunk": where[i][2],
-             "cosine": float(pooled["cosine"][i, -1]), "sqnorm_ratio": float(pooled["sqnorm_ratio"][i, -1]),
-             "loss_fp32": float(pooled["loss_fp32"][i]), "loss": float(pooled["loss"][i])} for i in gate["tail_rows"]]
+             **chunk_row(record, where[i][0], where[i][1], where[i][2])} for i in gate["tail_rows"]]
     return {**record, "gate": gate, "tail": tail,
             "median_cpu_speedup": float(np.median(pooled["cpu_seconds_fp32"]) / np.median(pooled["cpu_seconds"])),
             "by_corpus": {c: {**r, "gate": fidelity_gate({"dtype": record["dtype"], **r})} for c, r in by.items()}}
@@ -274,7 +276,8 @@ def describe(record: dict) -> str:
              f"forward+backward CPU time, float32 / {record['dtype']} (median): {record['median_cpu_speedup']:.2f}x"]
     for t in record["tail"]:
         lines.append(f"  tail: {t['corpus']} document {t['document']} chunk {t['chunk']}: cosine {t['cosine']:.4f}, "
-                     f"squared-norm ratio {t['sqnorm_ratio']:.3f}")
+                     f"squared-norm ratio {t['sqnorm_ratio']:.3f}"
+                     + (f", float32 squared norm {t['sqnorm_fp32']:.1f}" if t.get("sqnorm_fp32") is not None else ""))
     for c, r in record["by_corpus"].items():
         gc = r["gate"]
         groups = ", ".join(f"{k} {v:.4f}" for k, v in gc["median_cosine_by_group"].items() if v is not None)
@@ -302,22 +305,29 @@ def read_record(path) -> dict:
 
 
 def chunk_row(record: dict, corpus: str, document: int, chunk: int) -> dict:
-    """One chunk of a precision record: its all-parameter cosine, squared-norm ratio and both losses. A chunk the
-    record did not measure is a PrecisionError naming it."""
+    """One chunk of a precision record: its all-parameter cosine, squared-norm ratio, the float32 gradient's
+    squared norm (None in older records) and both losses. A chunk the record did not measure is a PrecisionError
+    naming it."""
     r = record["by_corpus"].get(corpus)
     where = [tuple(map(int, ch)) for ch in r["chunks"]] if r is not None else []
     if (document, chunk) not in where:
         raise PrecisionError(f"precision record ({record.get('context', 'standalone')}): {corpus} document {document} "
                              f"chunk {chunk} was not measured")
     i = where.index((document, chunk))
+    sq = r.get("sqnorm_fp32")                     # absent from records written before it was kept
     return {"cosine": float(np.asarray(r["cosine"])[i, -1]), "sqnorm_ratio": float(np.asarray(r["sqnorm_ratio"])[i, -1]),
-            "loss_fp32": float(r["loss_fp32"][i]), "loss": float(r["loss"][i])}
+            "sqnorm_fp32": None if sq is None else float(sq[i]), "loss_fp32": float(r["loss_fp32"][i]),
+            "loss": float(r["loss"][i])}
 
 
 def tail_across_contexts(record: dict, other: dict) -> dict:
     """The tail of `record` in another record of the same model, dtype and chunks that differs in its chunk
     context (e.g. `docgrad precision --context standalone-bos`, the model's BOS token ahead of every chunk):
-    each tail chunk's cosine and squared-norm ratio in both, and the other record's gate and tail. Records of
+    each tail chunk's cosine, squared-norm ratio and float32 squared norm in both ('tail'; the other record's
+    values end in _other), the other record's gate and tail, the chunks only it has in its tail
+    ('other_own_tail', seen from the other record: _other is `record`'s value), and 'spike_factors': for every
+    failing chunk of either list, its float32 squared norm where it fails over that where it does not (None
+    when a record lacks the norms). Records of
     other models, dtypes, chunk lengths or chunk sets are refused, naming what differs."""
     for key in ("model", "revision", "dtype", "chunk"):
         if record.get(key) != other.get(key):
@@ -326,15 +336,23 @@ def tail_across_contexts(record: dict, other: dict) -> dict:
     if chunks != {c: [list(map(int, ch)) for ch in r["chunks"]] for c, r in other["by_corpus"].items()}:
         raise PrecisionError("precision records measured different chunks; compare records of the same "
                              "--corpora, --docs and --chunks")
-    rows = [{"corpus": t["corpus"], "document": t["document"], "chunk": t["chunk"],
-             "cosine": t["cosine"], "sqnorm_ratio": t["sqnorm_ratio"],
-             **{f"{k}_other": v for k, v in chunk_row(other, t["corpus"], t["document"], t["chunk"]).items()}}
-            for t in record["tail"]]
+    def both(first, second, t):
+        return {"corpus": t["corpus"], "document": t["document"], "chunk": t["chunk"],
+                **chunk_row(first, t["corpus"], t["document"], t["chunk"]),
+                **{f"{k}_other": v for k, v in chunk_row(second, t["corpus"], t["document"], t["chunk"]).items()}}
+
+    rows = [both(record, other, t) for t in record["tail"]]
+    mine = {(t["corpus"], t["document"], t["chunk"]) for t in record["tail"]}
+    own = [both(other, record, t) for t in other["tail"] if (t["corpus"], t["document"], t["chunk"]) not in mine]
+    # the float32 squared norm of each failing chunk in the context where it fails, over that in the other
+    spikes = [r["sqnorm_fp32"] / r["sqnorm_fp32_other"] for r in rows + own
+              if r["sqnorm_fp32"] is not None and r["sqnorm_fp32_other"]]
     return {"context": record.get("context", "standalone"), "other_context": other.get("context", "standalone"),
             "label": context_label(record), "label_markdown": context_label(record, markdown=True),
             "other_label": context_label(other),
             "other_label_markdown": context_label(other, markdown=True), "tail": rows,
-            "other_gate": other["gate"], "other_tail": other["tail"]}
+            "other_gate": other["gate"], "other_tail": other["tail"], "other_own_tail": own,
+            "spike_factors": spikes if len(spikes) == len(rows) + len(own) else None}
 
 
 def context_label(record: dict, markdown: bool = False) -> str:
@@ -349,29 +367,36 @@ def context_label(record: dict, markdown: bool = False) -> str:
 
 
 def context_reading(comparison: dict) -> list[str]:
-    """Sentences on tail_across_contexts: where the tail chunks go in the other context, and whether the other
-    context has a tail of its own."""
+    """Sentences on tail_across_contexts: where the tail chunks go in the other context, the chunks that fail
+    only there, and whether every failure comes with a float32 gradient larger than in the other context."""
     c, g = comparison, comparison["other_gate"]
     if not c["tail"]:
         return [f"No chunk falls below a cosine of {g['tail_cosine']} with {c['label_markdown']}, so there is no tail to "
                 "follow into another context."]
+    norm = lambda t: (f" (float32 squared norm {t['sqnorm_fp32']:.1f} to {t['sqnorm_fp32_other']:.1f})"   # noqa: E731
+                      if t["sqnorm_fp32"] is not None and t["sqnorm_fp32_other"] is not None else "")
     moves = "; ".join(f"{t['corpus']} document {t['document']} chunk {t['chunk']} from {t['cosine']:.4f} to "
-                      f"{t['cosine_other']:.4f}" for t in c["tail"])
-    own = [t for t in c["other_tail"] if (t["corpus"], t["document"], t["chunk"])
-           not in {(u["corpus"], u["document"], u["chunk"]) for u in c["tail"]}]
+                      f"{t['cosine_other']:.4f}{norm(t)}" for t in c["tail"])
     out = [f"With {c['other_label_markdown']}, the same {g['chunks']} chunks give a median cosine of {g['median_cosine']:.4f} "
            f"(smallest {g['min_cosine']:.4f}); the tail chunks go {moves}."]
     gone = all(t["cosine_other"] >= g["tail_cosine"] for t in c["tail"])
+    own = c["other_own_tail"]
     if own:
         names = "; ".join(f"{t['corpus']} document {t['document']} chunk {t['chunk']} ({t['cosine']:.4f}, squared-norm "
-                          f"ratio {t['sqnorm_ratio']:.2f})" for t in own)
+                          f"ratio {t['sqnorm_ratio']:.2f}"
+                          + (f"; float32 squared norm {t['sqnorm_fp32']:.1f}, against {t['sqnorm_fp32_other']:.1f} for "
+                             f"{c['label_markdown']}" if t["sqnorm_fp32"] is not None else "") + ")" for t in own)
         out.append(f"But {len(own)} other chunk{' falls' if len(own) == 1 else 's fall'} below {g['tail_cosine']} "
                    f"there: {names}. The tail {'moves' if gone else 'grows'} with what stands at the first position; "
                    "it does not go away.")
     elif gone:
         out.append(f"No chunk falls below {g['tail_cosine']} there: the tail sits at the chunk's first position, which "
-                   f"the chunk alone fills with an arbitrary token. (That the first position matters because attention "
-                   "heads park unused weight there, an attention sink, is our reading, not a measurement.)")
+                   "the chunk alone fills with an arbitrary token.")
+    f = c["spike_factors"]
+    if f and min(f) > 1:
+        out.append(f"Each failing chunk fails in the context where its float32 gradient is the larger ({min(f):.1f} to "
+                   f"{max(f):.1f} times the squared norm it has in the other): bf16 goes astray where the float32 "
+                   "gradient itself spikes.")
     return out
 
 

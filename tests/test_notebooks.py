@@ -381,6 +381,8 @@ def test_readme_bf16_numbers_match_the_executed_sketching_page():
     worst = [min(t["cosine"] for t in x["other_tail"]) for x in (im, eot)]
     assert f"another chunk fails instead, at cosine {worst[0]:.2f} and at {worst[1]:.2f}" in text
     assert [len(x["other_tail"]) for x in (im, eot)] == [1, 1]
+    f = [v for x in (im, eot) for v in x["spike_factors"]]
+    assert min(f) > 1 and f"at {min(f):.1f} to {max(f):.1f} times the squared norm" in text
 
 
 def test_readme_causal_numbers_match_the_executed_causal_page():

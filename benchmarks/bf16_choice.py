@@ -36,34 +36,22 @@ from probe_overhead import load, random_chunks, real_chunks  # noqa: E402
 WAYS = ("float32", "autocast", "weights")
 
 
-def flat_grad(model):
-    """The model's gradient as one float64 vector (tied weights once, as the probe counts them)."""
+def step(model, ids, dtype: str):
+    """One forward+backward of the probe's chunk loss (docgrad.probe.forward_backward, autocast for "bfloat16");
+    returns (loss, wall s, CPU s, the gradient as one float64 vector, tied weights once)."""
     import torch
 
-    from docgrad.models import named_parameter_groups
+    from docgrad.precision import _grads_by_group
+    from docgrad.probe import forward_backward, sync
 
-    return torch.cat([p.grad.detach().reshape(-1).double() for _, p, _ in named_parameter_groups(model)
-                      if p.grad is not None])
-
-
-def step(model, ids, autocast_bf16: bool):
-    """One forward+backward of the probe's chunk loss; returns (loss, wall s, CPU s, flat gradient)."""
-    import torch
-
-    from docgrad.probe import chunk_loss, sync
-
-    model.zero_grad(set_to_none=True)
     sync(ids.device.type)
     t, c = time.perf_counter(), time.process_time()
-    ctx = torch.autocast(ids.device.type, dtype=torch.bfloat16) if autocast_bf16 else torch.enable_grad()
-    with ctx:
-        loss = chunk_loss(model, ids)
-    loss.backward()
+    loss = forward_backward(model, ids, None, dtype)
     sync(ids.device.type)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
-    g = flat_grad(model)
+    g = torch.cat([x for xs in _grads_by_group(model).values() for x in xs])
     model.zero_grad(set_to_none=True)
-    return float(loss.detach()), wall, cpu, g
+    return loss, wall, cpu, g
 
 
 def main(argv=None) -> int:
@@ -104,8 +92,8 @@ def main(argv=None) -> int:
     rec = {w: {"loss": [], "wall_s": [], "cpu_s": [], "cosine": [], "sqnorm_ratio": []} for w in WAYS}
     for k, chunk in enumerate(chunks):
         ids = torch.as_tensor(np.asarray(chunk), dtype=torch.long, device=device)
-        runs = {"float32": step(model, ids, False), "autocast": step(model, ids, True),
-                "weights": step(bf16_model, ids, False)}
+        runs = {"float32": step(model, ids, "float32"), "autocast": step(model, ids, "bfloat16"),
+                "weights": step(bf16_model, ids, "float32")}     # bf16 weights: no autocast, every op in bf16
         g = runs["float32"][3]
         gg = float(g @ g)
         for w, (loss, wall, cpu, h) in runs.items():

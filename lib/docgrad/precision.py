@@ -221,13 +221,13 @@ def cli_precision(args) -> int:
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
     spec = models.offline_model(args.model)
     device = resolve_device(args.device)
-    model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
     context = getattr(args, "context", None) or model_chunk_context(spec)
-    bos = context_bos(model, context)
     bos_id = getattr(args, "bos_id", None)
+    if bos_id is not None and context != "standalone-bos":      # refused before the model loads
+        raise PrecisionError(f"--bos-id {bos_id}: applies to --context standalone-bos, not {context}")
+    model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
+    bos = context_bos(model, context)
     if bos_id is not None:
-        if context != "standalone-bos":
-            raise PrecisionError(f"--bos-id {bos_id}: applies to --context standalone-bos, not {context}")
         vocab = model.get_input_embeddings().num_embeddings
         if not 0 <= bos_id < vocab:
             raise PrecisionError(f"--bos-id {bos_id}: not a token id of the model (0 to {vocab - 1})")
@@ -237,7 +237,8 @@ def cli_precision(args) -> int:
     by_corpus = {c: {"chunks": where, **gradient_fidelity(model, toks, args.dtype, bos, progress=True)}
                  for c, (toks, where) in selected.items()}
     record = {"format": RECORD_FORMAT, "model": pin["model"], "revision": pin["revision"], "dtype": args.dtype,
-              "context": context, "bos_id": bos, "bos_token": bos_token, "chunk": args.chunk, "documents": args.docs, "chunks_per_document": args.chunks, "device": device,
+              "context": context, "bos_id": bos, "bos_token": bos_token, "chunk": args.chunk, "documents": args.docs,
+              "chunks_per_document": args.chunks, "device": device,
               "threads": torch.get_num_threads(), "command": " ".join(sys.argv), "by_corpus": by_corpus,
               "versions": versions(), "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     record = with_gates(record)
@@ -327,8 +328,8 @@ def tail_across_contexts(record: dict, other: dict) -> dict:
     values end in _other), the other record's gate and tail, the chunks only it has in its tail
     ('other_own_tail', seen from the other record: _other is `record`'s value), and 'spike_factors': for every
     failing chunk of either list, its float32 squared norm where it fails over that where it does not (None
-    when a record lacks the norms). Records of
-    other models, dtypes, chunk lengths or chunk sets are refused, naming what differs."""
+    when a record lacks the norms). Records of other models, dtypes, chunk lengths or chunk sets are refused,
+    naming what differs."""
     for key in ("model", "revision", "dtype", "chunk"):
         if record.get(key) != other.get(key):
             raise PrecisionError(f"precision records differ in {key}: {record.get(key)!r} vs {other.get(key)!r}")
@@ -336,6 +337,7 @@ def tail_across_contexts(record: dict, other: dict) -> dict:
     if chunks != {c: [list(map(int, ch)) for ch in r["chunks"]] for c, r in other["by_corpus"].items()}:
         raise PrecisionError("precision records measured different chunks; compare records of the same "
                              "--corpora, --docs and --chunks")
+
     def both(first, second, t):
         return {"corpus": t["corpus"], "document": t["document"], "chunk": t["chunk"],
                 **chunk_row(first, t["corpus"], t["document"], t["chunk"]),

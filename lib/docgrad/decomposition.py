@@ -68,6 +68,15 @@ REPOSITORY_OWNERS = {
     "mistune": "lepture", "python-dateutil": "dateutil", "nbformat": "jupyter", "accelerate": "huggingface",
     "rich": "Textualize", "jupyter_client": "jupyter", "click": "pallets", "anyio": "agronholm",
     "markdown-it-py": "executablebooks", "traitlets": "ipython", "attrs": "python-attrs",
+    # docs 16-47 (nbconvert and beautifulsoup4 name no GitHub repository: each is its own source)
+    "tqdm": "tqdm", "urllib3": "urllib3", "lark": "lark-parser", "typer": "fastapi", "h11": "python-hyper",
+    "packaging": "pypa", "papermill": "nteract", "Jinja2": "pallets", "jsonschema": "python-jsonschema",
+    "parso": "davidhalter", "pyparsing": "pyparsing", "narwhals": "narwhals-dev", "pytest": "pytest-dev",
+    "pexpect": "pexpect", "pip": "pypa", "mdit-py-plugins": "executablebooks", "mpmath": "fredrik-johansson",
+    "jupyter_builder": "jupyterlab", "sympy": "sympy", "ipykernel": "ipython", "pycparser": "eliben",
+    "huggingface_hub": "huggingface", "platformdirs": "tox-dev", "jupyterlab": "jupyterlab", "networkx": "networkx",
+    "jedi": "davidhalter", "soupsieve": "facelessuser", "filelock": "tox-dev", "ipython": "ipython",
+    "Pygments": "pygments",
 }
 
 

@@ -9,7 +9,7 @@ MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
-.PHONY: report test corpora probe probe-causal probe-bf16 analyze venv clean-report
+.PHONY: report test corpora probe probe-48 probe-causal probe-bf16 analyze venv clean-report
 
 venv: $(STAMP)
 
@@ -52,6 +52,18 @@ probe: $(MODEL_STAMP)
 	test -f $$R/WEB_c512_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus WEB --docs 0:16 --chunk 512 --exact-ref || exit 1; \
 	for c in CODE BOOKS PAPERS; do \
 	  test -f $$R/$${c}_c512_d0-16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus $$c --docs 0:16 --chunk 512 || exit 1; \
+	done
+
+# The 48-document cells of SmolLM2 (issue 27; docs/methods.md#the-48-document-cells-what-is-read-and-how-it-is-decided):
+# corpora extended to 48 documents (BOOKS: the 31 that exist), then docs 16-47 probed as shards of 16 beside the
+# committed d0-16 files (about 35-65 min a shard on 2 cores; each skipped when its result exists, resumed from its
+# .partial/ state when interrupted). WEB carries --exact-ref.
+probe-48: $(STAMP)
+	$(BIN)/docgrad corpora build --missing-only
+	R=data/results/$$($(BIN)/docgrad models smollm2-135m --get results-dir) || exit 1; \
+	for s in WEB:16:32 CODE:16:32 PAPERS:16:32 BOOKS:16:31 WEB:32:48 CODE:32:48 PAPERS:32:48; do \
+	  c=$${s%%:*}; d=$${s#*:}; a=$${d%%:*}; b=$${d#*:}; x=$$(test $$c = WEB && echo --exact-ref); \
+	  test -f $$R/$${c}_c512_d$$a-$$b.json || $(BIN)/docgrad probe --corpus $$c --docs $$a:$$b --chunk 512 $$x || exit 1; \
 	done
 
 # The causal-context results of MODEL (issue 15, page 06): the first WINDOW tokens of each of the 16 documents as one

@@ -240,3 +240,14 @@ def test_analyze_of_a_missing_directory_is_one_line(tmp_path, capsys):
     assert main(["analyze", "--results", str(tmp_path / "nope"), "--out", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
     assert "no result files" in err and len(err.strip().splitlines()) == 1
+
+
+def test_load_cells_docs_reads_only_the_shards_inside_the_range(tmp_path):
+    """With 48-document shards beside the published design's d0-16 file, docs=(0, 16) analyses exactly the
+    first file's documents and None pools every shard."""
+    _cell(tmp_path, shard_size=2)                          # d0-2, d2-4
+    both = stats.load_cells(tmp_path)
+    first = stats.load_cells(tmp_path, docs=(0, 2))
+    (cb,), (cf,) = both.values(), first.values()
+    assert cb.doc_ids == [0, 1, 2, 3] and cf.doc_ids == [0, 1] and len(cf.shards) == 1
+    assert stats.load_cells(tmp_path, docs=(0, 4)).keys() == both.keys()

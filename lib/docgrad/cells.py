@@ -208,11 +208,14 @@ def position_profile(cell: Cell) -> dict[str, np.ndarray]:
 
 
 def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
-               context: str | None = STANDALONE, dtype: str | None = FLOAT32) -> dict[tuple, Cell]:
+               context: str | None = STANDALONE, dtype: str | None = FLOAT32,
+               docs: tuple[int, int] | None = None) -> dict[tuple, Cell]:
     """Every cell under results_dir, pooled. groups: groups each file must have (None: whatever they share).
     context: which files to read: "standalone" (default: every file that is not causal, so the standard
     analysis is the same whether or not causal results sit beside it), "causal", or None (all kinds, each in
-    its own cells). dtype: likewise "float32" (default), "bfloat16", or None (both, each in its own cells)."""
+    its own cells). dtype: likewise "float32" (default), "bfloat16", or None (both, each in its own cells).
+    docs: (a, b) reads only the files whose documents all lie in [a, b) (e.g. (0, 16), the published design's
+    documents, when 48-document shards sit beside them); None (default) reads every file."""
     if context not in (STANDALONE, CAUSAL, None):
         raise ValueError(f"load_cells: context must be {STANDALONE!r}, {CAUSAL!r} or None, got {context!r}")
     if dtype is not None and dtype not in DTYPES:
@@ -229,6 +232,8 @@ def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
             continue
         if dtype is not None and sh.dtype != dtype:
             other_dtype.add(sh.dtype)
+            continue
+        if docs is not None and not all(docs[0] <= int(d) < docs[1] for d in np.unique(sh.index[:, 0])):
             continue
         by_cell.setdefault(sh.cell, []).append(sh)
     if not by_cell and other_dtype:

@@ -376,14 +376,16 @@ def with_gates(a: Analysis) -> Analysis:
 
 
 def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
-            groups: tuple[str, ...] | None = GROUPS, context: str = "standalone", dtype: str = "float32") -> Analysis:
+            groups: tuple[str, ...] | None = GROUPS, context: str = "standalone", dtype: str = "float32",
+            docs: tuple[int, int] | None = None) -> Analysis:
     """Every cell of a results directory, R_rel, gates and verdict. A missing or empty directory is an error.
     context: "standalone" (default; causal files beside them are left out) or "causal" (only causal cells:
     gates and verdict are defined for the standalone 16K measurement, and G2 cannot pass without R(16K)).
-    dtype: "float32" (default; bf16 files beside them are left out) or "bfloat16" (only bf16 cells)."""
+    dtype: "float32" (default; bf16 files beside them are left out) or "bfloat16" (only bf16 cells).
+    docs: (a, b) analyses only the files whose documents lie in [a, b) (cells.load_cells); None: every file."""
     t0 = time.perf_counter()
     resamples = check_resamples(resamples)
-    cells = load_cells(Path(results_dir), groups=groups, context=context, dtype=dtype)
+    cells = load_cells(Path(results_dir), groups=groups, context=context, dtype=dtype, docs=docs)
     t_load = time.perf_counter() - t0
     estimates = []
     for cell in cells.values():

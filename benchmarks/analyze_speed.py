@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from docgrad import stats
+from docgrad.results import stats
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
     tmp = None
     results = Path(args.results)
     if args.synthetic:
-        from docgrad.synthetic import write_synthetic_results
+        from docgrad.results.synthetic import write_synthetic_results
 
         tmp = tempfile.TemporaryDirectory()
         results = Path(tmp.name)

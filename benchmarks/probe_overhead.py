@@ -7,7 +7,7 @@
 
 Per 512-token chunk of real text: plain forward+backward vs the probe's step (forward+backward + count
 sketch at 2^17 buckets per group + exact squared norms), interleaved chunk by chunk so background load hits
-both alike, for each --dtype (bfloat16: the forward passes under torch.autocast, docgrad.precision); plus the
+both alike, for each --dtype (bfloat16: the forward passes under torch.autocast, docgrad.measure.precision); plus the
 per-chunk share of the bookkeeping the probe does once per document / run (saving a document's state, the final
 float64 Gram of 512 chunks). Prints per dtype the ratio (target <= 1.10), chunks per hour, the peak memory
 (CUDA: peak allocated; CPU: peak RSS) and
@@ -17,7 +17,7 @@ sd <= 0.03, sketched/exact squared-norm ratio within 3%), then bf16's chunks per
 random:<shape> model (docgrad.models.RANDOM_SHAPES) reads uniform random token ids.
 
 --context causal --window W: per chunk position of the first W tokens of --windows documents, the causal
-step (docgrad.probe.causal_steps: the chunk's gradient with every earlier token of the window as context)
+step (docgrad.measure.probe.causal_steps: the chunk's gradient with every earlier token of the window as context)
 against the standalone forward+backward of the same chunk, interleaved; prints the cost per chunk relative to
 standalone mode (wall-clock and CPU seconds, overall and by position, beside the theory of the scheme), the
 peak RSS (the window's retained activations), per-position loss and squared norm, and the G1 statistics of the
@@ -46,9 +46,9 @@ def rss_mb(field: str = "VmRSS") -> float:
 
 def real_chunks(n: int, chunk: int, corpus: str) -> tuple[list[np.ndarray], str]:
     try:
-        from docgrad import corpora
+        from docgrad.corpora import build as corpora
 
-        from docgrad.probe_bench import sample_chunks
+        from docgrad.measure.probe_bench import sample_chunks
 
         spans = corpora.load_spans(corpus)
         half = (n + 1) // 2
@@ -107,9 +107,9 @@ def main(argv=None) -> int:
     import torch
 
     from docgrad.fileio import atomic_write_json, atomic_write_npz, to_jsonable
-    from docgrad.precision import check_dtype
-    from docgrad.probe import resolve_device
-    from docgrad.probe_bench import chunk_fidelity, measure_chunks, speed_summary
+    from docgrad.measure.precision import check_dtype
+    from docgrad.measure.probe import resolve_device
+    from docgrad.measure.probe_bench import chunk_fidelity, measure_chunks, speed_summary
 
     dtypes = [check_dtype(d.strip()) for d in a.dtype.split(",") if d.strip()]
     device = resolve_device(a.device)
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
 
 
 def real_windows(n: int, window: int, corpus: str) -> tuple[list[np.ndarray], str]:
-    from docgrad import corpora
+    from docgrad.corpora import build as corpora
 
     spans = corpora.load_spans(corpus)[:n]
     return [s.tokens[:window] for s in spans], f"{corpus} documents {[s.doc for s in spans]}, tokens [0, {window}) of the span"
@@ -210,8 +210,8 @@ def main_causal(a) -> int:
 
     from docgrad import models
     from docgrad.fileio import atomic_write_json, to_jsonable
-    from docgrad.probe import check_window
-    from docgrad.probe_bench import causal_summary, measure_causal
+    from docgrad.measure.probe import check_window
+    from docgrad.measure.probe_bench import causal_summary, measure_causal
 
     if a.window % a.chunk:
         raise SystemExit(f"--window {a.window} is not a multiple of --chunk {a.chunk}")

@@ -4,7 +4,7 @@
         [--repeats 7] [--threads 2] [--buckets 131072]
 
 The fused path ("new": CountSketch(fused=True)), the blockwise path (CountSketch(fused=False), the CPU default)
-and the pre-fused implementation ("old": docgrad.sketch.reference_sketch) sketch the same
+and the pre-fused implementation ("old": docgrad.core.sketch.reference_sketch) sketch the same
 random vectors of every parameter's shape, interleaved call by call, with and without the exact reference dot
 (--exact-ref). Prints the median seconds of each, the ratio old / new, the largest differences between their
 outputs (sketch, squared norms, reference dot) and the memory of the sign table and the work buffer. On CUDA
@@ -32,8 +32,8 @@ def main(argv=None) -> int:
     import torch
 
     from docgrad.models import named_parameter_groups, random_config
-    from docgrad.probe import sync
-    from docgrad.sketch import CountSketch, reference_sketch
+    from docgrad.measure.probe import sync
+    from docgrad.core.sketch import CountSketch, reference_sketch
 
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -24,7 +24,7 @@
 # real text. Exercises with worked solutions close the page; page 01b follows these mistakes into real training
 # setups.
 #
-# Every number stated on this page is computed by `docgrad.reduction` (tested in `tests/test_reduction.py`)
+# Every number stated on this page is computed by `docgrad.teaching.reduction` (tested in `tests/test_reduction.py`)
 # and saved to `figures/01_loss_reduction.json`. Re-execute with other documents, e.g.
 # `docgrad run 01 -p lengths "[3, 30]" -p labels "[1, 0]" -p padding "[27, 0]"`.
 
@@ -55,10 +55,10 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from docgrad import reduction as R
-from docgrad.corpora import load_spans
+from docgrad.teaching import reduction as R
+from docgrad.corpora.build import load_spans
 from docgrad.models import load_model, tiny_model
-from docgrad.pages import save_chart, save_numbers, setup, versions
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 torch.set_num_threads(2)
@@ -195,7 +195,7 @@ Count-weighted average: **{f(acc['count_weighted_average'])}** (the unsplit toke
 # ## 4. No valid position: an error, not a zero
 #
 # A mean over zero supervised positions divides 0 by 0. Returning 0 would report a perfect prediction that
-# never happened, so `docgrad.reduction` raises an error that says which denominator is empty. (A document
+# never happened, so `docgrad.teaching.reduction` raises an error that says which denominator is empty. (A document
 # without targets also has an undefined mean L_i; excluding it is a policy to declare, not a default.)
 
 # %%
@@ -243,7 +243,7 @@ torch_rows
 ignored = R.all_ignored_comparison()
 NUMBERS["all_targets_ignored"] = ignored
 display(Markdown(f"""
-Largest difference between PyTorch and `docgrad.reduction`: {NUMBERS['torch_max_abs_diff']:.2g}.
+Largest difference between PyTorch and `docgrad.teaching.reduction`: {NUMBERS['torch_max_abs_diff']:.2g}.
 
 **Every target ignored.** `cross_entropy(..., reduction="mean")` returns **{ignored['torch_mean']}** (0/0), and
 `reduction="sum"` returns {ignored['torch_sum']}, which silently looks like a perfect batch. Our reduction instead

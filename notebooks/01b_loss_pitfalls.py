@@ -23,7 +23,7 @@
 # then links every weighting to an effective sample size, the idea behind page 04's design effect. Exercises
 # with worked solutions close the page.
 #
-# Every number stated on this page is computed by `docgrad.pitfalls` and `docgrad.reduction` (tested in
+# Every number stated on this page is computed by `docgrad.teaching.pitfalls` and `docgrad.teaching.reduction` (tested in
 # `tests/test_pitfalls.py` and `tests/test_reduction.py`) and saved to `figures/01b_loss_pitfalls.json`.
 # Re-execute with other settings, e.g. `docgrad run 01b -p train_steps 40 -p dp_lengths "[96, 8, 24]"`.
 
@@ -63,12 +63,12 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from docgrad import pitfalls as P
-from docgrad import reduction as R
-from docgrad.corpora import DEFAULT_MANIFEST, load_spans, read_manifest
+from docgrad.teaching import pitfalls as P
+from docgrad.teaching import reduction as R
+from docgrad.corpora.build import DEFAULT_MANIFEST, load_spans, read_manifest
 from docgrad.models import load_model
-from docgrad.pages import save_chart, save_numbers, setup, versions
-from docgrad.study import CHUNK, HEADLINE_WINDOW
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad.core.study import CHUNK, HEADLINE_WINDOW
 
 ROOT = setup()
 torch.set_num_threads(2)
@@ -167,7 +167,7 @@ after the causal shift), and its accumulated gradient matches the full batch to
 number of accumulation steps, and the gradient is off by **{f(tr_mean['rel_discrepancy'], 3)}**, the same
 mean-of-means error as the data-parallel one above.
 
-What transformers {src['version']} does, read from its installed source (`docgrad.pitfalls.transformers_excerpts`
+What transformers {src['version']} does, read from its installed source (`docgrad.teaching.pitfalls.transformers_excerpts`
 finds each line; the page stops if one is missing):
 """ + "\n".join(f"* {c['meaning']}: `{' '.join(c['lines'])}` (`{c['where']}`)" for c in src["claims"].values())
 + """
@@ -344,7 +344,7 @@ save_chart(pack_chart, "01b_packing_by_offset")
 # are no class weights. With `label_smoothing=ε`, each non-ignored target's loss is
 # (1 − ε) w[y_i](−log p_i[y_i]) + (ε/C) Σ_c w[c](−log p_i[c]), over the same denominator. Below, eight
 # targets over five classes, two of them ignored, each case by PyTorch and by hand
-# (`docgrad.pitfalls.cross_entropy_by_hand`,
+# (`docgrad.teaching.pitfalls.cross_entropy_by_hand`,
 # float64), and what dividing by the count instead would give:
 
 # %%
@@ -527,7 +527,7 @@ independent unit-variance draws gives {f(mc['simulated'], 3)}). Counting padding
 The weights that decide what is learned also decide how much noise the estimate carries.
 
 **Correlated units.** For units with correlation matrix C the design effect is n wᵀCw / (Σ w)²
-(`docgrad.pitfalls.design_effect`). C = I gives Kish's weighting effect above; equal weights and a correlation ρ
+(`docgrad.teaching.pitfalls.design_effect`). C = I gives Kish's weighting effect above; equal weights and a correlation ρ
 shared by the m units of a block give 1 + (m − 1)ρ, Kish's cluster design effect. With ρ = {kish_rho:g} between
 positions of the same document, the token mean's design effect is {f(deff_tok_corr)} and the document mean's
 {f(deff_doc_corr)}: correlation and weighting compound.

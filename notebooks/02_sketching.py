@@ -22,7 +22,7 @@
 # single one is, and then measures all of that live on the default model (SmolLM2-135M) over real chunks,
 # together with what it costs per chunk.
 #
-# Every number on this page comes from `docgrad.sketch` and `docgrad.probe` (tested in `tests/test_sketch.py`
+# Every number on this page comes from `docgrad.core.sketch` and `docgrad.measure.probe` (tested in `tests/test_sketch.py`
 # and `tests/test_probe.py`) and is saved to `figures/02_sketching.json`. Re-execute with other settings, e.g.
 # `docgrad run 02 -p n_chunks 10 -p corpus "\"CODE\""`.
 
@@ -45,7 +45,7 @@ precision_context_records = [  # records of the same chunks with a token ahead o
 ]
 
 # %%
-from docgrad.pages import save_chart, save_numbers, setup, versions
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 
@@ -55,10 +55,14 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from docgrad import corpora, models, probe_bench, stats
-from docgrad.study import CONTROL
-from docgrad.results import GROUPS
-from docgrad.sketch import SKETCH_NAME, storage_bytes
+from docgrad.corpora import build as corpora
+from docgrad import models
+from docgrad.measure import probe_bench
+from docgrad.results import stats
+from docgrad.core.study import CONTROL
+from docgrad.core import groups
+from docgrad.core.sketch import SKETCH_NAME, storage_bytes
+from docgrad.core.study import GROUPS
 
 # %% [markdown]
 # ## Why a sketch
@@ -68,7 +72,7 @@ from docgrad.sketch import SKETCH_NAME, storage_bytes
 
 # %%
 lm = models.load_model(model_name, revision)
-sizes = models.group_sizes(lm)
+sizes = groups.group_sizes(lm)
 n_params = sum(sizes.values())
 mem = storage_bytes(standard_chunks, n_params, max(buckets))
 pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks],
@@ -93,7 +97,7 @@ pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks]
 # Its variance is about (|g|^2 |u|^2 + <g, u>^2) / B, so the error of a sketched cosine is of order
 # sqrt((1 + cos^2) / B): 0.003 at B = 2^17, whatever the number of parameters.
 #
-# Our hash (`docgrad.sketch`, see its docstring) cuts each parameter into blocks of B coordinates and adds each
+# Our hash (`docgrad.core.sketch`, see its docstring) cuts each parameter into blocks of B coordinates and adds each
 # block into the buckets rotated by a random offset, with a random sign per coordinate. Any two coordinates meet
 # with probability at most 1/B, as with a fully random hash, so the same mean and variance hold; but sketching
 # is then a multiply and contiguous adds, with no scatter and no per-chunk random numbers. The published probe
@@ -120,7 +124,7 @@ pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["me
 # ### G1 on the committed results, per model
 #
 # Each model's WEB cell was probed with `--exact-ref`: exact inner products of one chunk with the other 511
-# beside the sketched ones. G1 per model, from those files (`docgrad.stats.page_analysis`, on each model's own
+# beside the sketched ones. G1 per model, from those files (`docgrad.results.stats.page_analysis`, on each model's own
 # cells):
 
 # %%
@@ -197,11 +201,11 @@ speed_table
 # study's numbers may only be probed that way if the gradients stay faithful. Two checks: per chunk, the cosine
 # between the bf16 and the float32 gradient of the same chunk (`docgrad precision`, committed at
 # `precision_record`; gate: median at least 0.999); and per cell, R(16K) of a bf16 probe minus that of the
-# float32 cell on the same documents, with a paired bootstrap interval (`docgrad.precision.cell_checks`, on
+# float32 cell on the same documents, with a paired bootstrap interval (`docgrad.measure.precision.cell_checks`, on
 # whatever bf16 cells sit in `results_dir`).
 
 # %%
-from docgrad import precision
+from docgrad.measure import precision
 
 prec = precision.read_record(precision_record)
 ref_model = models.result_model(model_name)
@@ -218,7 +222,7 @@ pd.DataFrame(prec_rows)
 # same chunks with a token put ahead of each (`docgrad precision --context standalone-bos --bos-id N`): the
 # Instruct model's configured BOS, `<|im_start|>`, a chat token, and `<|endoftext|>`, the separator between
 # documents in the model's pretraining data. Each tail chunk is followed into the other record
-# (`docgrad.precision.tail_across_contexts`).
+# (`docgrad.measure.precision.tail_across_contexts`).
 
 # %%
 prec_contexts = [precision.tail_across_contexts(prec, precision.read_record(p)) for p in precision_context_records]

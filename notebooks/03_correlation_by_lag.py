@@ -45,7 +45,7 @@ seed = 20261007  # bootstrap seed
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.pages import save_chart, save_numbers, setup, versions
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 
@@ -56,11 +56,17 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import corpora as corpora_mod
-from docgrad import decomposition, published, stats, tables
+from docgrad.corpora import build as corpora_mod
+from docgrad.core import decomposition
+from docgrad.results import cell_decomposition
+from docgrad.corpora import provenance
+from docgrad.measure import model_facts
+from docgrad.results import published
+from docgrad.results import stats
+from docgrad.presentation import tables
 from docgrad import models as model_registry
-from docgrad.charts import corpus_color, highlight, legend_pick
-from docgrad.study import CONTROL, GROUPS
+from docgrad.presentation.charts import corpus_color, highlight, legend_pick
+from docgrad.core.study import CONTROL, GROUPS
 
 # %% [markdown]
 # ## The cells
@@ -87,7 +93,7 @@ for m in page_models:
                  f"{', '.join(c.corpus for c in rep_m.cells) or 'none'}; missing {', '.join(miss_m) or 'none'}"
                  + (" (no result files for them yet: `make probe MODEL=...`, see README)" if miss_m else ""))
 if synthetic:
-    lines.append("- **these result files are SYNTHETIC** (docgrad.synthetic): the numbers below illustrate the "
+    lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers below illustrate the "
                  "pipeline, they are not measurements")
 display(Markdown("\n".join(lines)))
 cells = pd.concat([tables.cells_frame(r).assign(model_label=lab) for lab, r in reports.items()],
@@ -96,13 +102,13 @@ cells[["model_label", "corpus", "n_docs", "S_cross", "sigma2", "rho_long", "rho_
 
 # %%
 # the source/document/chunk decomposition, leave-one-out influence and source-clustered bootstrap of every cell
-# (docgrad.decomposition; the document bootstrap draws are those behind the intervals above)
+# (docgrad.core.decomposition; the document bootstrap draws are those behind the intervals above)
 try:
     man = json.loads(open(manifest).read())
 except OSError as e:
     print(f"no corpus manifest ({e}): every document is its own source")
     man = {"corpora": {}}
-decomp = decomposition.decompose_cells(results_dir, man, model, revision, chunk, present, resamples, seed)
+decomp = cell_decomposition.decompose_cells(results_dir, man, model, revision, chunk, present, resamples, seed)
 
 # %% [markdown]
 # ## ρ(Δ) by distance, per corpus
@@ -164,7 +170,7 @@ plateau
 #
 # The published study measured the same quantity on Pythia and OLMo checkpoints (final checkpoints shown)
 # with PG-19 books, code repositories, arXiv and packed FineWeb. Its corpora are matched to ours by kind:
-# `docgrad.published.PUBLISHED_TO_OURS`. The material differs (see *What was measured* below), so compare
+# `docgrad.results.published.PUBLISHED_TO_OURS`. The material differs (see *What was measured* below), so compare
 # shapes and orderings, not digits.
 
 # %%
@@ -222,7 +228,7 @@ group_long = group_long_all[group_long_all["model"] == label]
  if len(group_long_all) else group_long_all)
 
 # %% tags=["hide-input"]
-from docgrad.cells import load_cells
+from docgrad.results.cells import load_cells
 
 cells_by = {k: c for k, c in ((c.corpus, c) for c in report.cells)}
 loaded = load_cells(results_dir)
@@ -349,7 +355,7 @@ top_loo[["corpus", "doc", "title", "R", "R_without", "dR", "dR_frac", "cross_mea
 # ## Documents that share a source
 #
 # Sixteen documents are not always sixteen independent draws. Each document's *source* comes from the
-# manifest (`docgrad.decomposition.source_label`: the author for the novels, the work for the Bible books,
+# manifest (`docgrad.corpora.provenance.source_label`: the author for the novels, the work for the Bible books,
 # the GitHub owner of a Python project, the R package of a vignette; every packed WEB pseudo-document is its
 # own source). Documents of one source can share a mean gradient of their own, and then two chunks of
 # *different* documents of that source are correlated too. The chart shows, for every pair of documents, the
@@ -468,14 +474,14 @@ display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
 #
 # ### The model
 #
-# Read from the metadata of each pinned model file (`docgrad.decomposition.model_description`):
+# Read from the metadata of each pinned model file (`docgrad.measure.model_facts.model_description`):
 
 # %% tags=["hide-input"]
 mdescs = {}
 for m in page_models:
     spec = model_registry.offline_model(m.model)
     try:                    # an offline model's file, sha256-checked; a hub model has no file described here
-        mdescs[m.label] = decomposition.model_description(model=spec.name) if spec is not None else None
+        mdescs[m.label] = model_facts.model_description(model=spec.name) if spec is not None else None
     except Exception as e:  # its wheels are not installed here: say so instead of describing it
         mdescs[m.label] = None
         display(Markdown(f"**{m.label}**: the model file is not available here ({type(e).__name__}: {e})."))
@@ -512,13 +518,13 @@ for lab, md in mdescs.items():
 # ### The control
 #
 # The published control is packed FineWeb: web documents concatenated into 16K-token sequences. Ours is
-# built from Debian package descriptions (`docgrad.decomposition.control_facts`, from the manifest and,
+# built from Debian package descriptions (`docgrad.corpora.provenance.control_facts`, from the manifest and,
 # when the span cache is present, from the measured spans themselves):
 
 # %% tags=["hide-input"]
 ctrl = None
 try:
-    ctrl = decomposition.control_facts(manifest, CONTROL, chunk)
+    ctrl = provenance.control_facts(manifest, CONTROL, chunk)
 except (OSError, KeyError) as e:
     display(Markdown(f"No control record in the manifest ({type(e).__name__}: {e})."))
 ctrl_cell = cells_by.get(CONTROL)

@@ -49,7 +49,7 @@ seed = 20261007  # bootstrap seed
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.pages import save_chart, save_numbers, setup, versions
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 
@@ -60,10 +60,15 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import comparison, decomposition, published, stats, tables
+from docgrad.presentation import comparison
+from docgrad.core import decomposition
+from docgrad.results import cell_decomposition
+from docgrad.results import published
+from docgrad.results import stats
+from docgrad.presentation import tables
 from docgrad import models as model_registry
-from docgrad.charts import corpus_color, highlight, legend_pick
-from docgrad.study import CONTROL, GROUPS
+from docgrad.presentation.charts import corpus_color, highlight, legend_pick
+from docgrad.core.study import CONTROL, GROUPS
 
 # %%
 page_models = model_registry.result_models(models)
@@ -83,7 +88,7 @@ for m in page_models:
                  + ("; without its WEB control there is no R_rel and gate G2 cannot be evaluated"
                     if "WEB" in miss_m else ""))
 if synthetic:
-    lines.append("- **these result files are SYNTHETIC** (docgrad.synthetic): the numbers below illustrate the "
+    lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers below illustrate the "
                  "pipeline, they are not measurements")
 display(Markdown("\n".join(lines)))
 
@@ -98,7 +103,7 @@ def read_manifest(path):
 
 mans = {m.label: read_manifest(m.manifest) for m in page_models}   # each model's own (per-tokenizer) corpora
 man = mans[label]
-decomps = {m.label: decomposition.decompose_cells(results_dir, mans[m.label], m.model, m.revision, chunk,
+decomps = {m.label: cell_decomposition.decompose_cells(results_dir, mans[m.label], m.model, m.revision, chunk,
                                                   [c.corpus for c in reports[m.label].cells], resamples, seed)
            for m in page_models}
 present = [c.corpus for c in report.cells]
@@ -203,7 +208,7 @@ pairs_table.pivot(index="pair", columns="model", values="order") if len(pairs_ta
 # noise $\sigma^2$: the table gives both, per model.
 
 # %%
-from docgrad.cells import load_cells
+from docgrad.results.cells import load_cells
 
 loaded_all = load_cells(results_dir)
 group_sizes_by_model = {}
@@ -558,7 +563,7 @@ b_facts = {}
 if len(ours_b):
     pub_b = bsf[~bsf.source.isin(model_order)]
     try:
-        from docgrad.cells import load_cells
+        from docgrad.results.cells import load_cells
 
         loaded = load_cells(results_dir)
         cell0 = loaded[(model, revision, present[0], chunk)]
@@ -609,7 +614,7 @@ if len(ours_b):
 # %% [markdown]
 # ## The published study through training
 #
-# The published study measured its models at several checkpoints (`docgrad.published.through_training`; some
+# The published study measured its models at several checkpoints (`docgrad.results.published.through_training`; some
 # early 1B-class cells hold fewer documents, see the tooltips). Ours is one checkpoint of one model, so it has
 # no such series.
 

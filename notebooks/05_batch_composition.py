@@ -52,7 +52,7 @@ vocab_size = 49152  # vocabulary for the add-one counts, used only if the corpus
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.pages import save_chart, save_numbers, setup, versions
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 
@@ -60,9 +60,10 @@ import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import batching, stats
-from docgrad.cells import load_cells
-from docgrad.charts import corpus_color, highlight, legend_pick
+from docgrad.results import batching
+from docgrad.results import stats
+from docgrad.results.cells import load_cells
+from docgrad.presentation.charts import corpus_color, highlight, legend_pick
 from docgrad.errors import AnalysisError
 
 # %%
@@ -95,7 +96,7 @@ lines = [f"- results directory: `{results_dir}`; models: {', '.join(f'`{m}`' for
 lines += [f"- refused: {name}: {why}" for name, why in refused.items()]
 lines += [f"- {corpus}: unigram surprise {note}" for corpus, note in notes.items()]
 if any(c["synthetic"] for c in measured):
-    lines.append("- **these result files are SYNTHETIC** (docgrad.synthetic): the numbers illustrate the pipeline")
+    lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers illustrate the pipeline")
 display(Markdown("\n".join(lines)))
 
 # %% [markdown]

@@ -44,7 +44,7 @@ seed = 20261007  # bootstrap seed
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.pages import save_chart, save_numbers, setup, versions
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
 
@@ -53,8 +53,9 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from docgrad import models as model_registry
-from docgrad import positions
-from docgrad.charts import corpus_color
+from docgrad.presentation import causal
+from docgrad.results import positions
+from docgrad.presentation.charts import corpus_color
 
 # %% [markdown]
 # ## What is measured
@@ -122,7 +123,7 @@ def side_by_side(frame, x, y, x_title, value_title, name, ref=0.0, log_x=False):
 
 # %%
 if measured:
-    rho = positions.rho_frame(comps)
+    rho = causal.rho_frame(comps)
     side_by_side(rho, "lag_tokens", "rho", "distance Δ between chunks (tokens)", "ρ(Δ)", "06_rho_by_mode")
 else:
     display(Markdown("*Not measured yet: no causal result to show.*"))
@@ -137,7 +138,7 @@ else:
 
 # %%
 if measured:
-    R_by = positions.R_frame(comps)
+    R_by = causal.R_frame(comps)
     side_by_side(R_by, "W_tokens", "R", "window W′ (tokens)", "R(W′)", "06_R_by_mode", ref=1.0, log_x=True)
     summary = pd.DataFrame([{
         "corpus": k, "documents": c.n_docs,
@@ -164,7 +165,7 @@ else:
 
 # %%
 if measured:
-    pos = positions.position_frame(comps)
+    pos = causal.position_frame(comps)
     both_modes = pos[pos["mode"] != positions.DIFFERENCE].assign(
         quantity=lambda f: f["quantity"].map({"loss": "mean loss (nats/token)", "sqnorm": "mean |g|²"}))
     xk = alt.X("position:O", title="chunk position k in the window", axis=alt.Axis(labelAngle=0))
@@ -198,12 +199,12 @@ else:
 # carries, the per-chunk noise $\sigma^2$ and the noise of a window's mean gradient $\sigma^2 R(W)/m$ (causal /
 # standalone), and what context does to the loss of the window's last chunk. Then across corpora: the ordering by
 # $R(W)$ in each mode, each pair of corpora resolved by the bootstrap or not, and whether the two modes order any
-# resolved pair oppositely (`docgrad.positions.overall_reading`).
+# resolved pair oppositely (`docgrad.presentation.causal.overall_reading`).
 
 # %%
-readings = {k: positions.reading(c) for k, c in comps.items()}
+readings = {k: causal.reading(c) for k, c in comps.items()}
 facts = {k: f for k, (f, _) in readings.items()}
-overall_facts, overall = positions.overall_reading(comps, pc.not_measured, window)
+overall_facts, overall = causal.overall_reading(comps, pc.not_measured, window)
 text = [f"- {line}" for k in order for line in readings[k][1]]
 display(Markdown("\n".join(text) + "\n\n" + " ".join(overall)))
 

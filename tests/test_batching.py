@@ -7,13 +7,12 @@ import zlib
 
 import numpy as np
 import pytest
-
-from docgrad import batching as B
-from docgrad import bootstrap as bs
-from docgrad import stats
+from docgrad.core import bootstrap as bs
+from docgrad.core.study import GROUPS
 from docgrad.errors import AnalysisError
-from docgrad.study import GROUPS
-from docgrad.synthetic import Profile, sample_gradients, write_gram_cell
+from docgrad.results import batching as B
+from docgrad.results import stats
+from docgrad.results.synthetic import Profile, sample_gradients, write_gram_cell
 
 C = 512
 
@@ -258,8 +257,8 @@ def test_missing_span_cache_leaves_surprise_unavailable_with_the_fix(tmp_path):
 
 
 def test_span_cache_gives_surprise_only_for_the_spans_the_result_file_measured(tmp_path):
-    from docgrad import corpora
-    from docgrad.study import SPAN_TOKENS
+    from docgrad.core.study import SPAN_TOKENS
+    from docgrad.corpora import build as corpora
 
     tokens = np.random.default_rng(15).integers(0, 100, size=(2, SPAN_TOKENS)).astype(np.int32)
     docs = [{"doc": d, "span_sha256": corpora.span_sha256(tokens[d]), "title": f"d{d}", "source": {}} for d in (0, 1)]

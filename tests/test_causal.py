@@ -9,13 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from docgrad import cells, stats
-from docgrad import probe as P
-from docgrad.models import named_parameter_groups, tiny_model
-from docgrad.results import GROUPS, ResultFileError, load_result, parse_stem, result_stem
-from docgrad.sketch import hash_of
-from test_probe import CHUNK, CONFIG, M, B, arrays, spans
+from docgrad.core.groups import named_parameter_groups
+from docgrad.core.sketch import hash_of
+from docgrad.measure import probe as P
+from docgrad.models import tiny_model
+from docgrad.results import cells, stats
+from docgrad.results.format import (
+    GROUPS,
+    ResultFileError,
+    load_result,
+    parse_stem,
+    result_stem,
+)
+from test_probe import CHUNK, CONFIG, B, M, arrays, spans
 
 torch.set_num_threads(1)
 W = CHUNK * M                                  # the tiny spans are exactly one window of M chunks
@@ -308,7 +314,7 @@ def test_causal_analysis_reports_positions_and_windows_up_to_w(both):
 
 
 def test_measure_causal_times_each_position_against_its_standalone_chunk():
-    from docgrad import probe_bench
+    from docgrad.measure import probe_bench
 
     model = tiny_model("llama", seed=1)
     windows = [t for _, t, _ in spans(2)]

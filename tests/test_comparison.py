@@ -3,10 +3,9 @@ published points, the words that say it, and how a page names its models."""
 
 import numpy as np
 import pytest
-
-from docgrad import comparison as cmp
 from docgrad import models
 from docgrad.models import ModelError
+from docgrad.presentation import comparison as cmp
 
 
 def draws(center, spread, n=400, seed=0):

@@ -9,10 +9,11 @@ import zipfile
 
 import numpy as np
 import pytest
-
-from docgrad import corpora, corpora_sources as src, rlazy
-from docgrad.corpora import CorpusError, MIN_TOKENS, SPAN_START, SPAN_TOKENS
-from docgrad.corpora_sources import Candidate, DocumentError, SourceError
+from docgrad.corpora import build as corpora
+from docgrad.corpora import rlazy
+from docgrad.corpora import sources as src
+from docgrad.corpora.build import MIN_TOKENS, SPAN_START, SPAN_TOKENS, CorpusError
+from docgrad.corpora.sources import Candidate, DocumentError, SourceError
 
 
 class ByteTokenizer:
@@ -370,7 +371,7 @@ def test_missing_manifest_names_the_fix(tmp_path):
 
 
 def test_cli_show_prints_a_table_per_corpus(tmp_path, code_fixture, capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     man_path = tmp_path / "manifest.json"
     corpora.build(["CODE"], man_path, tmp_path / "cache", tok=TOK)
@@ -514,7 +515,7 @@ def test_missing_spans_of_another_model_name_its_build_command(tmp_path, code_fi
 
 
 def test_cli_corpora_refuses_a_hub_model_and_defaults_to_the_models_manifest(tmp_path, capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     assert main(["corpora", "show", "--model", "EleutherAI/pythia-410m"]) == 2
     assert "not an offline model" in capsys.readouterr().err

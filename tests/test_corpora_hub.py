@@ -7,10 +7,10 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
-
-from docgrad import corpora, hub_corpora  # noqa: E402
-from docgrad.corpora import MIN_TOKENS  # noqa: E402
-from docgrad.corpora_sources import SourceError  # noqa: E402
+from docgrad.corpora import build as corpora  # noqa: E402
+from docgrad.corpora import hub as hub_corpora  # noqa: E402
+from docgrad.corpora.build import MIN_TOKENS  # noqa: E402
+from docgrad.corpora.sources import SourceError  # noqa: E402
 from test_corpora import TOK, text_of  # noqa: E402
 
 
@@ -111,7 +111,7 @@ def test_download_failure_names_the_file(monkeypatch):
 
 def test_corpora_hub_command_writes_the_manifest_and_refuses_an_unpinned_revision(fake_hub, tmp_path, monkeypatch,
                                                                                     capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     tmp, _ = fake_hub
     monkeypatch.setattr(corpora, "default_tokenizer", lambda: TOK)

@@ -5,8 +5,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from docgrad import corpora, corpora_sources as src
+from docgrad.corpora import build as corpora
+from docgrad.corpora import sources as src
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "data" / "corpora" / "manifest.json"

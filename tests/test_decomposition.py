@@ -1,6 +1,6 @@
-"""docgrad.decomposition against known answers: hierarchical population Grams (source + document + chunk
+"""docgrad.core.decomposition against known answers: hierarchical population Grams (source + document + chunk
 components), explicit resampling, cells rebuilt without a document; source labels from the manifest; the
-control's boundaries; the model file's metadata; the presentation frames built on them (docgrad.tables)."""
+control's boundaries; the model file's metadata; the presentation frames built on them (docgrad.presentation.tables)."""
 
 import json
 from pathlib import Path
@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from docgrad import bootstrap as bs
-from docgrad import decomposition as dc
-from docgrad import stats, tables
-from docgrad.study import GROUPS
-from docgrad.synthetic import write_gram_cell
+from docgrad.core import bootstrap as bs
+from docgrad.core import decomposition
+from docgrad.core.study import GROUPS
+from docgrad.corpora import provenance
+from docgrad.measure import model_facts
+from docgrad.presentation import tables
+from docgrad.results import cell_decomposition, stats
+from docgrad.results.synthetic import write_gram_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "data" / "corpora" / "manifest.json"
@@ -49,7 +51,7 @@ SOURCES = ["A", "A", "A", "B", "B", "C", "C", "C"]
 def test_population_gram_recovers_source_document_and_chunk_parts_exactly():
     m, mu2, ts2, td2, tc2 = 16, 0.4, 0.3, 0.2, 1.5
     s = sums_of(hier_gram(SOURCES, m, mu2, ts2, td2, tc2), len(SOURCES), m)
-    d = dc.decompose(s, SOURCES, C)
+    d = decomposition.decompose(s, SOURCES, C)
     V = ts2 + td2 + tc2
     assert d["A_xs"][0] == pytest.approx(mu2, rel=1e-12)
     assert d["V"][0] == pytest.approx(V, rel=1e-12)
@@ -70,7 +72,7 @@ def test_a_source_with_one_document_is_counted_in_the_document_part():
     src = ["A", "A", "A", "B", "B", "Z"]
     m, mu2, ts2, td2, tc2 = 8, 0.2, 0.5, 0.1, 1.0
     s = sums_of(hier_gram(src, m, mu2, ts2, td2, tc2), len(src), m)
-    d = dc.decompose(s, src, 1024)
+    d = decomposition.decompose(s, src, 1024)
     V = ts2 + td2 + tc2
     assert d["docs_identified"][0] == 5
     assert d["rho_src"][0] == pytest.approx(5 / 6 * ts2 / V, rel=1e-12)
@@ -81,7 +83,7 @@ def test_a_source_with_one_document_is_counted_in_the_document_part():
 def test_short_range_part_is_the_closed_form_of_an_ar1_profile():
     m, ar, phi = 32, 0.4, 0.6
     s = sums_of(hier_gram(SOURCES, m, 0.1, 0.2, 0.1, 1.0, ar, phi), len(SOURCES), m)
-    d = dc.decompose(s, SOURCES, C)
+    d = decomposition.decompose(s, SOURCES, C)
     V = 1.3
     lags = np.arange(1, m)
     rho = (0.3 + ar * phi**lags) / V
@@ -99,7 +101,7 @@ def test_with_one_document_per_source_every_R_is_the_studys_R():
     X = rng.standard_normal((n * m, 30)) + 0.3
     s = sums_of(X @ X.T, n, m)
     src = [f"s{i}" for i in range(n)]
-    d, e = dc.decompose(s, src, C), bs.estimate(s, np.ones(n), C)
+    d, e = decomposition.decompose(s, src, C), bs.estimate(s, np.ones(n), C)
     assert d["A_xs"][0] == pytest.approx(e["S_cross"][0], rel=1e-12)
     assert d["V"][0] == pytest.approx(e["sigma2"][0], rel=1e-12)
     assert d["rho_src"][0] == 0.0
@@ -153,7 +155,7 @@ def test_weights_equal_explicit_resampling_for_document_and_source_draws():
     draws = [[0, 0, 2, 3, 5, 5], [1, 2, 2, 2, 4, 5], list(range(n)),
              [0, 1, 0, 1, 5]]                          # source A drawn twice, C once (a source-clustered draw)
     c = np.stack([np.bincount(dr, minlength=n) for dr in draws]).astype(float)
-    d = dc.decompose(s, src, 1024, c)
+    d = decomposition.decompose(s, src, 1024, c)
     for i, dr in enumerate(draws):
         A_xs, V, rho_src, rho_x, R_x = _naive(K, m, dr, src, 1024)
         assert d["A_xs"][i] == pytest.approx(A_xs, rel=1e-10)
@@ -166,13 +168,13 @@ def test_weights_equal_explicit_resampling_for_document_and_source_draws():
 
 def test_cluster_counts_draw_whole_sources_and_reduce_to_the_document_bootstrap():
     src = ["A", "A", "B", "C", "C", "C"]
-    c = dc.cluster_counts(np.random.default_rng(3), src, 500)
+    c = decomposition.cluster_counts(np.random.default_rng(3), src, 500)
     assert c.shape == (500, 6)
     assert (c[:, 0] == c[:, 1]).all() and (c[:, 3] == c[:, 4]).all() and (c[:, 4] == c[:, 5]).all()
     assert (c[:, [0, 2, 3]].sum(axis=1) == 3).all()                   # 3 sources drawn per resample
     singles = [f"d{i}" for i in range(7)]
     doc = bs.counts_from_indices(bs.resample_indices(np.random.default_rng(9), 7, 300), 7)
-    assert np.array_equal(dc.cluster_counts(np.random.default_rng(9), singles, 300), doc)
+    assert np.array_equal(decomposition.cluster_counts(np.random.default_rng(9), singles, 300), doc)
 
 
 def _cell(tmp_path, K, n, m, name="cell", **kw):
@@ -189,7 +191,7 @@ def test_leave_one_out_and_by_source_equal_cells_rebuilt_from_those_documents(tm
     X = rng.standard_normal((n * m, 20)) + 0.3
     K = X @ X.T
     cell = _cell(tmp_path, K, n, m, chunk=1024)
-    loo = dc.leave_one_out(cell.sums["all"], 1024, window=8192)
+    loo = decomposition.leave_one_out(cell.sums["all"], 1024, window=8192)
     full = stats.estimate_cell(cell, resamples=0).all
     for d in (0, 4):
         keep = [i for i in range(n) if i != d]
@@ -202,7 +204,7 @@ def test_leave_one_out_and_by_source_equal_cells_rebuilt_from_those_documents(tm
         assert loo["S_cross"][d] == pytest.approx(part.S_cross, rel=1e-10)
         others = np.concatenate([np.arange(i * m, (i + 1) * m) for i in keep])
         assert loo["cross_mean"][d] == pytest.approx(K[np.ix_(np.arange(d * m, (d + 1) * m), others)].mean())
-    rows_by = {r["source"]: r for r in dc.by_source(cell.sums["all"], src, 1024, window=8192)}
+    rows_by = {r["source"]: r for r in decomposition.by_source(cell.sums["all"], src, 1024, window=8192)}
     a_rows = np.arange(0, 3 * m)
     alone = stats.estimate_cell(_cell(tmp_path, K[np.ix_(a_rows, a_rows)], 3, m, "A", chunk=1024), resamples=0).all
     assert rows_by["A"]["R"] == pytest.approx(alone.R[8192], rel=1e-10)
@@ -213,21 +215,21 @@ def test_leave_one_out_and_by_source_equal_cells_rebuilt_from_those_documents(tm
 
 def test_jackknife_and_difference_interval():
     v = np.array([1.0, 2.0, 4.0])
-    assert dc.jackknife_se(v) == pytest.approx(np.sqrt(2 / 3 * np.sum((v - v.mean()) ** 2)))
+    assert decomposition.jackknife_se(v) == pytest.approx(np.sqrt(2 / 3 * np.sum((v - v.mean()) ** 2)))
     a, b = np.array([3.0, 4.0, np.nan, 5.0]), np.array([1.0, 5.0, 1.0, 2.0])
-    out = dc.difference_interval(a, b)
+    out = decomposition.difference_interval(a, b)
     assert out["frac_greater"] == pytest.approx(2 / 3)
     assert out["ci"] == pytest.approx(np.percentile([2.0, -1.0, 3.0], [2.5, 97.5]).tolist())
 
 
 def test_decompose_cell_document_bootstrap_is_the_pages_bootstrap(tmp_path):
-    from docgrad.synthetic import Profile, write_cell
+    from docgrad.results.synthetic import Profile, write_cell
 
     write_cell(tmp_path, model="t/m", revision="r", corpus="BOOKS", profile=Profile(exch=0.1, ar=0.2, phi=0.5),
                m=32, chunk=512, shard_size=8, dim=64, seed=3, heterogeneity=0.5)
     cell = next(iter(stats.load_cells(tmp_path).values()))
     src = ["A"] * 4 + ["B"] * 4 + [f"s{i}" for i in range(8)]
-    d = dc.decompose_cell(cell, src, resamples=200, seed=7)
+    d = cell_decomposition.decompose_cell(cell, src, resamples=200, seed=7)
     est = stats.estimate_cell(cell, resamples=200, seed=7)
     assert d.R == pytest.approx(est.all.R_16K, rel=1e-12)
     assert d.intervals["doc"]["R"] == pytest.approx(list(est.all.R_16K_ci), rel=1e-12)
@@ -246,7 +248,7 @@ def test_decompose_cell_document_bootstrap_is_the_pages_bootstrap(tmp_path):
 # --- sources from the manifest ---------------------------------------------------------------------------
 
 def test_source_label_rules():
-    lab = dc.source_label
+    lab = provenance.source_label
     assert lab("WEB", {"doc": 3, "source": {"members": ["a", "b"]}}) == "WEB 3"
     assert lab("BOOKS", {"doc": 0, "title": "Emma", "source": {"package": "x", "author": "Jane Austen"}}) == "Jane Austen"
     assert lab("CODE", {"doc": 0, "source": {"package": "nbformat", "registry": "PyPI"}}) == "github.com/jupyter"
@@ -260,13 +262,15 @@ def test_source_label_rules():
 
 def test_manifest_sources_of_the_study_corpora():
     man = json.loads(MANIFEST.read_text())
-    books = dc.document_sources(man, "BOOKS")
-    assert books[:6] == ["Jane Austen"] * 6 and books[6] == "Herman Melville" and books[7:] == ["King James Bible"] * 9
-    code = dc.document_sources(man, "CODE")
-    assert {k: v for k, v in pd.Series(code).value_counts().items() if v > 1} == {"github.com/jupyter": 2}
-    assert len(set(dc.document_sources(man, "PAPERS"))) == 16
-    assert len(set(dc.document_sources(man, "WEB"))) == 16
-    assert dc.document_sources(man, "BOOKS", [15, 0, 99]) == ["King James Bible", "Jane Austen", "BOOKS 99"]
+    books = provenance.document_sources(man, "BOOKS")
+    assert books[:6] == ["Jane Austen"] * 6 and books[6] == "Herman Melville" and books[7:] == ["King James Bible"] * 24
+    code = provenance.document_sources(man, "CODE")
+    shared = {k: v for k, v in pd.Series(code).value_counts().items() if v > 1}
+    assert {k: v for k, v in pd.Series(code[:16]).value_counts().items() if v > 1} == {"github.com/jupyter": 2}
+    assert shared["github.com/ipython"] == 3 and len(set(code)) == 38          # the 48: 38 sources
+    assert len(set(provenance.document_sources(man, "PAPERS"))) == 48
+    assert len(set(provenance.document_sources(man, "WEB"))) == 48
+    assert provenance.document_sources(man, "BOOKS", [15, 0, 99]) == ["King James Bible", "Jane Austen", "BOOKS 99"]
 
 
 def test_repository_owners_match_the_installed_projects_metadata():
@@ -287,7 +291,10 @@ def test_repository_owners_match_the_installed_projects_metadata():
             continue
         urls = " ".join((md.get_all("Project-URL") or []) + [md.get("Home-page") or ""])
         owners = {o.lower() for o in re.findall(r"github\.com/([^/\s]+)/", urls) if o.lower() != "sponsors"}
-        assert dc.REPOSITORY_OWNERS[pkg].lower() in owners, (pkg, owners)
+        if pkg not in provenance.REPOSITORY_OWNERS:              # its own source: its metadata names no repository
+            assert not owners, (pkg, owners)
+        else:
+            assert provenance.REPOSITORY_OWNERS[pkg].lower() in owners, (pkg, owners)
         checked += 1
     if not checked:
         pytest.skip("none of the CODE projects is installed at the manifest's version")
@@ -299,7 +306,7 @@ def test_control_boundaries_counts_separators_and_continued_text():
     t = np.ones((2, 16), dtype=int)
     t[0, [1, 5, 6]] = 0          # chunks of 4: [1 sep], [2 seps], [], []
     t[1, [3, 12]] = 0            # [1], [], [], [1]
-    out = dc.control_boundaries(t, 0, 4)
+    out = provenance.control_boundaries(t, 0, 4)
     assert out["chunks"] == 8
     assert out["per_chunk"] == {"mean": 5 / 8, "median": 0.5, "min": 0, "max": 2}
     assert out["frac_chunks_without"] == pytest.approx(4 / 8)
@@ -314,7 +321,7 @@ def test_model_description_reads_the_pinned_gguf():
         path = models.default_gguf_path()
     except models.ModelError:
         pytest.skip("the default model wheel is not installed")
-    d = dc.model_description(path)
+    d = model_facts.model_description(path)
     assert d["file_type"] == "Q4_1" and d["context_length"] == 8192 and d["chat_template"] is True
     assert d["architecture"] == "llama" and d["layers"] == 30 and d["vocab_size"] == 49152
     assert d["dequantised_dtype"] == "float32" and d["chunk_context"] == "standalone"
@@ -326,15 +333,15 @@ def test_model_description_reads_the_pinned_gguf():
 # --- presentation ------------------------------------------------------------------------------------------
 
 def test_mean_gradient_share_and_ordering():
-    assert dc.mean_gradient_share(1.0, 3.0) == pytest.approx(0.25)
-    assert np.allclose(dc.mean_gradient_share(np.array([1.0, 2.0]), np.array([1.0, 6.0])), [0.5, 0.25])
+    assert decomposition.mean_gradient_share(1.0, 3.0) == pytest.approx(0.25)
+    assert np.allclose(decomposition.mean_gradient_share(np.array([1.0, 2.0]), np.array([1.0, 6.0])), [0.5, 0.25])
     assert tables.ordering({"A": 1.0, "B": 3.0, "C": float("nan"), "D": 2.0}) == "B > D > A"
     assert tables.ordering({"A": 1.0, "B": 3.0}, digits=1) == "B (3.0) > A (1.0)"
 
 
 def test_like_for_like_and_effective_chunk_notes():
-    from docgrad import published
-    from docgrad.stats import Analysis, CellEstimate, Estimates
+    from docgrad.results import published
+    from docgrad.results.stats import Analysis, CellEstimate, Estimates
 
     def cell(corpus, R, lo, hi, sigma2, rl=(-0.01, 0.01)):
         e = Estimates(512, 1.0, sigma2, {512: 0.0}, 0.0, {512: 1.0, 16384: R}, 512 * sigma2, 
@@ -355,33 +362,33 @@ def test_like_for_like_and_effective_chunk_notes():
 def test_document_pair_means_leave_the_squared_norms_out():
     m, src = 8, ["A", "A", "B"]
     s = sums_of(hier_gram(src, m, 0.5, 0.3, 0.2, 1.0), 3, m)
-    M = dc.document_pair_means(s)
+    M = decomposition.document_pair_means(s)
     assert M[0, 1] == pytest.approx(0.8) and M[0, 2] == pytest.approx(0.5)
     assert np.allclose(np.diag(M), 1.0)                  # mu2 + ts2 + td2: different chunks of one document
-    pairs = dc.source_pair_means(s, src)
+    pairs = decomposition.source_pair_means(s, src)
     assert pairs["cross-source"] == pytest.approx(0.5) and pairs["A"] == pytest.approx(0.8) and "B" not in pairs
     assert pairs["within document"] == pytest.approx(1.0) and pairs["diagonal"] == pytest.approx(2.0)
 
 
 def test_control_facts_from_the_manifest_without_a_span_cache(tmp_path):
-    f = dc.control_facts(MANIFEST, "WEB", 512, cache_dir=tmp_path)
+    f = provenance.control_facts(MANIFEST, "WEB", 512, cache_dir=tmp_path)
     assert f["boundaries_from"] == "manifest" and f["boundaries"] is None
     assert f["separator"]["token"] == "<|endoftext|>" and f["separator"]["id"] == 0
-    assert f["expected_boundaries_per_chunk"] == pytest.approx(5.35)
+    assert f["expected_boundaries_per_chunk"] == pytest.approx(5.43)          # over the 48 pseudo-documents
     assert f["description_tokens"]["median"] == 75
 
 
 def test_control_facts_count_the_cached_spans():
-    f = dc.control_facts(MANIFEST, "WEB", 512)
+    f = provenance.control_facts(MANIFEST, "WEB", 512)
     if f["boundaries_from"] != "span cache":
         pytest.skip("WEB span cache not built (docgrad corpora build --corpus WEB)")
     b = f["boundaries"]
-    assert b["chunks"] == 16 * 32
+    assert b["chunks"] == 48 * 32
     assert b["per_chunk"]["mean"] == pytest.approx(f["expected_boundaries_per_chunk"], rel=0.1)
 
 
 def test_plateau_frame_is_exact_for_a_flat_profile_and_per_doc_by_source(tmp_path):
-    from docgrad.synthetic import Profile, population_gram
+    from docgrad.results.synthetic import Profile, population_gram
 
     n, m = 6, 32
     cell = _cell(tmp_path, population_gram(n, m, Profile(exch=0.1), 2.0, 0.3), n, m)
@@ -401,8 +408,8 @@ def test_a_bootstrap_over_three_sources_has_few_distinct_resamples():
     n, m = len(src), 8
     X = rng.standard_normal((n * m, 20)) + np.repeat(rng.standard_normal((3, 20))[[0, 0, 0, 1, 2, 2, 2, 2]], m, 0)
     s = sums_of(X @ X.T, n, m)
-    c = dc.cluster_counts(np.random.default_rng(0), src, 400)
+    c = decomposition.cluster_counts(np.random.default_rng(0), src, 400)
     R = bs.estimate(s, c, 1024)["R"][:, -1]
     assert np.unique(R[np.isfinite(R)]).size <= 10 - 1          # (M, M, M) is the undefined one
     assert np.all(np.isnan(R[(c[:, 3] == 3)]))
-    assert dc.same_source_pair_fraction(src) == pytest.approx((3 * 2 + 4 * 3) / (8 * 7))
+    assert decomposition.same_source_pair_fraction(src) == pytest.approx((3 * 2 + 4 * 3) / (8 * 7))

@@ -3,15 +3,13 @@ weights), parameter groups on tiny Llama / Gemma 3 / GPT-NeoX models, pins, and 
 
 import hashlib
 import importlib.metadata
-import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from docgrad import models
-from docgrad.models import (INSTALL_HINT, ModelError, group_sizes, named_parameter_groups, param_group,
-                            resolve_revision, tiny_model)
+from docgrad.core.groups import group_sizes, named_parameter_groups, param_group
+from docgrad.models import INSTALL_HINT, ModelError, resolve_revision, tiny_model
 
 
 def test_install_hint_is_the_exact_command():
@@ -152,7 +150,7 @@ def test_models_are_found_by_name_alias_or_upstream_id_and_hub_models_are_not():
 
 
 def test_cli_models_lists_the_registry_and_prints_one_field(capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     assert main(["models"]) == 0
     out = capsys.readouterr().out
@@ -272,8 +270,8 @@ def test_tiny_gemma3_groups_extra_norms_as_other_and_counts_the_tied_embedding_o
 def test_analyze_gates_each_model_on_its_own_cells(tmp_path, capsys):
     """Two models in one results directory: `docgrad analyze` also prints each model's gates and verdict,
     from its own WEB control and exact-reference file (a failing control of one does not fail the other)."""
-    from docgrad.cli import main
-    from docgrad.synthetic import Profile, write_cell
+    from docgrad.results.synthetic import Profile, write_cell
+    from docgrad.runtime.cli import main
 
     small = dict(n_docs=4, m=8, chunk=2048, shard_size=4, dim=32, seed=0)
     for model, web in (("org/good", Profile(ar=0.05, phi=0.2)), ("org/bad", Profile(exch=0.4))):

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from docgrad import notebooks as N
-from docgrad import pages
-from docgrad import report as R
+from docgrad.runtime import notebooks as N
+from docgrad.runtime import pages
+from docgrad.runtime import report as R
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +95,7 @@ def test_valid_values_are_parsed_and_coerced(tiny):
 
 
 def test_cli_run_list_and_unknown_parameter(tiny, capsys, monkeypatch):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     monkeypatch.chdir(tiny.parent.parent)
     assert main(["run", str(tiny), "--list"]) == 0
@@ -145,7 +144,7 @@ def test_the_repository_pages_include_01b_after_01(tmp_path):
 
 
 def test_cli_run_takes_a_lettered_page_prefix(tiny, capsys, monkeypatch):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     (tiny.parent / "01b_more.py").write_text(TINY.replace("theta = 0.0  # the logit", "theta = 0.5  # another logit"))
     monkeypatch.chdir(tiny.parent.parent)
@@ -424,7 +423,7 @@ STAGED = HEADER + '''
 fail = False  # fail after the numbers are saved
 
 # %%
-from docgrad.pages import save_numbers
+from docgrad.runtime.pages import save_numbers
 
 _ = save_numbers("01_staged", {"x": 1})
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from docgrad import notebooks as N
+from docgrad.runtime import notebooks as N
 from test_page_numbers import _found, generated_prose, json_numbers, stated_numbers
 from test_positions import C, gradients, rows_of, write
 

@@ -2,9 +2,18 @@
 
 import numpy as np
 import pytest
-
-from docgrad.orderings import (AGREES, CONTRADICTS, ESTABLISHED, NOT_COMPARED, NOT_ESTABLISHED, PARTLY,
-                               bootstrap_p, holm, ordering_decision, resolve_pairs)
+from docgrad.core.orderings import (
+    AGREES,
+    CONTRADICTS,
+    ESTABLISHED,
+    NOT_COMPARED,
+    NOT_ESTABLISHED,
+    PARTLY,
+    bootstrap_p,
+    holm,
+    ordering_decision,
+    resolve_pairs,
+)
 
 
 def test_bootstrap_p_is_twice_the_smaller_tail_over_finite_draws():

@@ -1,4 +1,4 @@
-"""Pins the numbers of page 01b (docgrad.pitfalls): data parallelism, Trainer accumulation, packing, cross-entropy
+"""Pins the numbers of page 01b (docgrad.teaching.pitfalls): data parallelism, Trainer accumulation, packing, cross-entropy
 denominators, optimisers and loss scales, policy-gradient weights, effective sample sizes, and the exercises."""
 
 import json
@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from docgrad import pitfalls as P
-from docgrad import reduction as R
 from docgrad.models import tiny_model
+from docgrad.teaching import pitfalls as P
+from docgrad.teaching import reduction as R
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -390,7 +389,7 @@ def test_the_page_twin_states_the_fixes_within_float_rounding():
 
 @pytest.mark.slow
 def test_trainer_accumulation_on_the_default_model():
-    from docgrad.models import installed, SMOLLM2, load_model
+    from docgrad.models import SMOLLM2, installed, load_model
 
     if not installed(SMOLLM2):
         pytest.skip("the default model's wheel is not installed")

@@ -1,4 +1,4 @@
-"""Causal context in the analysis (docgrad.positions): per-position means with intervals, a standalone cell
+"""Causal context in the analysis (docgrad.results.positions): per-position means with intervals, a standalone cell
 restricted to its first chunks, the paired standalone-vs-causal comparison, `docgrad analyze --context causal`,
 and the errors for inputs that cannot be compared. Oracles: the definitions applied by explicit loops to
 explicitly resampled Gram matrices (test_stats._naive)."""
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from docgrad import bootstrap as bs
-from docgrad import positions as P
-from docgrad.cells import load_cells
+from docgrad.core import bootstrap as bs
+from docgrad.core.study import GROUPS
 from docgrad.errors import AnalysisError, DocgradError
-from docgrad.results import result_stem, write_result
-from docgrad.study import GROUPS
+from docgrad.presentation import causal as PC
+from docgrad.results import positions as P
+from docgrad.results.cells import load_cells
+from docgrad.results.format import result_stem, write_result
 from test_page_numbers import json_numbers, stated_numbers
 from test_stats import _explicit_resample, _naive
 
@@ -107,7 +107,7 @@ def test_position_means_refuse_malformed_inputs(table, counts, match):
 
 
 def test_cell_positions_use_the_cells_own_draws(pair):
-    from docgrad.stats import cell_rng
+    from docgrad.results.stats import cell_rng
 
     cell = pair["causal"]
     got = P.cell_positions(cell, resamples=50, seed=7)
@@ -299,13 +299,13 @@ def test_page_comparisons_say_which_corpora_are_measured_and_why_the_others_are_
     assert "W = 1024 only" in pc.not_measured["CODE"] and "no causal result at W = 2048" in pc.not_measured["WEB"]
     assert "no standalone cell" in pc.not_measured["PAPERS"]
     assert pc.causal_windows == {"BOOKS": [2048], "CODE": [1024], "PAPERS": [2048]}
-    assert set(P.rho_frame(pc.comparisons)["mode"]) == {"standalone", "causal", P.DIFFERENCE}
-    pos = P.position_frame(pc.comparisons)
+    assert set(PC.rho_frame(pc.comparisons)["mode"]) == {"standalone", "causal", P.DIFFERENCE}
+    pos = PC.position_frame(pc.comparisons)
     assert len(pos) == 3 * 2 * 4 and pos["lo"].notna().all()
-    assert len(P.R_frame(pc.comparisons)) == 3 * 3
+    assert len(PC.R_frame(pc.comparisons)) == 3 * 3
     empty = P.page_comparisons(root / "sa", root / "sa", MODEL, REV, C, 4 * C, ["BOOKS"], 40)
     assert empty.measured == [] and "no causal result" in empty.not_measured["BOOKS"]
-    assert P.rho_frame({}).empty
+    assert PC.rho_frame({}).empty
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -329,7 +329,7 @@ def test_page_comparisons_refuse_parameters_a_page_cannot_use(pair, kw, match):
 
 def test_the_reading_states_only_numbers_it_returns(pair):
     cmp = P.compare_modes(pair["causal"], pair["standalone"], resamples=100)
-    facts, lines = P.reading(cmp)
+    facts, lines = PC.reading(cmp)
     values = json_numbers(json.loads(json.dumps(facts)))
     for tok, x, tol, pct in stated_numbers(" ".join(lines)):
         assert any(abs(v - x) <= tol * 1.0001 + 1e-12 for v in values), tok
@@ -340,7 +340,7 @@ def test_the_reading_states_only_numbers_it_returns(pair):
 # --- docgrad analyze --context ------------------------------------------------------------------------------
 
 def test_analyze_cli_reads_one_context_and_says_which(pair, tmp_path, capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     both = tmp_path / "both"
     n = pair["n_docs"]
@@ -380,7 +380,7 @@ def test_overall_reading_resolves_pairs_of_corpora_from_the_modes_own_draws(pair
         for k, c in comps.items():
             assert list(c.estimates(mode).interval("R", 4 * C)) == pytest.approx(
                 bs.percentile_ci(c.R_window_draws[mode]))
-    facts, lines = P.overall_reading(comps, ["PAPERS"])
+    facts, lines = PC.overall_reading(comps, ["PAPERS"])
     text = " ".join(lines)
     assert facts["pairs"] == {"standalone": {"BOOKS|WEB": "BOOKS > WEB"}, "causal": {"BOOKS|WEB": "BOOKS > WEB"}}
     assert facts["agreement"] == {"BOOKS|WEB": "agree"} and "No pair of corpora is ordered oppositely" in text
@@ -388,7 +388,7 @@ def test_overall_reading_resolves_pairs_of_corpora_from_the_modes_own_draws(pair
     swapped = {k: replace(c, R_window_draws={"standalone": c.R_window_draws["standalone"],
                                              "causal": (c.R_window_draws["causal"] * (-1 if k == "BOOKS" else 1))})
                for k, c in comps.items()}
-    facts, lines = P.overall_reading(swapped)
+    facts, lines = PC.overall_reading(swapped)
     assert facts["agreement"] == {"BOOKS|WEB": "disagree"}
     assert "The two modes order BOOKS vs WEB oppositely, each resolved." in lines
-    assert P.overall_reading({})[1][0].startswith("**Nothing is measured yet**")
+    assert PC.overall_reading({})[1][0].startswith("**Nothing is measured yet**")

@@ -10,13 +10,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from docgrad import precision as PR
-from docgrad import probe as P
-from docgrad.cells import load_cells, pool_cell
-from docgrad.models import named_parameter_groups, tiny_model
-from docgrad.results import ResultFileError, load_result, parse_stem, result_stem, write_result
-from docgrad.study import GROUPS
+from docgrad.core.groups import named_parameter_groups
+from docgrad.core.study import GROUPS
+from docgrad.measure import precision as PR
+from docgrad.measure import probe as P
+from docgrad.models import tiny_model
+from docgrad.results.cells import load_cells, pool_cell
+from docgrad.results.format import (
+    ResultFileError,
+    load_result,
+    parse_stem,
+    result_stem,
+    write_result,
+)
 from test_probe import CONFIG, offline_cli, run, spans
 from test_stats import _explicit_resample, _naive
 
@@ -77,8 +83,8 @@ def test_probe_records_the_dtype_and_a_bf16_state_is_not_resumed_as_float32(tmp_
 def test_unknown_dtype_is_refused_naming_the_choices():
     with pytest.raises(P.ProbeError, match="--dtype 'float16'.*float32, bfloat16"):
         replace(CONFIG, dtype="float16")
-    with pytest.raises(PR.PrecisionError, match="float32, bfloat16"):
-        PR.autocast("fp8", "cpu")
+    with pytest.raises(P.ProbeError, match="float32, bfloat16"):
+        P.autocast("fp8", "cpu")
 
 
 def test_bf16_result_path_and_stem_name_the_dtype(tmp_path):
@@ -257,7 +263,7 @@ def test_paired_difference_refuses_other_documents_or_corpora(tmp_path):
 
 def test_cli_probe_dtype_bfloat16_writes_its_own_file_and_precision_cli_reports_the_gate(tmp_path, monkeypatch,
                                                                                          capsys):
-    from docgrad import cli
+    from docgrad.runtime import cli
 
     offline_cli(monkeypatch)
     argv = ["probe", "--corpus", "t", "--docs", "0:2", "--chunk", "16", "--buckets", "64", "--out", str(tmp_path),
@@ -366,7 +372,7 @@ def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
 
 
 def test_analyze_cli_reads_float32_by_default_and_bf16_when_asked(tmp_path, capsys):
-    from docgrad import cli
+    from docgrad.runtime import cli
 
     X = gradients(10, 6, 4)
     write_cell(tmp_path, X, 6, 4)

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from docgrad import probe as P
-from docgrad import probe_bench
-from docgrad.models import named_parameter_groups, tiny_model
-from docgrad.results import GROUPS, load_result
-from docgrad.sketch import hash_of
+from docgrad.core.groups import named_parameter_groups
+from docgrad.core.sketch import hash_of
+from docgrad.measure import probe as P
+from docgrad.measure import probe_bench
+from docgrad.models import tiny_model
+from docgrad.results.format import GROUPS, load_result
 
 torch.set_num_threads(1)
 CHUNK, M, B = 16, 3, 64
@@ -176,7 +176,8 @@ def test_two_cpu_processes_write_the_single_process_result(tmp_path):
 
 def offline_cli(monkeypatch, n_docs=4):
     """Make the CLI load the tiny Llama (pinned as org/tiny@main) and n_docs synthetic spans for any corpus."""
-    from docgrad import corpora, models
+    from docgrad import models
+    from docgrad.corpora import build as corpora
 
     class S:
         def __init__(self, d, t, h):
@@ -188,7 +189,7 @@ def offline_cli(monkeypatch, n_docs=4):
 
 
 def test_cli_writes_the_standard_path_and_refuses_to_overwrite(tmp_path, monkeypatch, capsys):
-    from docgrad import cli
+    from docgrad.runtime import cli
 
     offline_cli(monkeypatch)
     argv = ["probe", "--corpus", "t", "--docs", "1:3", "--chunk", str(CHUNK), "--buckets", str(B), "--out", str(tmp_path)]
@@ -230,7 +231,7 @@ def test_bucket_sweep_speed_summary_and_sample_chunks():
 
 
 def test_storage_of_exact_gradients_vs_sketches():
-    from docgrad.sketch import storage_bytes
+    from docgrad.core.sketch import storage_bytes
 
     s = storage_bytes(2048, 134_515_008)
     assert s["exact_gradients"] == 4 * 2048 * 134_515_008        # ~1.1 TB
@@ -270,7 +271,9 @@ def test_bos_context_needs_a_model_with_a_bos_token():
 def test_cli_probes_an_offline_model_on_its_own_manifest_with_its_context(tmp_path, monkeypatch):
     import json
 
-    from docgrad import cli, corpora, models
+    from docgrad import models
+    from docgrad.corpora import build as corpora
+    from docgrad.runtime import cli
 
     class S:
         def __init__(self, d, t, h):
@@ -296,7 +299,8 @@ def test_cli_probes_an_offline_model_on_its_own_manifest_with_its_context(tmp_pa
 def test_cli_refuses_spans_cut_by_another_models_tokenizer_before_loading(tmp_path, monkeypatch, capsys):
     import json
 
-    from docgrad import cli, models
+    from docgrad import models
+    from docgrad.runtime import cli
 
     monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
     monkeypatch.setattr(models, "model_pin", lambda m, r, a=False: {"model": "google/gemma-3-270m", "revision": "r"})

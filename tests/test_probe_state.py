@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from docgrad import probe as P
+from docgrad.measure import probe as P
 from docgrad.models import tiny_model
 from test_probe import CHUNK, CONFIG, M, arrays, run, spans
 
@@ -185,7 +184,9 @@ def test_a_chunk_that_does_not_divide_the_span_is_refused(tmp_path):
 def cli_probe(monkeypatch):
     """P.cli_probe on parsed argv, with a fake pin and corpus (4 documents) and a model load that must not
     happen unless allowed."""
-    from docgrad import cli, corpora, models
+    from docgrad import models
+    from docgrad.corpora import build as corpora
+    from docgrad.runtime import cli
 
     class S:
         def __init__(self, d, t, h):

@@ -3,8 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-
-from docgrad import published
+from docgrad.results import published
 
 
 def test_corpus_mapping_is_one_to_one_and_covers_ours():
@@ -61,7 +60,8 @@ def test_beside_ours_stacks_our_curve_over_the_final_published_checkpoints():
 
 
 def test_beside_ours_with_no_cells_of_ours_keeps_numeric_columns():
-    from docgrad import stats, tables
+    from docgrad.presentation import tables
+    from docgrad.results import stats
 
     empty = tables.rho_frame(stats.Analysis("none", 0, 0, [], [], {}, "", []))
     df = published.beside_ours(empty, published.rho_by_lag(), "ours", "lag_tokens")

@@ -4,9 +4,8 @@ import math
 
 import pytest
 import torch
-
-from docgrad import reduction as R
 from docgrad.models import tiny_model
+from docgrad.teaching import reduction as R
 
 torch.set_num_threads(1)
 LOG2 = math.log(2.0)

@@ -6,9 +6,15 @@ import sys
 import numpy as np
 import pytest
 import torch
-
-from docgrad.results import GROUPS
-from docgrad.sketch import CountSketch, SketchResult, fidelity, g1_statistics, gram, hash_of
+from docgrad.core.sketch import (
+    CountSketch,
+    SketchResult,
+    fidelity,
+    g1_statistics,
+    gram,
+    hash_of,
+)
+from docgrad.results.format import GROUPS
 
 torch.set_num_threads(1)
 
@@ -131,7 +137,7 @@ def test_inplace_sketch_only_touches_the_input_when_asked():
 
 SCRIPT = """
 import torch, numpy as np
-from docgrad.sketch import CountSketch
+from docgrad.core.sketch import CountSketch
 params = [("a.mlp.w", (300, 70), "mlp"), ("b", (5,), "other")]
 cs = CountSketch(params, 128, seed=11)
 g = torch.Generator().manual_seed(0)
@@ -180,7 +186,7 @@ def test_gram_and_fidelity_statistics():
 
 def test_g1_statistics_is_the_one_g1_computation():
     """mean, sd with ddof=1, mean squared-norm ratio and the gate; fidelity() reports the same numbers."""
-    from docgrad.study import G1_NORM, G1_SD
+    from docgrad.core.study import G1_NORM, G1_SD
 
     e = np.array([0.001, -0.002, 0.004, 0.0])
     s = g1_statistics(e, [1.0, 1.01, 0.99, 1.02])
@@ -196,7 +202,7 @@ def test_g1_statistics_is_the_one_g1_computation():
     sq, exact = (x ** 2).sum(1), x @ x[0]
     sk, diag = exact + rng.normal(scale=0.01, size=6), sq * rng.uniform(0.98, 1.02, size=6)
     f = fidelity(exact, sk, sq, sketched_diag=diag)
-    from docgrad.sketch import cosine_errors
+    from docgrad.core.sketch import cosine_errors
 
     g = g1_statistics(cosine_errors(exact, sk, sq), diag / sq)
     assert {k: f[k] for k in g} == g
@@ -214,7 +220,7 @@ def test_other_bucket_counts_share_signs_and_fold_signed_vectors():
 
 
 def test_seed_style_numpy_sketch_is_a_deterministic_unbiased_count_sketch():
-    from docgrad.sketch import seed_style_sketch
+    from docgrad.core.sketch import seed_style_sketch
 
     groups = {n: g for n, _, g in PARAMS}
     v = {k: x.numpy() for k, x in _vec(10).items()}

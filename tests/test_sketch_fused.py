@@ -4,9 +4,8 @@ buckets, same exact squared norms and reference dots, to float rounding, on CPU 
 import numpy as np
 import pytest
 import torch
-
+from docgrad.core.sketch import CountSketch, SignedVectors, reference_sketch
 from docgrad.models import tiny_model
-from docgrad.sketch import CountSketch, SignedVectors, reference_sketch
 
 torch.set_num_threads(1)
 

@@ -4,12 +4,16 @@ import json
 
 import numpy as np
 import pytest
-
-from docgrad import bootstrap as bs
-from docgrad import stats
+from docgrad.core import bootstrap as bs
+from docgrad.core.study import GROUPS
 from docgrad.fileio import to_jsonable
-from docgrad.study import GROUPS
-from docgrad.synthetic import Profile, population_gram, sample_gradients, write_gram_cell
+from docgrad.results import stats
+from docgrad.results.synthetic import (
+    Profile,
+    population_gram,
+    sample_gradients,
+    write_gram_cell,
+)
 
 C = 512
 
@@ -201,7 +205,7 @@ def test_a_document_drawn_twice_never_pairs_with_its_own_copy():
 
 
 def test_R_rel_interval_divides_the_ith_draws_of_two_independently_resampled_cells(tmp_path):
-    from docgrad.synthetic import write_cell
+    from docgrad.results.synthetic import write_cell
 
     for corpus, prof in (("WEB", Profile(ar=0.1, phi=0.3)), ("CODE", Profile(exch=0.1, ar=0.2, phi=0.8))):
         write_cell(tmp_path, model="t/m", revision="r", corpus=corpus, profile=prof, m=16, chunk=1024,
@@ -217,7 +221,7 @@ def test_R_rel_interval_divides_the_ith_draws_of_two_independently_resampled_cel
 
 
 def test_bootstrap_is_reproducible_per_cell_and_percentile_intervals_cover_the_estimate(tmp_path):
-    from docgrad.synthetic import write_cell
+    from docgrad.results.synthetic import write_cell
 
     write_cell(tmp_path, model="t/m", revision="r", corpus="BOOKS", profile=Profile(exch=0.1), m=8, chunk=2048,
                shard_size=4, dim=64, seed=2)
@@ -276,7 +280,7 @@ def test_reads_a_file_in_the_published_layout(tmp_path):
 
 
 def test_analyze_report_uses_the_published_field_names(tmp_path):
-    from docgrad.synthetic import write_synthetic_results
+    from docgrad.results.synthetic import write_synthetic_results
 
     write_synthetic_results(tmp_path, n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
     rep = stats.analyze(tmp_path, resamples=100, seed=0).to_json()
@@ -294,14 +298,14 @@ def test_analyze_report_uses_the_published_field_names(tmp_path):
 
 
 def test_effective_chunks_is_n_over_R():
-    from docgrad.tables import effective_chunks
+    from docgrad.presentation.tables import effective_chunks
 
     assert effective_chunks(4.0, 32) == 8.0
     assert effective_chunks(1.0) == 32.0
 
 
 def test_analysis_json_round_trip_keeps_every_number(tmp_path):
-    from docgrad.synthetic import write_synthetic_results
+    from docgrad.results.synthetic import write_synthetic_results
 
     write_synthetic_results(tmp_path, n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
     a = stats.analyze(tmp_path, resamples=100, seed=0)
@@ -310,7 +314,7 @@ def test_analysis_json_round_trip_keeps_every_number(tmp_path):
 
 
 def test_cached_analysis_reuses_the_result_until_an_input_changes(tmp_path):
-    from docgrad.synthetic import write_synthetic_results
+    from docgrad.results.synthetic import write_synthetic_results
 
     write_synthetic_results(tmp_path / "res", n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
     cache = tmp_path / "cache"

@@ -4,10 +4,9 @@ import json
 
 import numpy as np
 import pytest
-
-from docgrad import stats
-from docgrad.results import GROUPS, ResultFileError
-from docgrad.synthetic import Profile, population_gram, write_gram_cell
+from docgrad.results import stats
+from docgrad.results.format import GROUPS, ResultFileError
+from docgrad.results.synthetic import Profile, population_gram, write_gram_cell
 
 N_DOCS, M = 4, 8
 
@@ -123,7 +122,7 @@ def test_empty_results_directory(tmp_path):
 
 
 def test_cli_reports_bad_input_and_writes_nothing(tmp_path, capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     f = _cell(tmp_path / "res")[0]
     f.write_bytes(b"garbage")
@@ -138,7 +137,6 @@ def test_report_json_turns_numpy_nan_into_null():
     import json
 
     import numpy as np
-
     from docgrad.fileio import to_jsonable
 
     out = to_jsonable({"a": np.float64("nan"), 1: np.arange(2), "b": np.bool_(True), "c": float("nan")})
@@ -211,7 +209,7 @@ def test_metadata_that_is_not_an_object_is_a_clear_error(tmp_path):
 
 @pytest.mark.parametrize("resamples", [1, 39, 10**12, -1])
 def test_resamples_an_interval_cannot_use_are_refused(tmp_path, resamples, capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     _cell(tmp_path / "res")
     out = tmp_path / "r.json"
@@ -222,7 +220,7 @@ def test_resamples_an_interval_cannot_use_are_refused(tmp_path, resamples, capsy
 
 @pytest.mark.parametrize("bad", ["file", "dir"])
 def test_analyze_out_that_cannot_be_written_is_refused_before_the_analysis(tmp_path, bad, capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     _cell(tmp_path / "res")
     (tmp_path / "plain").write_text("x")
@@ -235,7 +233,7 @@ def test_analyze_out_that_cannot_be_written_is_refused_before_the_analysis(tmp_p
 
 
 def test_analyze_of_a_missing_directory_is_one_line(tmp_path, capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     assert main(["analyze", "--results", str(tmp_path / "nope"), "--out", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err

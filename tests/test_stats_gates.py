@@ -4,11 +4,18 @@ import json
 
 import numpy as np
 import pytest
-
-from docgrad import gates, stats, tables
-from docgrad.stats import RRel
-from docgrad.study import GROUPS
-from docgrad.synthetic import Profile, population_gram, write_cell, write_gram_cell, write_synthetic_results
+from docgrad.core import gates
+from docgrad.core.study import GROUPS
+from docgrad.presentation import tables
+from docgrad.results import stats
+from docgrad.results.stats import RRel
+from docgrad.results.synthetic import (
+    Profile,
+    population_gram,
+    write_cell,
+    write_gram_cell,
+    write_synthetic_results,
+)
 
 SMALL = dict(n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
 
@@ -69,7 +76,7 @@ def test_verdict_incomplete_inconclusive_measured():
 
 
 def test_analyze_cli_writes_report_and_prints_summary(tmp_path, capsys):
-    from docgrad.cli import main
+    from docgrad.runtime.cli import main
 
     write_synthetic_results(tmp_path / "res", profiles={"CODE": Profile(exch=0.2), "WEB": Profile()}, **SMALL)
     out = tmp_path / "out" / "report.json"
@@ -102,7 +109,7 @@ def test_tidy_frames_cover_every_cell_and_group(tmp_path):
 
 
 def test_headline_table_reading_and_subset(tmp_path):
-    from docgrad import published
+    from docgrad.results import published
 
     write_synthetic_results(tmp_path, model="o/m", revision="r", profiles={"CODE": Profile(exch=0.2),
                                                                            "WEB": Profile()}, **SMALL)

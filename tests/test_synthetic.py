@@ -2,10 +2,15 @@
 
 import numpy as np
 import pytest
-
-from docgrad.results import GROUPS, load_result
-from docgrad.synthetic import DEFAULT_PROFILES, Profile, population_gram, sample_gradients, write_cell, \
-    write_synthetic_results
+from docgrad.results.format import GROUPS, load_result
+from docgrad.results.synthetic import (
+    DEFAULT_PROFILES,
+    Profile,
+    population_gram,
+    sample_gradients,
+    write_cell,
+    write_synthetic_results,
+)
 
 
 def test_profile_rho_R_and_validity():

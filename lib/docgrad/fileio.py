@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from docgrad.errors import DocgradError
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same directory, then rename: readers never see a partial file."""
@@ -115,16 +117,12 @@ def project_root(start: Path | None = None) -> Path:
     d = Path(__file__).resolve().parents[2]
     if (d / "pyproject.toml").exists():
         return d
-    from docgrad.errors import DocgradError
-
     raise DocgradError(f"no docgrad project root (pyproject.toml + notebooks/) above {here}; pass --root")
 
 
 def check_output_file(path, option: str) -> Path:
     """An output file path that can be written: not a directory, and no regular file where a parent
     directory must be. Checked before any work starts, so a long run does not fail at its last step."""
-    from docgrad.errors import DocgradError
-
     path = Path(path)
     if path.is_dir():
         raise DocgradError(f"{option} {path} is a directory; give a file path")
@@ -140,8 +138,6 @@ def check_output_file(path, option: str) -> Path:
 
 def inside(path, directory, what: str) -> Path:
     """`path` resolved, refused unless it lies inside `directory` (no '..' or absolute parts escaping it)."""
-    from docgrad.errors import DocgradError
-
     p, d = Path(path).resolve(), Path(directory).resolve()
     if not p.is_relative_to(d):
         raise DocgradError(f"{what}: {path} would be written outside {directory}")

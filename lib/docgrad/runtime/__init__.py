@@ -1,0 +1,1 @@
+"""Running things: in-kernel page helpers, the notebook runner, the HTML report, the command line."""

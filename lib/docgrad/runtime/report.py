@@ -1,0 +1,284 @@
+"""The self-contained HTML report: report/index.html plus one page per executed notebook.
+
+Each page is the executed notebook exported by nbconvert's `lab` template, with
+  * navigation (contents, previous, next) at the top and bottom;
+  * every Altair chart (a Vega-Lite MIME output, see pages.setup) turned into a vega-embed call, with
+    the Vega, Vega-Lite and vega-embed JavaScript inlined once per page (from vl_convert), so the charts
+    are interactive with no network;
+  * the code of cells tagged `hide-input` hidden (their output stays);
+  * cells tagged `solution` (worked solutions of a page's exercises) collapsed in <details>, opened by a click
+    on "Solution";
+  * no CDN scripts (require.js, MathJax, Mermaid are dropped), so the page makes no network request; the
+    TeX math of markdown ($...$, $$...$$) is converted to MathML at build time (latex2mathml), which the
+    browser renders natively.
+The index holds a short abstract and a table of contents with each notebook's title and first paragraph.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from docgrad.fileio import atomic_write_bytes
+from docgrad.runtime.pages import is_page, page_order
+
+ABSTRACT = (
+    "How much gradient noise do whole-document long-context batches add? Sequences drawn from one document "
+    "carry correlated gradients, so a batch of whole documents averages fewer independent directions than its "
+    "token count suggests. These notebooks measure that correlation on real language-model gradients (per-chunk "
+    "gradients, count-sketched Gram matrices, document bootstrap), and start with the loss-reduction arithmetic "
+    "underneath: what a mean over tokens actually weights, how padding masks and gradient accumulation change "
+    "the objective. Every number on these pages is computed by a tested function of the docgrad library and "
+    "can be recomputed with `docgrad run NN -p name value`."
+)
+
+HIDE_INPUT_TAG = "hide-input"
+VEGALITE_MIME = re.compile(r"^application/vnd\.vegalite\.v\d+[+.]json$")
+_PAGE_TEMPLATE = r"""{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}
+{%- if resources.docgrad_vega_js -%}
+<script type="text/javascript">
+// vega, vega-lite and vega-embed, inlined from vl_convert.javascript_bundle()
+{{ resources.docgrad_vega_js }}
+</script>
+{%- endif -%}
+{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block extra_css -%}<style type="text/css">{{ resources.docgrad_css }}</style>{%- endblock extra_css -%}
+{%- block any_cell scoped -%}
+{%- if 'solution' in cell.metadata.get('tags', []) -%}
+<details class="docgrad-solution"><summary>Solution</summary>
+{{ super() }}
+</details>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{%- endblock any_cell -%}
+{%- block body_header -%}
+{{ super() }}
+{{ resources.docgrad_nav }}
+{%- endblock body_header -%}
+{% block body_footer %}
+{{ resources.docgrad_nav }}
+{{ super() }}
+{% endblock body_footer %}
+"""
+
+_CSS = """
+nav.docgrad-nav { display: flex; justify-content: space-between; gap: 1em; padding: 0.6em 1em;
+  margin: 0.5em 0; background: #f3f5f8; border-radius: 6px; font-family: system-ui, sans-serif; font-size: 14px; }
+nav.docgrad-nav a { color: #1f5fa8; text-decoration: none; }
+nav.docgrad-nav a:hover { text-decoration: underline; }
+nav.docgrad-nav .disabled { color: #aaa; }
+.docgrad-chart { width: 100%; }
+details.docgrad-solution { margin: 0.4em 0 1em 0; padding: 0.3em 0.8em; border: 1px solid #d0d7de;
+  border-radius: 6px; background: #fbfcfd; }
+details.docgrad-solution > summary { cursor: pointer; color: #1f5fa8; font-family: system-ui, sans-serif;
+  font-weight: 600; }
+"""
+
+_INDEX_TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<title>{title}</title>
+<style>
+body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 52em; margin: 2em auto;
+  padding: 0 1em; line-height: 1.55; color: #222; }}
+h1 {{ font-size: 1.9em; margin-bottom: 0.2em; }}
+.abstract {{ background: #f6f8fa; border-left: 4px solid #1f5fa8; padding: 0.8em 1.2em; }}
+ol.toc li {{ margin: 0.9em 0; }}
+ol.toc a {{ font-weight: 600; font-size: 1.1em; color: #1f5fa8; text-decoration: none; }}
+ol.toc p {{ margin: 0.2em 0 0 0; color: #444; }}
+.meta {{ color: #777; font-size: 0.85em; margin-top: 3em; }}
+code {{ background: #f0f0f0; padding: 0 0.2em; border-radius: 3px; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<h2>Abstract</h2>
+<div class="abstract"><p>{abstract}</p></div>
+<h2>Contents</h2>
+<ol class="toc">
+{toc}
+</ol>
+<p class="meta">Built from the executed notebooks in <code>notebooks/</code> by <code>docgrad report</code>.
+Charts are interactive (Vega-Lite, JavaScript inlined; no network needed).</p>
+</body>
+</html>
+"""
+
+
+_PROTECTED = re.compile(r"(<(pre|code|script|style)\b.*?</\2>)", re.S | re.I)
+_MATH = re.compile(r"(?<![\\$])\$\$(.+?)\$\$|(?<![\\$])\$(?!\s)([^$\n]+?)(?<!\s)\$(?!\d)", re.S)
+
+
+def math_to_mathml(page_html: str) -> str:
+    """Replace the TeX math that nbconvert leaves verbatim in rendered markdown ($$...$$ display, $...$ inline)
+    by MathML, outside <pre>, <code>, <script> and <style>. Math that does not parse is left as it was."""
+    from latex2mathml.converter import convert
+
+    def one(m: re.Match) -> str:
+        display = m.group(1) is not None
+        tex = html.unescape(m.group(1) if display else m.group(2))
+        try:
+            return convert(tex.strip(), display="block" if display else "inline")
+        except Exception:  # noqa: BLE001 - unknown macro etc.: keep the source text rather than fail the build
+            return m.group(0)
+
+    parts = _PROTECTED.split(page_html)
+    out, i = [], 0
+    while i < len(parts):
+        out.append(_MATH.sub(one, parts[i]))
+        if i + 1 < len(parts):
+            out.append(parts[i + 1])  # the protected element itself, unchanged
+        i += 3                        # split() also returns the inner tag-name group
+    return "".join(out)
+
+
+@dataclass
+class Page:
+    source: Path  # executed .ipynb
+    html_name: str
+    title: str
+    summary: str
+
+
+def _markdown_to_text(md: str) -> str:
+    text = re.sub(r"`([^`]*)`", r"\1", md)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"[*_]{1,2}([^*_]+)[*_]{1,2}", r"\1", text)
+    return " ".join(text.split())
+
+
+def page_info(nb, stem: str) -> tuple[str, str]:
+    """(title, summary): the first markdown heading and the first paragraph after it (plain text)."""
+    title, summary = stem, ""
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        lines = cell.source.strip().splitlines()
+        if title == stem:
+            for i, ln in enumerate(lines):
+                if ln.startswith("#"):
+                    title = ln.lstrip("#").strip()
+                    lines = lines[i + 1:]
+                    break
+        paragraph = []
+        for ln in lines:
+            if not ln.strip():
+                if paragraph:
+                    break
+                continue
+            if ln.startswith("#"):
+                if paragraph:
+                    break
+                continue
+            paragraph.append(ln)
+        if paragraph:
+            summary = _markdown_to_text(" ".join(paragraph))
+            break
+    return _markdown_to_text(title), summary
+
+
+def executed_notebooks(notebooks_dir: str | Path) -> list[Path]:
+    """Executed NN_*.ipynb / NNx_*.ipynb that have a .py source, in page order (01_, 01b_, 02_, ...; failed runs,
+    *.failed.ipynb, excluded)."""
+    d = Path(notebooks_dir)
+    return sorted((p for p in d.glob("[0-9][0-9]*_*.ipynb") if is_page(p) and p.with_suffix(".py").exists()),
+                  key=page_order)
+
+
+def embed_charts(nb, prefix: str = "chart") -> int:
+    """Replace every Vega-Lite output with an HTML div + vegaEmbed call (in place); return how many."""
+    n = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if not data:
+                continue
+            mime = next((m for m in data if VEGALITE_MIME.match(m)), None)
+            if mime is None:
+                continue
+            spec = data[mime]
+            if isinstance(spec, str):
+                spec = json.loads(spec)
+            n += 1
+            div = f"docgrad-{prefix}-{n}"
+            spec_js = json.dumps(spec).replace("</", "<\\/")
+            out["data"] = {
+                "text/html": (f'<div id="{div}" class="docgrad-chart"></div>\n'
+                              f'<script type="text/javascript">vegaEmbed("#{div}", {spec_js}, '
+                              f'{{"actions": {{"export": true, "source": false, "compiled": false, '
+                              f'"editor": false}}}}).catch(function (e) {{ document.getElementById("{div}")'
+                              f'.textContent = "chart failed to render: " + e; }});</script>'),
+                "text/plain": data.get("text/plain", "<chart>"),
+            }
+            out.get("metadata", {}).pop(mime, None)
+    return n
+
+
+def vega_javascript() -> str:
+    """The vega + vega-lite + vega-embed bundle matching altair's Vega-Lite version (works offline)."""
+    import vl_convert as vlc
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    return vlc.javascript_bundle(vl_version=vl_version_for_vl_convert())
+
+
+def _nav(pages: list[Page], i: int) -> str:
+    """Previous / contents / next links for page i."""
+    prev = (f'<a href="{pages[i - 1].html_name}">&larr; {html.escape(pages[i - 1].title)}</a>'
+            if i > 0 else '<span class="disabled">&larr;</span>')
+    nxt = (f'<a href="{pages[i + 1].html_name}">{html.escape(pages[i + 1].title)} &rarr;</a>'
+           if i + 1 < len(pages) else '<span class="disabled">&rarr;</span>')
+    return f'<nav class="docgrad-nav">{prev}<a href="index.html">Contents</a>{nxt}</nav>'
+
+
+def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = "report",
+                 title: str = "docgrad: gradient noise of whole-document batches") -> Path:
+    """Export every executed notebook to out_dir/<stem>.html and write out_dir/index.html; return the index."""
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    out_dir = Path(out_dir)
+    sources = executed_notebooks(notebooks_dir)
+    if not sources:
+        raise FileNotFoundError(f"no executed notebooks (NN_name.ipynb beside NN_name.py) in {notebooks_dir}")
+    nbs, pages = [], []
+    for src in sources:
+        nb = nbformat.read(str(src), as_version=4)
+        title_, summary = page_info(nb, src.stem)
+        nbs.append(nb)
+        pages.append(Page(src, src.stem + ".html", title_, summary))
+
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"docgrad.html.j2": _PAGE_TEMPLATE})],
+                            template_file="docgrad.html.j2")
+    # cells tagged `hide-input` (e.g. ones that only format prose from computed numbers) show their output only
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}), enabled=True)
+    vega_js = None
+    for i, (nb, page) in enumerate(zip(nbs, pages)):
+        n_charts = embed_charts(nb)
+        if n_charts and vega_js is None:
+            vega_js = vega_javascript()
+        nb.metadata["title"] = page.title
+        resources = {"docgrad_nav": _nav(pages, i), "docgrad_css": _CSS,
+                     "docgrad_vega_js": vega_js if n_charts else "",
+                     "metadata": {"name": page.source.stem}}
+        body, _ = exporter.from_notebook_node(nb, resources=resources)
+        atomic_write_bytes(out_dir / page.html_name, math_to_mathml(body).encode("utf-8"))
+
+    toc = "\n".join(f'<li><a href="{p.html_name}">{html.escape(p.title)}</a>'
+                    f'<p>{html.escape(p.summary)}</p></li>' for p in pages)
+    index = out_dir / "index.html"
+    abstract = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(ABSTRACT))
+    atomic_write_bytes(index, math_to_mathml(_INDEX_TEMPLATE.format(title=html.escape(title), abstract=abstract,
+                                                                    toc=toc)).encode("utf-8"))
+    return index

@@ -1,0 +1,569 @@
+"""What a mean over tokens weights: loss-reduction objectives, padding masks and gradient accumulation.
+
+The scalar teaching model (seed 003)
+------------------------------------
+One real parameter theta (a logit); every position predicts class 1 with p = sigmoid(theta).
+Position j of document i has label y_ij in {0, 1}; its cross-entropy in nats is
+
+    l(theta, y) = -[y log p + (1 - y) log(1 - p)] = softplus(theta) - y * theta,
+
+computed in that stable log-sigmoid form (softplus(t) = max(t, 0) + log1p(exp(-|t|))), and
+dl/dtheta = p - y.
+
+Every objective below is a weighted sum  L(theta) = sum_ij w_ij l(theta, y_ij)  with fixed weights, so
+
+    dL/dtheta = sum_ij w_ij (p - y_ij),   and the optimum satisfies  p* = sum w_ij y_ij / sum w_ij
+
+(the second derivative (sum w) p (1 - p) is positive for 0 < p < 1, so p* is the unique optimum when
+0 < p* < 1; when p* is 0 or 1 the loss only approaches its infimum as theta -> -inf or +inf).
+
+With n_i valid positions in document i, m_ij = 1 at valid positions and 0 at padding, N_pad the number of
+positions in the padded tensor, and D documents, the five objectives are
+
+    token_mean               w = m_ij / sum m              positions weigh equally: doc i gets n_i / sum n
+    document_mean            w = m_ij / (D n_i)            documents weigh equally: doc i gets 1 / D
+    padding_as_class0        w = 1 / N_pad                 padding enters as invented label-0 data
+    padding_in_denominator   w = m_ij / N_pad              padding dropped from the numerator only
+    label0_as_padding        w = [y_ij = 1] / #(y = 1)     every label 0 is mistaken for padding
+
+Splitting a batch into microbatches b with n_b valid targets and per-microbatch mean gradients g_b:
+the unweighted average (1/B) sum g_b is a different objective from the token mean, which needs
+sum n_b g_b / sum n_b (= sum of per-microbatch *sums* divided by the total valid count, which transformers
+passes to the loss as `num_items_in_batch`).
+
+The PyTorch part repeats these with torch.nn.functional.cross_entropy and checks gradient accumulation on a
+real (tiny, randomly initialised) causal language model, counting targets after the causal shift
+(n tokens give n - 1 next-token targets) and with prompt positions masked by -100.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from docgrad.errors import DocgradError
+
+OBJECTIVES = ("token_mean", "document_mean", "padding_as_class0", "padding_in_denominator",
+              "label0_as_padding")
+OBJECTIVE_LABELS = {
+    "token_mean": "token mean",
+    "document_mean": "document mean",
+    "padding_as_class0": "padding counted as class-0 data",
+    "padding_in_denominator": "padding out of numerator, in denominator",
+    "label0_as_padding": "label 0 treated as padding",
+}
+IGNORE_INDEX = -100  # PyTorch's default ignore_index, also what transformers uses for masked labels
+
+
+class ReductionError(DocgradError, ValueError):
+    """Invalid input to a loss reduction (negative lengths, labels outside {0, 1}, mismatched lists)."""
+
+
+class NoValidPositionsError(ReductionError):
+    """A mean over valid positions has no valid position: its denominator is zero and it is undefined."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The padded batch
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Batch:
+    """Documents as rows of positions. `targets[i]` holds labels (padding positions hold `pad_label`);
+    `mask[i]` is True at valid positions. Rows may have different lengths (each row is one document)."""
+
+    targets: tuple[np.ndarray, ...]
+    mask: tuple[np.ndarray, ...]
+
+    @property
+    def valid_counts(self) -> list[int]:
+        return [int(m.sum()) for m in self.mask]
+
+    @property
+    def n_positions(self) -> int:
+        return int(sum(len(t) for t in self.targets))
+
+    @property
+    def n_valid(self) -> int:
+        return int(sum(self.valid_counts))
+
+
+def check_int_list(name: str, values, allow_empty: bool = False) -> list[int]:
+    try:
+        out = [int(v) for v in values]
+    except (TypeError, ValueError) as e:
+        raise ReductionError(f"{name} must be a list of integers, got {values!r}") from e
+    if any(o != v for o, v in zip(out, values)):
+        raise ReductionError(f"{name} must be integers, got {list(values)!r}")
+    if not out and not allow_empty:
+        raise ReductionError(f"{name} is empty: at least one document is needed")
+    return out
+
+
+def _one_per_document(name: str, values, n_docs: int) -> list[int]:
+    """`values` as integers, checked to hold exactly one entry for each of the n_docs documents."""
+    values = check_int_list(name, values)
+    if len(values) != n_docs:
+        raise ReductionError(f"{name} must have one entry per document: got {len(values)} for {n_docs} documents")
+    return values
+
+
+def _reject_negative(name: str, values: list[int], what: str) -> None:
+    for i, v in enumerate(values):
+        if v < 0:
+            raise ReductionError(f"{name}[{i}] = {v}: {what} cannot be negative")
+
+
+def make_batch(lengths, labels, padding=None, pad_label: int = 0) -> Batch:
+    """A batch of documents: document i has `lengths[i]` valid positions, all labelled `labels[i]`,
+    followed by `padding[i]` padding positions (mask 0, target `pad_label`).
+
+    padding=None pads every document to the longest one (the usual rectangular tensor).
+    Errors: negative lengths or padding, labels outside {0, 1}, lists of different lengths.
+    """
+    lengths = check_int_list("lengths", lengths)
+    labels = _one_per_document("labels", labels, len(lengths))
+    _reject_negative("lengths", lengths, "a document's number of positions")
+    for i, y in enumerate(labels):
+        if y not in (0, 1):
+            raise ReductionError(f"labels[{i}] = {y}: labels must be 0 or 1 in this binary model")
+    if padding is None:
+        longest = max(lengths)
+        padding = [longest - n for n in lengths]
+    padding = _one_per_document("padding", padding, len(lengths))
+    _reject_negative("padding", padding, "a padding count")
+    if pad_label not in (0, 1):
+        raise ReductionError(f"pad_label must be 0 or 1, got {pad_label!r}")
+    targets, mask = [], []
+    for n, y, k in zip(lengths, labels, padding):
+        targets.append(np.array([y] * n + [pad_label] * k, dtype=np.int64))
+        mask.append(np.array([True] * n + [False] * k, dtype=bool))
+    return Batch(tuple(targets), tuple(mask))
+
+
+def objective_weights(batch: Batch, objective: str) -> list[np.ndarray]:
+    """Per-position weights w_ij of an objective (see the module docstring), one array per document."""
+    D = len(batch.targets)
+    if objective == "token_mean":
+        n = batch.n_valid
+        if n == 0:
+            raise NoValidPositionsError(
+                "token mean over zero valid positions: the denominator sum(mask) is 0, so the mean is "
+                "undefined (returning 0 would pretend the prediction is perfect)")
+        return [m / n for m in batch.mask]
+    if objective == "document_mean":
+        empty = [i for i, c in enumerate(batch.valid_counts) if c == 0]
+        if empty:
+            raise NoValidPositionsError(
+                f"document mean: document(s) {empty} have zero valid positions, so their mean loss L_i is "
+                f"undefined; drop them or declare another policy explicitly")
+        return [m / (D * m.sum()) for m in batch.mask]
+    if objective == "padding_as_class0":
+        N = batch.n_positions
+        if N == 0:
+            raise NoValidPositionsError("padding_as_class0: the batch has zero positions")
+        return [np.full(len(t), 1.0 / N) for t in batch.targets]
+    if objective == "padding_in_denominator":
+        N = batch.n_positions
+        if batch.n_valid == 0:
+            raise NoValidPositionsError("padding_in_denominator: zero valid positions")
+        return [m / N for m in batch.mask]
+    if objective == "label0_as_padding":
+        # the mask is (wrongly) derived from the label value: every 0, padding or real target, is dropped
+        keep = [t != 0 for t in batch.targets]
+        n = int(sum(k.sum() for k in keep))
+        if n == 0:
+            raise NoValidPositionsError("label0_as_padding: no position has label 1, so nothing is left")
+        return [k / n for k in keep]
+    raise ReductionError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Loss, gradient, optimum
+# --------------------------------------------------------------------------------------------------
+
+def softplus(t: float) -> float:
+    """log(1 + e^t) without overflow."""
+    return max(t, 0.0) + math.log1p(math.exp(-abs(t)))
+
+
+def sigmoid(t: float) -> float:
+    """1 / (1 + e^-t) without overflow."""
+    if t >= 0:
+        return 1.0 / (1.0 + math.exp(-t))
+    e = math.exp(t)
+    return e / (1.0 + e)
+
+
+def logit(p: float) -> float:
+    return math.log(p) - math.log1p(-p)
+
+
+def position_loss(theta: float, y: int) -> float:
+    """Binary cross-entropy in nats of one position: softplus(theta) - y theta."""
+    return softplus(theta) - y * theta
+
+
+def loss(theta: float, batch: Batch, objective: str) -> float:
+    """L(theta) = sum_ij w_ij (softplus(theta) - y_ij theta)."""
+    sp = softplus(float(theta))
+    total = 0.0
+    for w, t in zip(objective_weights(batch, objective), batch.targets):
+        total += float(np.sum(w * (sp - t * theta)))
+    return total
+
+
+def gradient(theta: float, batch: Batch, objective: str) -> float:
+    """dL/dtheta = sum_ij w_ij (sigmoid(theta) - y_ij)."""
+    p = sigmoid(float(theta))
+    return float(sum(np.sum(w * (p - t)) for w, t in zip(objective_weights(batch, objective), batch.targets)))
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """Where dL/dtheta = 0. `finite` is False when p* is 0 or 1 (the loss decreases forever towards
+    theta = -inf or +inf); then `theta` is +-inf."""
+
+    p: float
+    theta: float
+    finite: bool
+
+    def describe(self) -> str:
+        if self.finite:
+            return f"p = {self.p:.6g}"
+        return f"no finite optimum (p -> {self.p:g} as theta -> {'+' if self.theta > 0 else '-'}inf)"
+
+
+def optimum(batch: Batch, objective: str) -> Optimum:
+    """p* = sum w y / sum w, the unique stationary point when 0 < p* < 1."""
+    ws = objective_weights(batch, objective)
+    sw = float(sum(w.sum() for w in ws))
+    p = float(sum(np.sum(w * t) for w, t in zip(ws, batch.targets))) / sw
+    if p <= 0.0:
+        return Optimum(0.0, -math.inf, False)
+    if p >= 1.0:
+        return Optimum(1.0, math.inf, False)
+    return Optimum(p, logit(p), True)
+
+
+def objectives_table(batch: Batch, theta: float = 0.0) -> list[dict]:
+    """One row per objective: loss and gradient at `theta`, the optimum, and the weight of each document."""
+    rows = []
+    for obj in OBJECTIVES:
+        ws = objective_weights(batch, obj)
+        opt = optimum(batch, obj)
+        rows.append({
+            "objective": obj,
+            "label": OBJECTIVE_LABELS[obj],
+            "loss": loss(theta, batch, obj),
+            "gradient": gradient(theta, batch, obj),
+            "optimum_p": opt.p if opt.finite else None,
+            "optimum": opt.describe(),
+            "finite_optimum": opt.finite,
+            "document_weights": [float(w.sum()) for w in ws],
+        })
+    return rows
+
+
+def loss_curves(batch: Batch, ps) -> list[dict]:
+    """Long-format rows (objective, p, theta, loss) for plotting every objective against p."""
+    rows = []
+    for obj in OBJECTIVES:
+        for p in ps:
+            th = logit(float(p))
+            rows.append({"objective": obj, "label": OBJECTIVE_LABELS[obj], "p": float(p), "theta": th,
+                         "loss": loss(th, batch, obj)})
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# Padding invariance, microbatch accumulation, finite differences
+# --------------------------------------------------------------------------------------------------
+
+def padding_invariance(lengths, labels, added=(0, 1, 6, 20), thetas=(-1.0, 0.0, 0.3),
+                       objectives=("token_mean", "document_mean")) -> list[dict]:
+    """Add `k` masked padding positions to every document and compare loss and gradient with the
+    unpadded batch. Rows: objective, added, theta, abs_loss_diff, abs_grad_diff (both exactly 0 when the
+    mask enters numerator and denominator)."""
+    base = make_batch(lengths, labels, padding=[0] * len(lengths))
+    rows = []
+    for obj in objectives:
+        for k in added:
+            padded = make_batch(lengths, labels, padding=[k] * len(lengths))
+            for th in thetas:
+                rows.append({"objective": obj, "added": int(k), "theta": float(th),
+                             "abs_loss_diff": abs(loss(th, padded, obj) - loss(th, base, obj)),
+                             "abs_grad_diff": abs(gradient(th, padded, obj) - gradient(th, base, obj))})
+    return rows
+
+
+def microbatch_accumulation(lengths, labels, theta: float = 0.0) -> dict:
+    """One document per microbatch. Returns each microbatch's valid count and mean gradient, their
+    unweighted average, the count-weighted average, and the unsplit token-mean and document-mean gradients."""
+    lengths = check_int_list("lengths", lengths)
+    labels = check_int_list("labels", labels)
+    means = []
+    for n, y in zip(lengths, labels):
+        mb = make_batch([n], [y], padding=[0])
+        means.append(gradient(theta, mb, "token_mean"))
+    full = make_batch(lengths, labels)
+    return {
+        "valid_counts": lengths,
+        "microbatch_mean_gradients": means,
+        "unweighted_average": sum(means) / len(means),
+        "count_weighted_average": sum(n * g for n, g in zip(lengths, means)) / sum(lengths),
+        "full_batch_token_mean": gradient(theta, full, "token_mean"),
+        "full_batch_document_mean": gradient(theta, full, "document_mean"),
+    }
+
+
+def finite_difference_check(batch: Batch, objective: str = "token_mean", theta: float = 0.3,
+                            h: float = 1e-5) -> dict:
+    """Compare the analytic gradient with (L(theta + h) - L(theta - h)) / 2h."""
+    analytic = gradient(theta, batch, objective)
+    numeric = (loss(theta + h, batch, objective) - loss(theta - h, batch, objective)) / (2 * h)
+    return {"objective": objective, "theta": theta, "h": h, "analytic": analytic, "numeric": numeric,
+            "abs_error": abs(analytic - numeric)}
+
+
+# --------------------------------------------------------------------------------------------------
+# The same objectives in PyTorch
+# --------------------------------------------------------------------------------------------------
+
+def _torch_logits(theta, n: int):
+    """Two-class logits [0, theta] per position, so softmax gives p = sigmoid(theta) for class 1."""
+    import torch
+
+    return torch.stack([torch.zeros(n, dtype=theta.dtype), theta.expand(n)], dim=1)
+
+
+def torch_objectives(batch: Batch, theta: float = 0.0) -> list[dict]:
+    """Each objective written with torch.nn.functional.cross_entropy (ignore_index, mean vs sum) in float64;
+    loss and autograd gradient at theta. Rows: objective, how (the PyTorch expression), loss, gradient."""
+    import torch
+    import torch.nn.functional as F
+
+    rows = []
+    for obj in OBJECTIVES:
+        th = torch.tensor(float(theta), dtype=torch.float64, requires_grad=True)
+        flat_t = torch.from_numpy(np.concatenate(batch.targets))
+        flat_m = torch.from_numpy(np.concatenate(batch.mask))
+        logits = _torch_logits(th, len(flat_t))
+        masked = torch.where(flat_m, flat_t, torch.full_like(flat_t, IGNORE_INDEX))
+        if obj == "token_mean":
+            how = "cross_entropy(logits, masked, ignore_index=-100)  # reduction='mean'"
+            L = F.cross_entropy(logits, masked, ignore_index=IGNORE_INDEX)
+        elif obj == "document_mean":
+            how = "mean over documents of cross_entropy(doc_logits, doc_masked, ignore_index=-100)"
+            per_doc, start = [], 0
+            for t in batch.targets:
+                sl = slice(start, start + len(t))
+                per_doc.append(F.cross_entropy(logits[sl], masked[sl], ignore_index=IGNORE_INDEX))
+                start += len(t)
+            L = torch.stack(per_doc).mean()
+        elif obj == "padding_as_class0":
+            how = "cross_entropy(logits, targets)  # padding targets 0, nothing ignored"
+            L = F.cross_entropy(logits, flat_t)
+        elif obj == "padding_in_denominator":
+            how = "cross_entropy(logits, masked, ignore_index=-100, reduction='sum') / logits.shape[0]"
+            L = F.cross_entropy(logits, masked, ignore_index=IGNORE_INDEX, reduction="sum") / len(flat_t)
+        else:
+            how = "cross_entropy(logits, targets, ignore_index=0)  # label 0 used as the padding id"
+            L = F.cross_entropy(logits, flat_t, ignore_index=0)
+        L.backward()
+        rows.append({"objective": obj, "how": how, "loss": float(L.detach()), "gradient": float(th.grad)})
+    return rows
+
+
+def all_ignored_comparison(n: int = 4) -> dict:
+    """What each implementation does when every target is padding: PyTorch's mean reduction divides
+    0 by 0 and returns NaN (sum returns 0); ours raises NoValidPositionsError."""
+    import torch
+    import torch.nn.functional as F
+
+    logits = _torch_logits(torch.tensor(0.0, dtype=torch.float64), n)
+    ignored = torch.full((n,), IGNORE_INDEX, dtype=torch.long)
+    torch_mean = float(F.cross_entropy(logits, ignored, ignore_index=IGNORE_INDEX))
+    torch_sum = float(F.cross_entropy(logits, ignored, ignore_index=IGNORE_INDEX, reduction="sum"))
+    try:
+        loss(0.0, make_batch([0], [1], padding=[n]), "token_mean")
+        ours = "returned a value"
+    except NoValidPositionsError as e:
+        ours = f"NoValidPositionsError: {e}"
+    return {"torch_mean": torch_mean, "torch_mean_is_nan": math.isnan(torch_mean), "torch_sum": torch_sum,
+            "docgrad": ours}
+
+
+# --------------------------------------------------------------------------------------------------
+# Gradient accumulation on a causal language model
+# --------------------------------------------------------------------------------------------------
+
+def causal_lm_labels(input_ids, prompt_length: int = 0):
+    """Labels for next-token training: a copy of input_ids with the first `prompt_length` positions set to
+    -100 (not supervised). The model shifts internally: logits at t predict labels at t + 1."""
+    labels = input_ids.clone()
+    if prompt_length < 0 or prompt_length > len(input_ids):
+        raise ReductionError(f"prompt_length must be in [0, {len(input_ids)}], got {prompt_length}")
+    labels[:prompt_length] = IGNORE_INDEX
+    return labels
+
+
+def count_targets(labels) -> int:
+    """Number of supervised next-token targets after the causal shift: labels[..., 1:] != -100.
+    A document of n tokens without a prompt gives n - 1 targets; with a k-token prompt (k >= 1), n - k."""
+    return int((labels[..., 1:] != IGNORE_INDEX).sum())
+
+
+def make_documents(lengths, prompt_lengths=None, vocab_size: int = 256, seed: int = 0, tokens=None) -> list[dict]:
+    """Token sequences of the given lengths, each with its labels and target count.
+
+    tokens=None: random ids (a seeded stand-in for text: the algebra under test does not depend on what the
+    tokens say). Otherwise `tokens` (a 1-D sequence of real token ids, e.g. a corpus span) is cut into
+    consecutive documents of the given lengths, from its start."""
+    import torch
+
+    lengths = check_int_list("lengths", lengths)
+    prompt_lengths = ([0] * len(lengths) if prompt_lengths is None
+                      else _one_per_document("prompt_lengths", prompt_lengths, len(lengths)))
+    if tokens is not None:
+        tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long).reshape(-1)
+        if int(sum(lengths)) > len(tokens):
+            raise ReductionError(f"documents of {sum(lengths)} tokens in all cannot be cut from {len(tokens)} tokens")
+    g = torch.Generator().manual_seed(seed)
+    docs, start = [], 0
+    for i, (n, k) in enumerate(zip(lengths, prompt_lengths)):
+        if n < 2:
+            raise ReductionError(f"lengths[{i}] = {n}: a document needs at least 2 tokens to give a "
+                                 f"next-token target")
+        if tokens is None:
+            ids = torch.randint(0, vocab_size, (n,), generator=g)
+        else:
+            ids = tokens[start:start + n].clone()
+            start += n
+        labels = causal_lm_labels(ids, k)
+        docs.append({"input_ids": ids, "labels": labels, "n_tokens": n, "prompt_length": k,
+                     "n_targets": count_targets(labels)})
+    return docs
+
+
+def pad_batch(docs, pad_id: int = 0):
+    """Right-pad documents into (input_ids, attention_mask, labels) tensors; padded labels are -100."""
+    import torch
+
+    T = max(d["n_tokens"] for d in docs)
+    ids = torch.full((len(docs), T), pad_id, dtype=torch.long)
+    att = torch.zeros((len(docs), T), dtype=torch.long)
+    lab = torch.full((len(docs), T), IGNORE_INDEX, dtype=torch.long)
+    for i, d in enumerate(docs):
+        n = d["n_tokens"]
+        ids[i, :n], att[i, :n], lab[i, :n] = d["input_ids"], 1, d["labels"]
+    return ids, att, lab
+
+
+def _summed_loss(model, docs):
+    """Sum of next-token cross-entropies over every supervised target of `docs` (one padded forward)."""
+    import torch.nn.functional as F
+
+    ids, att, lab = pad_batch(docs)
+    logits = model(input_ids=ids, attention_mask=att).logits
+    shift_logits = logits[:, :-1, :].reshape(-1, logits.shape[-1]).float()
+    shift_labels = lab[:, 1:].reshape(-1)
+    return F.cross_entropy(shift_logits, shift_labels, ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+def flat_grad(model):
+    import torch
+
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]).double()
+
+
+def lm_accumulation(model, docs, microbatches=None) -> dict:
+    """Gradient accumulation over microbatches of documents on a causal LM, three ways:
+
+      full      one batch, loss = (sum of all target losses) / N_total           (the token mean)
+      averaged  (1/B) sum_b [ (sum of microbatch b's target losses) / n_b ]     (average of means)
+      items     sum_b [ (sum of microbatch b's target losses) / N_total ]       (num_items_in_batch)
+
+    `microbatches` lists document indices per microbatch (default: one document each). Targets are counted
+    after the causal shift and without -100 positions. Returns counts, the three gradients' norms and the
+    relative discrepancies |g - g_full| / |g_full|.
+    """
+    if microbatches is None:
+        microbatches = [[i] for i in range(len(docs))]
+    counts = [sum(docs[i]["n_targets"] for i in mb) for mb in microbatches]
+    for b, c in enumerate(counts):
+        if c == 0:
+            raise NoValidPositionsError(f"microbatch {b} has zero supervised targets after the causal shift")
+    n_total = sum(counts)
+    B = len(microbatches)
+
+    def run(scale_of):
+        model.zero_grad(set_to_none=True)
+        losses = []
+        for b, mb in enumerate(microbatches):
+            s = _summed_loss(model, [docs[i] for i in mb])
+            (s * scale_of(b)).backward()
+            losses.append(float(s.detach()))
+        return flat_grad(model), losses
+
+    model.zero_grad(set_to_none=True)
+    full_loss = _summed_loss(model, list(docs)) / n_total
+    full_loss.backward()
+    g_full = flat_grad(model)
+    g_avg, sums = run(lambda b: 1.0 / (B * counts[b]))
+    g_items, _ = run(lambda b: 1.0 / n_total)
+    model.zero_grad(set_to_none=True)
+    nf = float(g_full.norm())
+    return {
+        "n_tokens": [d["n_tokens"] for d in docs],
+        "n_targets_per_document": [d["n_targets"] for d in docs],
+        "targets_per_microbatch": counts,
+        "n_targets_total": n_total,
+        "loss_full_token_mean": float(full_loss.detach()),
+        "loss_averaged_means": sum(s / (B * c) for s, c in zip(sums, counts)),
+        "loss_num_items": sum(sums) / n_total,
+        "grad_norm_full": nf,
+        "rel_discrepancy_averaged": float((g_avg - g_full).norm()) / nf,
+        "rel_discrepancy_num_items": float((g_items - g_full).norm()) / nf,
+        "cosine_averaged_full": float(g_avg @ g_full) / (float(g_avg.norm()) * nf),
+    }
+
+
+def microbatch_weights(counts) -> dict:
+    """Weight each microbatch's targets receive: 1/B under the average of means, n_b / N under the token
+    mean. Returns both, the per-target weight ratio max/min under averaging (n_max / n_min), and the total
+    variation distance 0.5 sum_b |1/B - n_b/N| between the two weightings."""
+    counts = check_int_list("counts", counts)
+    if any(c <= 0 for c in counts):
+        raise NoValidPositionsError(f"every microbatch needs at least one target, got counts {counts}")
+    B, N = len(counts), sum(counts)
+    return {"averaged": [1.0 / B] * B, "token_mean": [c / N for c in counts],
+            "per_target_weight_ratio": max(counts) / min(counts),
+            "total_variation": 0.5 * sum(abs(1.0 / B - c / N) for c in counts)}
+
+
+def accumulation_growth(model, total_tokens: int = 128, ratios=(1, 2, 4, 8, 16, 32), prompt_length: int = 0,
+                        seed: int = 0, vocab_size: int = 256, tokens=None) -> list[dict]:
+    """How the average-of-means discrepancy grows as two microbatches' lengths become unequal.
+
+    For each ratio r, two documents share `total_tokens` tokens with lengths in ratio ~ r : 1 (each >= 2);
+    rows hold the lengths, target counts, the relative gradient discrepancy of averaged means and of the
+    num_items normalisation (float noise) against the full-batch token mean, and the total-variation distance
+    between the microbatch weightings. `tokens` (real token ids, see make_documents) replaces the random ids:
+    the long document is the first `long` tokens, the short one the next `short`."""
+    rows = []
+    for r in ratios:
+        short = max(2, round(total_tokens / (1 + r)))
+        long_ = total_tokens - short
+        docs = make_documents([long_, short], [prompt_length] * 2, vocab_size=vocab_size, seed=seed, tokens=tokens)
+        acc = lm_accumulation(model, docs)
+        w = microbatch_weights(acc["targets_per_microbatch"])
+        rows.append({"ratio": float(r), "lengths": [long_, short],
+                     "targets": acc["targets_per_microbatch"],
+                     "target_ratio": w["per_target_weight_ratio"],
+                     "rel_discrepancy_averaged": acc["rel_discrepancy_averaged"],
+                     "rel_discrepancy_num_items": acc["rel_discrepancy_num_items"],
+                     "total_variation": w["total_variation"]})
+    return rows

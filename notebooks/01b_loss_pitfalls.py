@@ -66,9 +66,10 @@ from IPython.display import Markdown, display
 from docgrad.teaching import pitfalls as P
 from docgrad.teaching import reduction as R
 from docgrad.corpora.build import DEFAULT_MANIFEST, load_spans, read_manifest
-from docgrad.models import load_model
+from docgrad.models import load_model, result_model
+from docgrad.results.study import Study
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
-from docgrad.core.study import CHUNK, HEADLINE_WINDOW
+from docgrad.core.constants import CHUNK, CORPORA, DOCS_PER_CORPUS, HEADLINE_WINDOW
 
 ROOT = setup()
 torch.set_num_threads(2)
@@ -507,7 +508,8 @@ mc = P.weighted_mean_variance(doc_w, seed=seed)
 C = P.block_correlation([n for n in kish_lengths], kish_rho)
 deff_tok_corr = P.design_effect(np.ones(sum(kish_lengths)), C)
 deff_doc_corr = P.design_effect(doc_w, C)
-page04 = P.design_effects_of_page_04(ROOT / "figures" / "04_design_effect.json", HEADLINE_WINDOW // CHUNK)
+design_study = Study(ROOT / "data" / "results", docs=(0, DOCS_PER_CORPUS))     # the published design's cells
+page04 = P.design_effects(design_study.page(result_model(model_name), CORPORA)[0], HEADLINE_WINDOW // CHUNK)
 NUMBERS["effective_sample_size"] = {"objectives": kish.to_dict("records"), "monte_carlo_document_mean": mc,
                                     "rho": kish_rho, "deff_token_mean_correlated": deff_tok_corr,
                                     "deff_document_mean_correlated": deff_doc_corr, "page_04": page04}

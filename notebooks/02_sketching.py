@@ -37,6 +37,7 @@ seed = 0  # sketch hash seed
 seed_style_coords = 200_000_000  # coordinates the seed-style numpy sketch is timed on (more than all: the whole model)
 standard_chunks = 2048  # chunks of the standard study (4 corpora x 16 documents x 32 chunks), for the memory arithmetic
 results_dir = "data/results"  # committed result files, for G1 per model
+documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
 g1_models = ["smollm2-135m", "gemma3-270m"]  # models whose --exact-ref result files give G1 (offline names or '<id>@<revision>')
 precision_record = "data/precision/smollm2-135m_bfloat16.json"  # a `docgrad precision` record (bf16 vs float32 gradients)
 precision_context_records = [  # records of the same chunks with a token ahead of each (`docgrad precision --context standalone-bos`)
@@ -58,11 +59,12 @@ from IPython.display import Markdown, display
 from docgrad.corpora import build as corpora
 from docgrad import models
 from docgrad.measure import probe_bench
-from docgrad.results import stats
-from docgrad.core.study import CONTROL
+from docgrad.results.format import parse_docs
+from docgrad.results.study import Study
+from docgrad.core.constants import CONTROL
 from docgrad.core import groups
 from docgrad.core.sketch import SKETCH_NAME, storage_bytes
-from docgrad.core.study import GROUPS
+from docgrad.core.constants import GROUPS
 
 # %% [markdown]
 # ## Why a sketch
@@ -124,13 +126,14 @@ pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["me
 # ### G1 on the committed results, per model
 #
 # Each model's WEB cell was probed with `--exact-ref`: exact inner products of one chunk with the other 511
-# beside the sketched ones. G1 per model, from those files (`docgrad.results.stats.page_analysis`, on each model's own
+# beside the sketched ones. G1 per model, from those files (`docgrad.results.study.Study.page`, on each model's own
 # cells):
 
 # %%
 g1_by_model = {}
+study = Study(results_dir, chunk=chunk, docs=parse_docs(documents))   # reads the result files once
 for m in models.result_models(g1_models):
-    shown, _ = stats.page_analysis(results_dir, m.model, m.revision, chunk, [CONTROL])
+    shown, _ = study.page(m, [CONTROL])
     g1_by_model[m.label] = {k: v for k, v in shown.gates["G1"].items() if k != "files"} | {
         "files": [str(f) for f in shown.gates["G1"].get("files", [])]}
 pd.DataFrame([{"model": lab, "status": g["status"], "pairs": g.get("n_pairs"),

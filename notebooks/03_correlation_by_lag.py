@@ -42,14 +42,13 @@ corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
+documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
-
-import json
 
 import altair as alt
 import numpy as np
@@ -58,15 +57,15 @@ from IPython.display import Markdown, display
 
 from docgrad.corpora import build as corpora_mod
 from docgrad.core import decomposition
-from docgrad.results import cell_decomposition
 from docgrad.corpora import provenance
 from docgrad.measure import model_facts
 from docgrad.results import published
-from docgrad.results import stats
+from docgrad.results.format import parse_docs
+from docgrad.results.study import Study
 from docgrad.presentation import tables
 from docgrad import models as model_registry
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.core.study import CONTROL, GROUPS
+from docgrad.core.constants import CONTROL, GROUPS
 
 # %% [markdown]
 # ## The cells
@@ -76,8 +75,8 @@ from docgrad.core.study import CONTROL, GROUPS
 
 # %%
 page_models = model_registry.result_models(models)
-pages = {m.label: stats.page_analysis(results_dir, m.model, m.revision, chunk, corpora, resamples, seed)
-         for m in page_models}
+study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))   # reads the result files once
+pages = {m.label: study.page(m, corpora) for m in page_models}
 reports = {lab: rep for lab, (rep, _) in pages.items()}
 model_order = list(reports)
 label = page_models[0].label
@@ -86,7 +85,7 @@ report, missing = pages[label]
 present = [c.corpus for c in report.cells]
 synthetic = any(c.synthetic for r in reports.values() for c in r.cells)
 order = list(corpora)
-lines = [f"- results directory: `{results_dir}`; C = {chunk} tokens"]
+lines = [f"- results directory: `{results_dir}` (documents {documents}); C = {chunk} tokens"]
 for m in page_models:
     rep_m, miss_m = pages[m.label]
     lines.append(f"- **{m.label}** (`{m.model}` at `{m.revision}`): cells present "
@@ -103,12 +102,8 @@ cells[["model_label", "corpus", "n_docs", "S_cross", "sigma2", "rho_long", "rho_
 # %%
 # the source/document/chunk decomposition, leave-one-out influence and source-clustered bootstrap of every cell
 # (docgrad.core.decomposition; the document bootstrap draws are those behind the intervals above)
-try:
-    man = json.loads(open(manifest).read())
-except OSError as e:
-    print(f"no corpus manifest ({e}): every document is its own source")
-    man = {"corpora": {}}
-decomp = cell_decomposition.decompose_cells(results_dir, man, model, revision, chunk, present, resamples, seed)
+man = study.manifest(page_models[0])          # without a manifest every document is its own source
+decomp = study.decompositions(page_models[0], present)
 
 # %% [markdown]
 # ## ρ(Δ) by distance, per corpus
@@ -228,15 +223,12 @@ group_long = group_long_all[group_long_all["model"] == label]
  if len(group_long_all) else group_long_all)
 
 # %% tags=["hide-input"]
-from docgrad.results.cells import load_cells
-
 cells_by = {k: c for k, c in ((c.corpus, c) for c in report.cells)}
-loaded = load_cells(results_dir)
 group_share_by_model, group_sizes_by_model = {}, {}
 for m in page_models:
     shares = {}
     for c in reports[m.label].cells:
-        cell = loaded[(m.model, m.revision, c.corpus, chunk)]
+        cell = study.cell(m, c.corpus)
         group_sizes_by_model.setdefault(m.label, cell.shards[0].meta.get("group_sizes", {}))
         shares[c.corpus] = decomposition.group_shares(cell.sums, chunk, [g for g in GROUPS if g in cell.sums])
     group_share_by_model[m.label] = shares
@@ -278,7 +270,8 @@ if share_lines:
 doc_tables = []  # the measured documents of each corpus, from the manifest (titles here, the full table below)
 for k in corpora:
     try:
-        doc_tables.append(corpora_mod.corpus_table(manifest, corpora=[k]))
+        t = corpora_mod.corpus_table(manifest, corpora=[k])
+        doc_tables.append(t[t["doc"].isin(cells_by[k].doc_ids)] if k in cells_by else t)   # the measured ones
     except Exception as e:  # not in this manifest (e.g. someone else's result files): document numbers only
         print(f"{k}: not in the corpus manifest ({type(e).__name__}: {e})")
 corpus_docs = pd.concat(doc_tables, ignore_index=True) if doc_tables else pd.DataFrame(columns=["corpus", "doc", "title"])
@@ -368,7 +361,7 @@ pair_frames = []
 for k, d in decomp.items():
     for doc, s_ in zip(d.doc_ids, d.sources):
         src_rows.append({"corpus": k, "doc": doc, "source": s_})
-    M = decomposition.document_pair_means(loaded[(model, revision, k, chunk)].sums["all"])
+    M = decomposition.document_pair_means(study.cell(page_models[0], k).sums["all"])
     S = cells_by[k].all.S_cross
     pair_frames.append(pd.DataFrame([{"corpus": k, "doc_a": a, "doc_b": b, "ratio": M[i, j] / S,
                                       "source_a": d.sources[i], "source_b": d.sources[j]}
@@ -524,7 +517,7 @@ for lab, md in mdescs.items():
 # %% tags=["hide-input"]
 ctrl = None
 try:
-    ctrl = provenance.control_facts(manifest, CONTROL, chunk)
+    ctrl = provenance.control_facts(manifest, CONTROL, chunk, doc_ids=cells_by[CONTROL].doc_ids if CONTROL in cells_by else None)
 except (OSError, KeyError) as e:
     display(Markdown(f"No control record in the manifest ({type(e).__name__}: {e})."))
 ctrl_cell = cells_by.get(CONTROL)
@@ -557,7 +550,7 @@ if ctrl is not None:
 # %% [markdown]
 # ### The documents
 #
-# The documents of each corpus (from `data/corpora/manifest.json`), with their source: 16 per corpus,
+# The measured documents of each corpus (from `data/corpora/manifest.json`), with their source,
 # tokens [2048, 2048 + 16384) of each, cut into 32 chunks of 512 tokens.
 
 # %%

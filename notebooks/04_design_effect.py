@@ -46,14 +46,13 @@ corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order (
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
+documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 
 ROOT = setup()
-
-import json
 
 import altair as alt
 import numpy as np
@@ -62,25 +61,26 @@ from IPython.display import Markdown, display
 
 from docgrad.presentation import comparison
 from docgrad.core import decomposition
-from docgrad.results import cell_decomposition
 from docgrad.results import published
-from docgrad.results import stats
+from docgrad.results.format import parse_docs
+from docgrad.results.study import Study
 from docgrad.presentation import tables
 from docgrad import models as model_registry
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.core.study import CONTROL, GROUPS
+from docgrad.core.constants import CONTROL, GROUPS
 
 # %%
 page_models = model_registry.result_models(models)
-pages = {m.label: stats.page_analysis(results_dir, m.model, m.revision, chunk, corpora, resamples, seed)
-         for m in page_models}
+study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))   # reads the result files once
+pages = {m.label: study.page(m, corpora) for m in page_models}
 reports = {lab: rep for lab, (rep, _) in pages.items()}
 label = page_models[0].label                      # the model read in depth below
 model, revision, manifest = page_models[0].model, page_models[0].revision, page_models[0].manifest
 report, missing = pages[label]
 synthetic = any(c.synthetic for r in reports.values() for c in r.cells)
 order = list(corpora)
-lines = [f"- results directory: `{results_dir}`; C = {chunk} tokens, {resamples} bootstrap resamples"]
+lines = [f"- results directory: `{results_dir}` (documents {documents}); C = {chunk} tokens, {resamples} bootstrap "
+         "resamples"]
 for m in page_models:
     rep_m, miss_m = pages[m.label]
     lines.append(f"- **{m.label}** (`{m.model}` at `{m.revision}`): cells present "
@@ -93,19 +93,8 @@ if synthetic:
 display(Markdown("\n".join(lines)))
 
 
-def read_manifest(path):
-    try:
-        return json.loads(open(path).read())
-    except OSError as e:
-        print(f"no corpus manifest ({e}): every document is its own source")
-        return {"corpora": {}}
-
-
-mans = {m.label: read_manifest(m.manifest) for m in page_models}   # each model's own (per-tokenizer) corpora
-man = mans[label]
-decomps = {m.label: cell_decomposition.decompose_cells(results_dir, mans[m.label], m.model, m.revision, chunk,
-                                                  [c.corpus for c in reports[m.label].cells], resamples, seed)
-           for m in page_models}
+man = study.manifest(page_models[0])             # each model's own (per-tokenizer) corpora
+decomps = {m.label: study.decompositions(m, [c.corpus for c in reports[m.label].cells]) for m in page_models}
 present = [c.corpus for c in report.cells]
 cells_by = {c.corpus: c for c in report.cells}
 decomp = decomps[label]
@@ -208,13 +197,7 @@ pairs_table.pivot(index="pair", columns="model", values="order") if len(pairs_ta
 # noise $\sigma^2$: the table gives both, per model.
 
 # %%
-from docgrad.results.cells import load_cells
-
-loaded_all = load_cells(results_dir)
-group_sizes_by_model = {}
-for m in page_models:
-    cell = next((loaded_all[k] for k in loaded_all if k[:2] == (m.model, m.revision) and k[3] == chunk), None)
-    group_sizes_by_model[m.label] = cell.shards[0].meta.get("group_sizes", {}) if cell is not None else {}
+group_sizes_by_model = {m.label: study.group_sizes(m) for m in page_models}
 groups_by_model = pd.concat([tables.group_frame(r) for r in reports.values()], ignore_index=True)
 gpick = legend_pick()
 chart_groups_m = alt.Chart(groups_by_model).mark_point(filled=True, size=70).encode(
@@ -563,11 +546,8 @@ b_facts = {}
 if len(ours_b):
     pub_b = bsf[~bsf.source.isin(model_order)]
     try:
-        from docgrad.results.cells import load_cells
-
-        loaded = load_cells(results_dir)
-        cell0 = loaded[(model, revision, present[0], chunk)]
-        gshares = {k: decomposition.group_shares(loaded[(model, revision, k, chunk)].sums, chunk,
+        cell0 = study.cell(page_models[0], present[0])
+        gshares = {k: decomposition.group_shares(study.cell(page_models[0], k).sums, chunk,
                                                  [g for g in GROUPS if g in cell0.sums])["other"]["S_cross"]
                    for k in present} if "other" in cell0.sums else {}
         gsize = cell0.shards[0].meta.get("group_sizes", {})

@@ -47,6 +47,7 @@ batch_sizes = [4, 8, 16, 32]  # batch sizes b in chunks
 window = 0  # regroup within consecutive windows of this many chunks (whole documents); 0: the whole cell
 score = "unigram"  # what balanced and coherent sort by: 'unigram' (mean unigram surprise) or 'loss'
 seed = 20261007  # seed of the bootstrap draws and of the rules' random permutations
+documents = "0:16"  # result files read: documents A:B (a rule needs a cell measured in one file: 0:16)
 resamples = 500  # document-bootstrap resamples, also the Monte-Carlo draws of random partitions (0: none)
 vocab_size = 49152  # vocabulary for the add-one counts, used only if the corpus manifest records none
 figures_dir = "figures"  # where figures and the numbers file are written
@@ -62,12 +63,14 @@ from IPython.display import Markdown, display
 
 from docgrad.results import batching
 from docgrad.results import stats
-from docgrad.results.cells import load_cells
+from docgrad.results.format import parse_docs
+from docgrad.results.study import Study
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
 from docgrad.errors import AnalysisError
 
 # %%
-cells = [c for c in load_cells(results_dir).values() if c.model in models and c.corpus in corpora]
+study = Study(results_dir, resamples, seed, docs=parse_docs(documents))   # reads the result files once
+cells = [c for c in study.cells.values() if c.model in models and c.corpus in corpora]
 cells.sort(key=lambda c: (models.index(c.model), c.revision, corpora.index(c.corpus), c.chunk))
 rows, comparisons, measured, refused, notes = [], [], [], {}, {}
 for cell in cells:

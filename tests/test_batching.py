@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 from docgrad.core import bootstrap as bs
-from docgrad.core.study import GROUPS
+from docgrad.core.constants import GROUPS
 from docgrad.errors import AnalysisError
 from docgrad.results import batching as B
 from docgrad.results import stats
@@ -257,7 +257,7 @@ def test_missing_span_cache_leaves_surprise_unavailable_with_the_fix(tmp_path):
 
 
 def test_span_cache_gives_surprise_only_for_the_spans_the_result_file_measured(tmp_path):
-    from docgrad.core.study import SPAN_TOKENS
+    from docgrad.core.constants import SPAN_TOKENS
     from docgrad.corpora import build as corpora
 
     tokens = np.random.default_rng(15).integers(0, 100, size=(2, SPAN_TOKENS)).astype(np.int32)

@@ -14,13 +14,7 @@ from docgrad.core.sketch import hash_of
 from docgrad.measure import probe as P
 from docgrad.models import tiny_model
 from docgrad.results import cells, stats
-from docgrad.results.format import (
-    GROUPS,
-    ResultFileError,
-    load_result,
-    parse_stem,
-    result_stem,
-)
+from docgrad.results.format import GROUPS, ResultFileError, load_result, parse_stem, result_stem
 from test_probe import CHUNK, CONFIG, B, M, arrays, spans
 
 torch.set_num_threads(1)

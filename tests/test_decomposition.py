@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from docgrad.core import bootstrap as bs
 from docgrad.core import decomposition
-from docgrad.core.study import GROUPS
+from docgrad.core.constants import GROUPS
 from docgrad.corpora import provenance
 from docgrad.measure import model_facts
 from docgrad.presentation import tables

@@ -301,13 +301,22 @@ def test_design_effect_generalises_kish_weighting_and_clustering():
         P.kish_n_eff([0, 0])
 
 
-def test_design_effects_of_page_04(tmp_path):
-    twin = tmp_path / "04.json"
-    twin.write_text(json.dumps({"cells": [{"corpus": "BOOKS", "R_16K": 4.0, "R_16K_ci": [3, 5]}]}))
-    (row,) = P.design_effects_of_page_04(twin)
-    assert row["effective_chunks"] == 8.0 and row["flat_rho"] == pytest.approx(3 / 31)
-    with pytest.raises(P.PitfallError, match="missing"):
-        P.design_effects_of_page_04(tmp_path / "absent.json")
+def test_design_effects_come_from_the_result_files_not_from_another_page(tmp_path):
+    from docgrad.models import ResultModel
+    from docgrad.results.study import Study
+    from docgrad.results.synthetic import write_synthetic_results
+
+    write_synthetic_results(tmp_path / "res", model="o/m", revision="r", n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
+    shown, _ = Study(tmp_path / "res", resamples=40, chunk=2048, cache_dir=tmp_path / "c").page(
+        ResultModel("o/m", "r", "none.json", "m"), ["BOOKS", "CODE"])
+    rows = P.design_effects(shown, 8)
+    assert [r["corpus"] for r in rows] == ["BOOKS", "CODE"]
+    for r, c in zip(rows, shown.cells):
+        assert r["R_16K"] == c.all.R_16K and r["effective_chunks"] == pytest.approx(8 / c.all.R_16K)
+        assert r["R_16K_ci"] == list(c.all.R_16K_ci) and r["flat_rho"] == pytest.approx(P.flat_rho(r["R_16K"], 8))
+    empty = shown.subset("o/m", "r", 2048, ["PAPERS"])
+    with pytest.raises(P.PitfallError, match="no R\\(16K\\)"):
+        P.design_effects(empty, 8)
 
 
 # --- the exercises of page 01b: the values the worked solutions state ---------------------------------------

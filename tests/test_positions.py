@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from docgrad.core import bootstrap as bs
-from docgrad.core.study import GROUPS
+from docgrad.core.constants import GROUPS
 from docgrad.errors import AnalysisError, DocgradError
 from docgrad.presentation import causal as PC
 from docgrad.results import positions as P

@@ -10,19 +10,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from docgrad.core.constants import GROUPS
 from docgrad.core.groups import named_parameter_groups
-from docgrad.core.study import GROUPS
 from docgrad.measure import precision as PR
 from docgrad.measure import probe as P
 from docgrad.models import tiny_model
 from docgrad.results.cells import load_cells, pool_cell
-from docgrad.results.format import (
-    ResultFileError,
-    load_result,
-    parse_stem,
-    result_stem,
-    write_result,
-)
+from docgrad.results.format import ResultFileError, load_result, parse_stem, result_stem, write_result
 from test_probe import CONFIG, offline_cli, run, spans
 from test_stats import _explicit_resample, _naive
 

@@ -207,8 +207,12 @@ def cli_probe(monkeypatch):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--buckets", "0"], r"--buckets 0: the count sketch needs at least 1 bucket"),
+    (["--buckets", "0"], r"--buckets 0: the count sketch needs 16 to 4194304 buckets per group \(at least 1 bucket"),
     (["--buckets", "-3"], r"--buckets -3: .*at least 1 bucket"),
+    (["--buckets", "3"], r"--buckets 3: the count sketch needs 16 to 4194304"),
+    (["--buckets", str(2**40)], r"--buckets 1099511627776: .*fits in memory"),
+    (["--seed", "-1"], r"--seed -1: the sketch hash seed is a non-negative integer"),
+    (["--out", "x.json"], r"--out x.json: give the results root directory or an explicit .npz path"),
     (["--chunk", "1"], r"--chunk 1: a chunk needs at least 2 tokens"),
     (["--chunk", "0"], r"--chunk 0: a chunk needs at least 2 tokens"),
     (["--chunk", "20"], r"--chunk 20 does not divide the span length 48: the last 8 tokens.*nearest: 16 or 24"),

@@ -6,14 +6,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from docgrad.core.sketch import (
-    CountSketch,
-    SketchResult,
-    fidelity,
-    g1_statistics,
-    gram,
-    hash_of,
-)
+from docgrad.core.sketch import CountSketch, SketchResult, fidelity, g1_statistics, gram, hash_of
 from docgrad.results.format import GROUPS
 
 torch.set_num_threads(1)
@@ -186,7 +179,7 @@ def test_gram_and_fidelity_statistics():
 
 def test_g1_statistics_is_the_one_g1_computation():
     """mean, sd with ddof=1, mean squared-norm ratio and the gate; fidelity() reports the same numbers."""
-    from docgrad.core.study import G1_NORM, G1_SD
+    from docgrad.core.constants import G1_NORM, G1_SD
 
     e = np.array([0.001, -0.002, 0.004, 0.0])
     s = g1_statistics(e, [1.0, 1.01, 0.99, 1.02])

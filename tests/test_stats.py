@@ -5,15 +5,10 @@ import json
 import numpy as np
 import pytest
 from docgrad.core import bootstrap as bs
-from docgrad.core.study import GROUPS
+from docgrad.core.constants import GROUPS
 from docgrad.fileio import to_jsonable
 from docgrad.results import stats
-from docgrad.results.synthetic import (
-    Profile,
-    population_gram,
-    sample_gradients,
-    write_gram_cell,
-)
+from docgrad.results.synthetic import Profile, population_gram, sample_gradients, write_gram_cell
 
 C = 512
 

@@ -249,3 +249,82 @@ def test_load_cells_docs_reads_only_the_shards_inside_the_range(tmp_path):
     (cb,), (cf,) = both.values(), first.values()
     assert cb.doc_ids == [0, 1, 2, 3] and cf.doc_ids == [0, 1] and len(cf.shards) == 1
     assert stats.load_cells(tmp_path, docs=(0, 4)).keys() == both.keys()
+
+
+def _edit_json(npz, **args):
+    j = npz.with_suffix(".json")
+    meta = json.loads(j.read_text())
+    meta["args"].update(args)
+    j.write_text(json.dumps(meta))
+
+
+def test_shards_sketched_with_other_buckets_or_seeds_are_not_pooled(tmp_path):
+    f = _cell(tmp_path)
+    _edit_json(f[1], buckets=1024, seed=7)
+    with pytest.raises(ResultFileError, match=r"args.buckets is 1024 but .* shards sketched differently"):
+        stats.load_cells(tmp_path)
+
+
+@pytest.mark.parametrize("name,change,needle", [
+    ("gram_all", lambda K: K * np.where(np.eye(len(K)) > 0, 1, 100), "Cauchy-Schwarz"),
+    ("sqnorm_all", lambda s: s * 1e6, "do not belong together"),
+    ("gram_all", lambda K: K.astype(complex), "must hold real numbers"),
+    ("gram_all", lambda K: K > 0, "must hold real numbers"),
+    ("index", lambda i: i.astype(float), "'index' must hold integers"),
+    ("index", lambda i: i - 5, "numbers are >= 0"),
+])
+def test_values_a_gram_file_cannot_hold_are_refused(tmp_path, name, change, needle):
+    f = _cell(tmp_path)[0]
+    with np.load(f) as z:
+        arrays = {k: z[k] for k in z.files}
+    key = name if name in arrays else next(k for k in arrays if k.startswith(name.split("_")[0] + "_"))
+    _rewrite(f, **{key: change(arrays[key])})
+    _fails(tmp_path, needle, f)
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({"context": "Causal"}, "args.context must be one of standalone, standalone-bos, causal"),
+    ({"docs": [0, 3]}, "args.docs is [0, 3] but the npz holds documents"),
+])
+def test_metadata_that_disagrees_with_its_npz_is_refused(tmp_path, args, needle):
+    f = _cell(tmp_path)[0]
+    _edit_json(f, **args)
+    _fails(tmp_path, needle, f.with_suffix(".json"))
+
+
+def test_an_exact_reference_row_outside_the_file_is_refused(tmp_path):
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    f = write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=2,
+                        exact_ref_dot=K[0])[0]
+    j = f.with_suffix(".json")
+    meta = json.loads(j.read_text())
+    meta["exact_ref_row"] = 9999
+    j.write_text(json.dumps(meta))
+    _fails(tmp_path, "exact_ref_row is 9999, outside the file's 16 rows", j)
+
+
+def _verdict(root):
+    return stats.analyze(root, resamples=40).verdict
+
+
+def test_cells_whose_estimates_are_not_numbers_never_reach_measured(tmp_path):
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    for corpus in ("CODE", "WEB"):
+        write_gram_cell(tmp_path / "ok", {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS,
+                        corpus=corpus, chunk=2048, exact_ref_dot=K[0])
+    base = _verdict(tmp_path / "ok")
+    assert not base.startswith("MEASURED") or "G1, G2 and G3" in base
+    # no cross-document signal: S_cross = 0
+    X = K.copy()
+    same = np.kron(np.eye(N_DOCS), np.ones((M, M))) > 0
+    X[~same] = 0.0
+    write_gram_cell(tmp_path / "s0", {g: X for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, chunk=2048)
+    assert "not estimable: S_cross = " in _verdict(tmp_path / "s0")
+    # four chunks of 512 tokens: no 16K window
+    write_gram_cell(tmp_path / "short", {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, chunk=512)
+    assert "no R(16K)" in _verdict(tmp_path / "short")
+    # two documents: no interval
+    K2 = population_gram(2, M, Profile(exch=0.2), 1.0, 0.1)
+    write_gram_cell(tmp_path / "two", {g: K2 for g in GROUPS}, n_docs=2, m=M, shard_size=2, chunk=2048)
+    v = _verdict(tmp_path / "two")
+    assert v.startswith("INCOMPLETE") and "2 documents: intervals need at least 4" in v

@@ -5,17 +5,11 @@ import json
 import numpy as np
 import pytest
 from docgrad.core import gates
-from docgrad.core.study import GROUPS
+from docgrad.core.constants import GROUPS
 from docgrad.presentation import tables
 from docgrad.results import stats
 from docgrad.results.stats import RRel
-from docgrad.results.synthetic import (
-    Profile,
-    population_gram,
-    write_cell,
-    write_gram_cell,
-    write_synthetic_results,
-)
+from docgrad.results.synthetic import Profile, population_gram, write_cell, write_gram_cell, write_synthetic_results
 
 SMALL = dict(n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
 
@@ -69,7 +63,8 @@ def test_verdict_incomplete_inconclusive_measured():
     assert gates.verdict({"G1": absent, "G2": ok, "G3": ok}, [])[0].startswith("INCOMPLETE")
     assert gates.verdict({"G1": ok, "G2": fail, "G3": ok}, [])[0].startswith("INCONCLUSIVE")
     v, detail = gates.verdict({"G1": ok, "G2": ok, "G3": fail}, rel)
-    assert v.startswith("MEASURED")
+    assert v == "INCONCLUSIVE (gate(s) G3 failed; G1, G2 pass)"          # never MEASURED with a failing gate
+    assert gates.verdict({"G1": ok, "G2": ok, "G3": ok}, [])[0] == "MEASURED (G1, G2 and G3 pass)"
     assert detail[0] == "G3 says"
     assert "more design effect than the control" in detail[1] and "includes the control" in detail[2]
     assert "without interval" in detail[3]
@@ -156,19 +151,51 @@ def test_a_page_subset_evaluates_gates_on_its_own_cells_only(tmp_path):
     assert none.cells == [] and none.verdict.startswith("INCOMPLETE")
 
 
-def test_page_analysis_refuses_what_would_make_an_empty_page(tmp_path):
+def test_study_page_refuses_what_would_make_an_empty_page(tmp_path):
     from docgrad.errors import AnalysisError
+    from docgrad.models import ResultModel
+    from docgrad.results.study import Study
 
     write_synthetic_results(tmp_path / "res", model="o/m", revision="r", **SMALL)
-    args = (tmp_path / "res", "o/m", "r", 2048)
-    shown, missing = stats.page_analysis(*args, ["CODE", "WEB"], resamples=40)
+    m = ResultModel("o/m", "r", str(tmp_path / "no-manifest.json"), "m")
+    study = Study(tmp_path / "res", resamples=40, chunk=2048, cache_dir=tmp_path / "cache")
+    shown, missing = study.page(m, ["CODE", "WEB"])
     assert [c.corpus for c in shown.cells] == ["CODE", "WEB"] and missing == []
     for corpora, match in (([], "corpora is empty"), (["CODE", "CODE"], "repeats"), (["XX"], "unknown corpus 'XX'")):
         with pytest.raises(AnalysisError, match=match):
-            stats.page_analysis(*args, corpora, resamples=40)
+            study.page(m, corpora)
     with pytest.raises(AnalysisError, match="no cell of o/m at r with chunk 500"):
-        stats.page_analysis(tmp_path / "res", "o/m", "r", 500, ["CODE"], resamples=40)
+        Study(tmp_path / "res", resamples=40, chunk=500, cache_dir=tmp_path / "cache").page(m, ["CODE"])
     with pytest.raises(AnalysisError, match="does not exist"):
-        stats.page_analysis(tmp_path / "nothing", "o/m", "r", 2048, ["CODE"], resamples=40)
+        Study(tmp_path / "nothing", resamples=40, cache_dir=tmp_path / "cache").page(m, ["CODE"])
     with pytest.raises(AnalysisError, match="resamples must be 0"):
-        stats.page_analysis(*args, ["CODE"], resamples=1)
+        Study(tmp_path / "res", resamples=1)
+
+
+def test_study_reads_the_files_once_and_decomposes_each_cell_once(tmp_path, monkeypatch):
+    from docgrad.models import ResultModel
+    from docgrad.results import study as S
+
+    write_synthetic_results(tmp_path / "res", model="o/m", revision="r", **SMALL)
+    calls = {"load": 0, "decompose": 0}
+    load, decompose = S.load_cells, S.decompose_cell
+
+    def counted_load(*a, **k):
+        calls["load"] += 1
+        return load(*a, **k)
+
+    def counted_decompose(*a, **k):
+        calls["decompose"] += 1
+        return decompose(*a, **k)
+
+    monkeypatch.setattr(S, "load_cells", counted_load)
+    monkeypatch.setattr(S, "decompose_cell", counted_decompose)
+    m = ResultModel("o/m", "r", str(tmp_path / "no-manifest.json"), "m")
+    study = S.Study(tmp_path / "res", resamples=40, chunk=2048, cache_dir=tmp_path / "cache")
+    first = study.decompositions(m, ["CODE", "WEB", "PAPERS"])
+    again = study.decompositions(m, ["CODE"])
+    assert study.cell(m, "CODE") is study.cell(m, "CODE") and again["CODE"] is first["CODE"]
+    assert calls == {"load": 1, "decompose": len(first)}
+    assert first["CODE"].sources == [f"CODE {i}" for i in study.cell(m, "CODE").doc_ids]   # no manifest: own sources
+    e = study.page(m, ["CODE"])[0].cells[0]
+    assert first["CODE"].R == pytest.approx(e.all.R_16K)          # the decomposition's R is the page's R

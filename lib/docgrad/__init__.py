@@ -8,13 +8,14 @@ Definitions: docs/methods.md. Packages, arrows pointing down only (a package imp
                  words), causal (page 06's frames and readings), charts (corpus colours, legend highlighting)
   teaching/      the teaching pages' models: reduction (page 01), pitfalls (page 01b)
   results/       result files: format (read, validate, write), cells (pooling into block sums), stats (the analysis
-                 as typed results, cached), cell_decomposition, positions (causal vs standalone), batching (batch
+                 as typed results, cached), study (Study: a results directory read once, answered to the pages),
+                 cell_decomposition, positions (causal vs standalone), batching (batch
                  composition), published (the published study's numbers), synthetic (Gram files with a known profile)
   measure/       measurement: probe (per-chunk gradients -> Gram files, resume state, causal mode, autocast),
                  precision (bf16 fidelity), probe_bench (benchmarks), model_facts (what the model file says)
   corpora/       the offline corpora: build (selection, spans, manifest), sources (Debian/PyPI), rlazy (R lazy-load
                  databases), hub (the published corpora, with network), provenance (document sources, the control)
-  core/          the method, numpy/torch only, no I/O, no prose, nothing else of docgrad: study (the constants),
+  core/          the method, numpy/torch only, no I/O, no prose, nothing else of docgrad: constants (of the study),
                  groups (parameter groups), sketch (count sketch, G1 statistics), bootstrap (block sums, estimators,
                  document bootstrap), decomposition (sources/documents/chunks), gates (G1-G3, verdict),
                  orderings (Holm, the ordering decision)

@@ -120,12 +120,18 @@ def project_root(start: Path | None = None) -> Path:
     raise DocgradError(f"no docgrad project root (pyproject.toml + notebooks/) above {here}; pass --root")
 
 
-def check_output_file(path, option: str) -> Path:
+def check_output_file(path, option: str, earlier_output=None, overwrite: bool = False) -> Path:
     """An output file path that can be written: not a directory, and no regular file where a parent
-    directory must be. Checked before any work starts, so a long run does not fail at its last step."""
+    directory must be. Checked before any work starts, so a long run does not fail at its last step.
+
+    earlier_output: a predicate; an existing file it does not recognise as an earlier output of the same command
+    (a result file, a source, another page's notebook, the README) is refused unless overwrite=True."""
     path = Path(path)
     if path.is_dir():
         raise DocgradError(f"{option} {path} is a directory; give a file path")
+    if earlier_output is not None and path.exists() and not overwrite and not earlier_output(path):
+        raise DocgradError(f"{option} {path} exists and is not an earlier output of this command: it would be "
+                           "overwritten; choose another path, or pass --overwrite to replace it")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -150,3 +156,12 @@ def shown_path(path, root=None) -> str:
     p = Path(path).resolve()
     r = Path(root).resolve() if root is not None else project_root()
     return str(p.relative_to(r)) if p.is_relative_to(r) else str(p)
+
+
+def json_with_keys(path, keys) -> bool:
+    """Whether `path` is a JSON object with all of `keys` (how a command recognises its own earlier output)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and all(k in data for k in keys)

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from docgrad.core.study import DEFAULT_MODEL, DEFAULT_REVISION
+from docgrad.core.constants import DEFAULT_MODEL, DEFAULT_REVISION
 from docgrad.errors import DocgradError
 
 PINS_PATH = Path(__file__).resolve().parents[2] / "data" / "checkpoint_revisions.json"
@@ -375,12 +375,7 @@ def tiny_model(arch: str = "llama", seed: int = 0, vocab_size: int = 256, hidden
     or "gpt_neox" (same family as Pythia).
     """
     import torch
-    from transformers import (
-        AutoModelForCausalLM,
-        Gemma3TextConfig,
-        GPTNeoXConfig,
-        LlamaConfig,
-    )
+    from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPTNeoXConfig, LlamaConfig
 
     if arch == "gemma3":
         cfg = Gemma3TextConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,

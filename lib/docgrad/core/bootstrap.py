@@ -33,9 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from docgrad.core.study import (
-    LONG_LAG_TOKENS,  # rho_long averages lags with 2048 <= lag*C < 16384
-)
+from docgrad.core.constants import LONG_LAG_TOKENS  # rho_long averages lags with 2048 <= lag*C < 16384
 
 
 def block_sizes(m: int) -> list[int]:

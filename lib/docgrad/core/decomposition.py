@@ -53,7 +53,7 @@ from typing import Sequence
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.study import CI_LEVEL, HEADLINE_WINDOW
+from docgrad.core.constants import CI_LEVEL, HEADLINE_WINDOW
 
 
 def same_source_pair_fraction(sources: Sequence[str]) -> float:

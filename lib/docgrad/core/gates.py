@@ -9,9 +9,10 @@ G1 sketch fidelity (files written with --exact-ref): for the reference chunk r (
 G2 web control: at every (model, revision, chunk) with a WEB cell, R(16K) < 1.2 and rho_long < 0.01.
 G3 S_cross > 0 resolved: the lower end of every cell's S_cross interval is > 0 (otherwise B_simple of
    that cell is not determined).
-Verdict: INCOMPLETE when a gate cannot be evaluated (no --exact-ref file, no WEB cell, no bootstrap);
-   INCONCLUSIVE when G1 or G2 fails (the instrument or the control does not behave as assumed);
-   otherwise MEASURED. G3 failures qualify single cells and are listed, not a verdict by themselves.
+Verdict: INCOMPLETE when a gate cannot be evaluated (no --exact-ref file, no WEB cell, no bootstrap) or a
+   cell's estimates are not numbers (`not_estimable`: sigma2 or S_cross <= 0, no R(16K), fewer than
+   MIN_INTERVAL_DOCS documents, more than MAX_NONFINITE_DRAWS non-finite draws); INCONCLUSIVE when any of G1, G2,
+   G3 fails; otherwise MEASURED (G1, G2 and G3 pass). The verdict names every gate.
    The detail also names every corpus whose R_rel interval lies above 1 (more design effect than the
    control) and those whose interval includes 1.
 """
@@ -20,8 +21,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from docgrad.core.constants import (
+    CONTROL,
+    G1_MEAN,
+    G1_NORM,
+    G1_SD,
+    G2_R,
+    G2_RHO,
+    HEADLINE_WINDOW,
+    MAX_NONFINITE_DRAWS,
+    MIN_INTERVAL_DOCS,
+    STANDALONE,
+)
 from docgrad.core.sketch import cosine_errors, g1_statistics
-from docgrad.core.study import CONTROL, G1_MEAN, G1_NORM, G1_SD, G2_R, G2_RHO
 
 
 def g1_errors(shard) -> tuple[np.ndarray, np.ndarray]:
@@ -81,17 +93,45 @@ def gate_g3(cells: list) -> dict:
             f"S_cross interval reaches 0 for {', '.join(fails)}: B_simple undetermined there"}
 
 
-def verdict(gates: dict, r_rel: list[dict]) -> tuple[str, list[str]]:
-    """(verdict, detail lines) from the gates and the R_rel rows; see the module docstring."""
+def not_estimable(cell) -> list[str]:
+    """Why a cell's estimates are not numbers (empty: they are): sigma2 <= 0 or S_cross <= 0 (no noise, no mean
+    gradient to divide by), no R(16K) (documents shorter than the window), too few documents for an interval, or
+    too many non-finite bootstrap draws."""
+    e, why = cell.all, []
+    if not (e.sigma2 is not None and np.isfinite(e.sigma2) and e.sigma2 > 0):
+        why.append(f"sigma2 = {e.sigma2:.4g} is not > 0" if e.sigma2 is not None else "sigma2 undefined")
+    if not (e.S_cross is not None and np.isfinite(e.S_cross) and e.S_cross > 0):
+        why.append(f"S_cross = {e.S_cross:.4g} is not > 0 (no cross-document signal)" if e.S_cross is not None
+                   else "S_cross undefined")
+    if getattr(cell, "context", STANDALONE) == STANDALONE and (e.R_16K is None or not np.isfinite(e.R_16K)):
+        why.append(f"no R(16K): {cell.chunks_per_doc} chunks of {cell.chunk} tokens per document are shorter than "
+                   f"the {HEADLINE_WINDOW}-token window")
+    if cell.resamples and cell.n_docs < MIN_INTERVAL_DOCS:
+        why.append(f"{cell.n_docs} documents: intervals need at least {MIN_INTERVAL_DOCS}")
+    if cell.resamples and e.boot_nonfinite_frac is not None and e.boot_nonfinite_frac > MAX_NONFINITE_DRAWS:
+        why.append(f"{e.boot_nonfinite_frac:.0%} of the R(16K) bootstrap draws are not finite "
+                   f"(at most {MAX_NONFINITE_DRAWS:.0%})")
+    return why
+
+
+def verdict(gates: dict, r_rel: list[dict], cells: list = ()) -> tuple[str, list[str]]:
+    """(verdict, detail lines) from the gates, the R_rel rows and the cells; see the module docstring.
+    INCOMPLETE when a gate is not evaluated or a cell is not estimable; else INCONCLUSIVE when any gate fails;
+    else MEASURED. The verdict names every gate."""
     detail = []
     missing = [k for k, g in gates.items() if g["pass"] is None]
-    failed = [k for k in ("G1", "G2") if gates[k]["pass"] is False]
-    if missing:
-        v = f"INCOMPLETE (gate(s) {', '.join(missing)} not evaluated)"
+    failed = [k for k in ("G1", "G2", "G3") if gates[k]["pass"] is False]
+    blocked = {f"{c.corpus} ({c.model} {c.revision})": not_estimable(c) for c in cells}
+    blocked = {k: v for k, v in blocked.items() if v}
+    if missing or blocked:
+        parts = ([f"gate(s) {', '.join(missing)} not evaluated"] if missing else []) + \
+                [f"{k} not estimable: {'; '.join(v)}" for k, v in blocked.items()]
+        v = f"INCOMPLETE ({'; '.join(parts)})"
     elif failed:
-        v = f"INCONCLUSIVE (instrument gate(s) {', '.join(failed)} failed)"
+        passed = [k for k in ("G1", "G2", "G3") if k not in failed]
+        v = f"INCONCLUSIVE (gate(s) {', '.join(failed)} failed" + (f"; {', '.join(passed)} pass)" if passed else ")")
     else:
-        v = "MEASURED (G1 and G2 pass)"
+        v = "MEASURED (G1, G2 and G3 pass)"
     if gates["G3"]["pass"] is False:
         detail.append(gates["G3"]["summary"])
     for r in r_rel:
@@ -109,7 +149,7 @@ def verdict(gates: dict, r_rel: list[dict]) -> tuple[str, list[str]]:
 def evaluate(cells: list, r_rel: list) -> dict:
     """Gates and verdict over exactly these cells (docgrad.results.stats.CellEstimate) and R_rel rows (stats.RRel)."""
     gates = {"G1": gate_g1(cells), "G2": gate_g2(cells), "G3": gate_g3(cells)}
-    v, detail = verdict(gates, r_rel)
+    v, detail = verdict(gates, r_rel, cells)
     return {"gates": gates, "verdict": v, "detail": detail}
 
 

@@ -3,7 +3,7 @@ Each group has its own count sketch and Gram (docs/methods.md#per-chunk-gradient
 
 from __future__ import annotations
 
-from docgrad.core.study import GROUPS
+from docgrad.core.constants import GROUPS
 
 # A parameter's group is decided by the module names in its dotted path (first match wins, in this order).
 # Llama/SmolLM2/OLMo: embed_tokens, lm_head, self_attn.*, mlp.*; GPT-NeoX/Pythia: embed_in, embed_out,

@@ -63,15 +63,8 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from docgrad.core.constants import DEFAULT_BUCKETS, G1_MEAN, G1_NORM, G1_SD, GROUPS, SKETCH_SEED
 from docgrad.core.groups import named_parameter_groups
-from docgrad.core.study import (
-    DEFAULT_BUCKETS,
-    G1_MEAN,
-    G1_NORM,
-    G1_SD,
-    GROUPS,
-    SKETCH_SEED,
-)
 
 SKETCH_NAME = "count-sketch/rotated-blocks/splitmix64/v1"
 DOT_SLAB_BYTES = 64 << 20         # temporary of the exact reference dot (CountSketch._dot)
@@ -475,7 +468,7 @@ def gram(sketches: np.ndarray) -> np.ndarray:
 
 
 # Gate G1 (docs/methods.md): |mean cosine error| <= G1_MEAN, its sd (ddof=1) <= G1_SD, |mean sketched/exact
-# squared norm - 1| <= G1_NORM; the thresholds live in docgrad.core.study. g1_statistics is the one place that
+# squared norm - 1| <= G1_NORM; the thresholds live in docgrad.core.constants. g1_statistics is the one place that
 # computes them: fidelity() (notebook 02, benchmarks) and gates.gate_g1 (result files) both call it.
 
 def g1_passes(mean_cosine_error: float, sd_cosine_error: float, mean_sqnorm_ratio: float) -> bool:

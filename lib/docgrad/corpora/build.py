@@ -37,20 +37,15 @@ from typing import Iterable
 
 import numpy as np
 
-from docgrad.core.study import CORPORA, SPAN_START, SPAN_TOKENS
-from docgrad.core.study import CORPUS_SEED as DEFAULT_SEED
-from docgrad.core.study import DOCS_PER_CORPUS as N_DOCS
-from docgrad.core.study import MIN_DOC_TOKENS as MIN_TOKENS
+from docgrad import models
+from docgrad.core.constants import CORPORA, SPAN_START, SPAN_TOKENS
+from docgrad.core.constants import CORPUS_SEED as DEFAULT_SEED
+from docgrad.core.constants import DOCS_PER_CORPUS as N_DOCS
+from docgrad.core.constants import MIN_DOC_TOKENS as MIN_TOKENS
 from docgrad.corpora import sources as src
 from docgrad.corpora.sources import Candidate, DocumentError, say
 from docgrad.errors import DocgradError
-from docgrad.fileio import (
-    atomic_write_bytes,
-    atomic_write_json,
-    project_root,
-    shown_path,
-)
-from docgrad import models
+from docgrad.fileio import atomic_write_bytes, atomic_write_json, project_root, shown_path
 
 DEFAULT_MANIFEST = "data/corpora/manifest.json"
 DEFAULT_CACHE = "data/corpora/cache"
@@ -244,14 +239,15 @@ def pack_short_documents(docs: Iterable[tuple[str, str]], tok, corpus: str = "WE
             members.append(len(cur_names))
             cur_ids, cur_text, cur_names = [], [], []
     stats = {"short_documents_used": len(lengths),
-             "short_document_tokens_incl_separator": _summary(lengths),
-             "short_document_chars": _summary(chars),
-             "short_documents_per_pseudo_document": _summary(members),
+             "short_document_tokens_incl_separator": summary(lengths),
+             "short_document_chars": summary(chars),
+             "short_documents_per_pseudo_document": summary(members),
              "expected_boundaries_per_512_token_chunk": round(512 / statistics.mean(lengths), 2)}
     return entries, np.stack(spans), rejected, stats
 
 
-def _summary(xs) -> dict:
+def summary(xs) -> dict:
+    """min, quartiles, median, max and mean (2 decimals) of a list of counts."""
     q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
     return {"min": min(xs), "q1": q[0], "median": statistics.median(xs), "q3": q[2], "max": max(xs),
             "mean": round(statistics.mean(xs), 2)}
@@ -298,7 +294,7 @@ def build_corpus(corpus: str, tok, cache: Path, seed: int = DEFAULT_SEED, previo
 
 def finish_entry(entry: dict, docs: list[dict], rejected: list) -> dict:
     """Add the token summary, the documents and the rejected candidates to a manifest entry."""
-    entry.update({"tokens": _summary([d["tokens"] for d in docs]), "documents": docs, "rejected": rejected})
+    entry.update({"tokens": summary([d["tokens"] for d in docs]), "documents": docs, "rejected": rejected})
     return entry
 
 

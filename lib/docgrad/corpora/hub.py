@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from docgrad import models
 from docgrad.corpora import build as corpora
 from docgrad.corpora.sources import Candidate, SourceError, decode_utf8, say
-from docgrad import models
 
 PINS_PATH = models.PINS_PATH
 

@@ -92,27 +92,39 @@ def control_boundaries(tokens: np.ndarray, separator_id: int, chunk: int) -> dic
 
 
 def control_facts(manifest_path: str | Path = "data/corpora/manifest.json", corpus: str = "WEB",
-                  chunk: int = 512, cache_dir: str | Path | None = None) -> dict:
+                  chunk: int = 512, cache_dir: str | Path | None = None, doc_ids: Sequence[int] | None = None) -> dict:
     """What the packed control is, for the pages: the manifest's packing record (separator, descriptions per
     pseudo-document, description length in tokens including the separator, the expected boundaries per
     chunk) and, when the span cache is there (checked against the manifest by corpora.load_spans), the
-    boundaries counted in the measured spans (control_boundaries); `boundaries_from` says which."""
+    boundaries counted in the measured spans (control_boundaries); `boundaries_from` says which.
+
+    doc_ids: the pseudo-documents measured (default: all of the manifest's). Descriptions used, descriptions per
+    pseudo-document, the expected boundaries per chunk (chunk / mean description length, separator included) and
+    the counted boundaries are over those; the description-length summary is the manifest's, over the corpus."""
     man = json.loads(Path(manifest_path).read_text())
     entry = man["corpora"][corpus]
     packing = entry.get("packing", {})
     sep = packing.get("separator") or man.get("tokenizer", {}).get("separator", {})
+    docs = entry.get("documents", [])
+    ids = [int(d["doc"]) for d in docs] if doc_ids is None else [int(i) for i in doc_ids]
+    chosen = [d for d in docs if int(d["doc"]) in set(ids)]
+    members = [int(d["n_members"]) for d in chosen if "n_members" in d]
+    expected = packing.get(f"expected_boundaries_per_{chunk}_token_chunk")
+    if members and len(members) == len(chosen):
+        expected = round(chunk / (sum(int(d["tokens"]) for d in chosen) / sum(members)), 2)
     out = {"corpus": corpus, "selection": entry.get("selection"), "source": entry.get("source", {}),
-           "separator": sep, "descriptions_used": packing.get("short_documents_used"),
+           "separator": sep, "documents": ids,
+           "descriptions_used": sum(members) if members else packing.get("short_documents_used"),
            "description_tokens": packing.get("short_document_tokens_incl_separator"),
-           "descriptions_per_document": packing.get("short_documents_per_pseudo_document"),
-           "expected_boundaries_per_chunk": packing.get(f"expected_boundaries_per_{chunk}_token_chunk"),
-           "boundaries": None, "boundaries_from": "manifest"}
+           "descriptions_per_document": corpora.summary(members) if members else packing.get("short_documents_per_pseudo_document"),
+           "expected_boundaries_per_chunk": expected, "boundaries": None, "boundaries_from": "manifest"}
     try:
         kw = {} if cache_dir is None else {"cache_dir": cache_dir}
-        spans = corpora.load_spans(corpus, manifest_path, **kw)
+        spans = [sp for sp in corpora.load_spans(corpus, manifest_path, **kw) if sp.doc in set(ids)]
     except (corpora.CorpusError, OSError) as e:
         out["boundaries_note"] = f"span cache not available ({type(e).__name__}); expected value from the manifest"
         return out
-    out["boundaries"] = control_boundaries(np.stack([s.tokens for s in spans]), int(sep["id"]), chunk)
+    out["boundaries"] = control_boundaries(np.stack([sp.tokens for sp in spans]), int(sep["id"]), chunk)
     out["boundaries_from"] = "span cache"
     return out
+

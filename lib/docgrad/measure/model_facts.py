@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from docgrad.core.study import DTYPES
 from docgrad import models
+from docgrad.core.constants import DTYPES
 from docgrad.measure.probe import model_chunk_context
 
 

@@ -29,17 +29,18 @@ import json
 import sys
 import time
 import zlib
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from docgrad import models
 from docgrad.core import bootstrap as bs
+from docgrad.core.constants import ALL, BFLOAT16, BOOTSTRAP_SEED, FLOAT32, GROUPS, RESAMPLES
 from docgrad.core.groups import named_parameter_groups
-from docgrad.core.study import ALL, BFLOAT16, BOOTSTRAP_SEED, FLOAT32, GROUPS, RESAMPLES
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
-from docgrad.fileio import atomic_write_json, check_output_file, to_jsonable
-from docgrad import models
+from docgrad.fileio import atomic_write_json, check_output_file, json_with_keys, to_jsonable
 from docgrad.measure.probe import (
     check_dtype,
     context_bos,
@@ -199,7 +200,9 @@ def cli_precision(args) -> int:
             raise PrecisionError(f"--{name} {getattr(args, name)}: must be at least {2 if name == 'chunk' else 1}")
     if args.threads is not None and args.threads < 1:
         raise PrecisionError(f"--threads {args.threads}: need at least 1 (or leave it out for torch's choice)")
-    out = check_output_file(args.out, "--out")
+    out = check_output_file(args.out, "--out", lambda p: json_with_keys(p, ("format",)) and
+                            json.loads(Path(p).read_text()).get("format") == RECORD_FORMAT,
+                            getattr(args, "overwrite", False))
     names = [c.strip().upper() for c in args.corpora.split(",") if c.strip()]
     spans = {c: corpora.load_spans(c, args.manifest, args.cache) for c in names}     # before the model loads
     selected = {c: fidelity_chunks(sp, args.docs, args.chunks, args.chunk) for c, sp in spans.items()}

@@ -51,31 +51,26 @@ from typing import Callable
 
 import numpy as np
 
-from docgrad.core.sketch import SKETCH_NAME, CountSketch
-from docgrad.core.sketch import gram as gram_matrix
-from docgrad.core.study import (
+from docgrad import models
+from docgrad.core.constants import (
     CHUNK,
+    CONTEXTS,
     DEFAULT_BUCKETS,
     DTYPES,
     FLOAT32,
     GROUPS,
+    MAX_BUCKETS,
+    MIN_BUCKETS,
     SKETCH_SEED,
 )
+from docgrad.core.sketch import SKETCH_NAME, CountSketch
+from docgrad.core.sketch import gram as gram_matrix
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
-from docgrad.fileio import (
-    atomic_write_json,
-    atomic_write_npz,
-    package_versions,
-    shown_path,
-)
-from docgrad import models
+from docgrad.fileio import atomic_write_json, atomic_write_npz, package_versions, shown_path
 from docgrad.results.format import parse_docs, result_stem, write_result
 
 PARTIAL_FORMAT = "docgrad-probe-partial/2"
-CONTEXTS = ("standalone",        # each chunk is its own sequence
-            "standalone-bos",    # the same, preceded by the model's BOS token (a model trained with one)
-            "causal")            # the first W tokens are one sequence; chunk k sees every earlier token
 
 
 class ProbeError(DocgradError, RuntimeError):
@@ -152,9 +147,12 @@ class ProbeConfig:
         if self.chunk < 2:
             raise ProbeError(f"--chunk {self.chunk}: a chunk needs at least 2 tokens (C-1 >= 1 next-token "
                              f"targets); use e.g. --chunk {CHUNK}")
-        if self.buckets < 1:
-            raise ProbeError(f"--buckets {self.buckets}: the count sketch needs at least 1 bucket per group; "
-                             f"use e.g. --buckets {DEFAULT_BUCKETS}")
+        if not MIN_BUCKETS <= self.buckets <= MAX_BUCKETS:
+            raise ProbeError(f"--buckets {self.buckets}: the count sketch needs {MIN_BUCKETS} to {MAX_BUCKETS} buckets "
+                             f"per group (at least 1 bucket, and a sketch that fits in memory); use e.g. --buckets "
+                             f"{DEFAULT_BUCKETS}")
+        if self.seed < 0:
+            raise ProbeError(f"--seed {self.seed}: the sketch hash seed is a non-negative integer")
         if self.dtype not in DTYPES:
             raise ProbeError(f"--dtype {self.dtype!r}: choose one of {', '.join(DTYPES)}")
         if self.context not in CONTEXTS:
@@ -804,6 +802,9 @@ def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chun
     out = Path(out)
     if out.suffix == ".npz":
         return out
+    if out.suffix or (out.exists() and not out.is_dir()):
+        raise ProbeError(f"--out {out}: give the results root directory or an explicit .npz path (a {out.suffix or 'file'} "
+                         "path would become a directory tree)")
     _path_parts("model", model_id)
     _path_parts("revision", revision)
     if "/" in str(corpus):

@@ -19,14 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from docgrad.core.sketch import (
-    CountSketch,
-    cosine_errors,
-    fidelity,
-    g1_statistics,
-    seed_style_sketch,
-)
-from docgrad.core.study import DEFAULT_BUCKETS, FLOAT32, GROUPS, SKETCH_SEED
+from docgrad.core.constants import DEFAULT_BUCKETS, FLOAT32, GROUPS, SKETCH_SEED
+from docgrad.core.sketch import CountSketch, cosine_errors, fidelity, g1_statistics, seed_style_sketch
 from docgrad.measure.probe import as_doc_spans, causal_steps, forward_backward, sync
 
 

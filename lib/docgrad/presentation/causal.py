@@ -7,14 +7,7 @@ import numpy as np
 
 from docgrad.presentation.comparison import DISAGREE, agreement, pair_orders
 from docgrad.presentation.tables import ordering
-from docgrad.results.positions import (
-    CAUSAL_MODE,
-    DIFFERENCE,
-    MODES,
-    STANDALONE_MODE,
-    ModeComparison,
-    cell_name,
-)
+from docgrad.results.positions import CAUSAL_MODE, DIFFERENCE, MODES, STANDALONE_MODE, ModeComparison, cell_name
 
 
 def _ci(ci: dict, key):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import altair as alt
 
-from docgrad.core.study import CORPORA
+from docgrad.core.constants import CORPORA
 
 
 def corpus_color(order=CORPORA, title: str = "corpus") -> alt.Color:

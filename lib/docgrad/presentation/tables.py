@@ -6,15 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from docgrad.core.constants import ALL, CONTROL, HEADLINE_WINDOW, PUBLISHED_MODELS, PUBLISHED_ROW_ORDER
 from docgrad.core.decomposition import mean_gradient_share
 from docgrad.core.gates import MEANING
-from docgrad.core.study import (
-    ALL,
-    CONTROL,
-    HEADLINE_WINDOW,
-    PUBLISHED_MODELS,
-    PUBLISHED_ROW_ORDER,
-)
 from docgrad.models import model_label
 from docgrad.results.stats import Analysis
 

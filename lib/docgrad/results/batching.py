@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.study import ALL, BOOTSTRAP_SEED, CI_LEVEL, CONTROL
+from docgrad.core.constants import ALL, BOOTSTRAP_SEED, CI_LEVEL, CONTROL
 from docgrad.corpora import build as corpora
 from docgrad.errors import AnalysisError
 from docgrad.results.cells import Cell

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from docgrad.core import bootstrap as bs
+from docgrad.core.constants import BOOTSTRAP_SEED, CI_LEVEL, HEADLINE_WINDOW, RESAMPLES
 from docgrad.core.decomposition import (
     DECOMP_KEYS,
     by_source,
@@ -24,7 +25,6 @@ from docgrad.core.decomposition import (
     source_pair_means,
     window_column,
 )
-from docgrad.core.study import BOOTSTRAP_SEED, CI_LEVEL, HEADLINE_WINDOW, RESAMPLES
 from docgrad.corpora.provenance import document_sources
 from docgrad.results.cells import load_cells
 from docgrad.results.stats import cell_rng, check_resamples

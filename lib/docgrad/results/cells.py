@@ -22,14 +22,8 @@ from typing import NamedTuple
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.study import ALL, CAUSAL, DTYPES, FLOAT32, GROUPS, STANDALONE
-from docgrad.results.format import (
-    ResultFileError,
-    Shard,
-    find_results,
-    load_result,
-    parse_stem,
-)
+from docgrad.core.constants import ALL, CAUSAL, DTYPES, FLOAT32, GROUPS, STANDALONE
+from docgrad.results.format import ResultFileError, Shard, find_results, load_result, parse_stem
 
 
 class NoResultsError(ResultFileError, FileNotFoundError):
@@ -144,6 +138,9 @@ def _check_distinct_spans(key, parts: list[_Part]) -> None:
             first[h] = (d, p.shard.path)
 
 
+SHARD_AGREES_ON = ("buckets", "seed")     # beside model, revision, corpus, chunk, context, window and dtype
+
+
 def pool_cell(shards: list[Shard]) -> Cell:
     """Pool the shards of one cell; refuse overlapping documents, mixed chunk counts, mismatched groups."""
     if not shards:
@@ -165,6 +162,11 @@ def pool_cell(shards: list[Shard]) -> Cell:
             raise ResultFileError(f"{sh.path}: belongs to cell {sh.cell}, not {key}")
         if sorted(sh.gram) != groups:
             raise ResultFileError(f"{sh.path}: groups {sorted(sh.gram)} differ from {groups} in {shards[0].path}")
+        for key_ in SHARD_AGREES_ON:                   # what changes the numbers must be the same in every shard
+            mine, first = sh.args.get(key_), shards[0].args.get(key_)
+            if mine != first:
+                raise ResultFileError(f"{sh.path}: args.{key_} is {mine!r} but {first!r} in {shards[0].path}; "
+                                      "shards sketched differently are never pooled into one cell")
     seen: dict[int, Path] = {}
     parts, clashes = [], []
     for sh in shards:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from docgrad.core.study import CAUSAL, DTYPES, FLOAT32, GROUPS, STANDALONE
+from docgrad.core.constants import CAUSAL, CONTEXTS, DTYPES, FLOAT32, GROUPS, STANDALONE
 from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, atomic_write_npz
 
@@ -34,6 +34,8 @@ _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)(?:_w(?P<window>\d
 
 
 SYMMETRY_RTOL = 1e-9   # |K - K^T| allowed, relative to max |K| (float64 rounding of X X^T is ~1e-16)
+CAUCHY_SCHWARZ_RTOL = 1e-6   # |K_ij| <= sqrt(K_ii K_jj) (1 + this): exact for inner products, up to rounding
+DIAGONAL_RTOL = 0.5    # |sketched K_ii / exact squared norm - 1| allowed; the committed cells reach 0.044 (B = 2^17)
 
 
 class ResultFileError(DocgradError, ValueError):
@@ -125,13 +127,30 @@ def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact
 
 
 
+def _real(path: Path, name: str, a: np.ndarray, integer: bool = False) -> None:
+    """Refuse an array that is not real numbers (complex, boolean, strings, objects) or, for integer=True, not
+    integers."""
+    kinds = "iu" if integer else "iuf"
+    if a.dtype.kind not in kinds:
+        want = "integers" if integer else "real numbers"
+        raise ResultFileError(f"{path}: '{name}' must hold {want}, got dtype {a.dtype}")
+
+
 def _validate_arrays(path: Path, z: dict) -> None:
     for key in ("index", "loss"):
         if key not in z:
             raise ResultFileError(f"{path}: missing array '{key}'")
     index, loss = z["index"], z["loss"]
+    _real(path, "index", index, integer=True)
+    _real(path, "loss", loss)
+    for k in z:
+        if k.startswith(("gram_", "sqnorm_")) or k == "exact_ref_dot":
+            _real(path, k, z[k])
     if index.ndim != 2 or index.shape[1] != 2:
         raise ResultFileError(f"{path}: 'index' must be n x 2 (document, chunk), got shape {index.shape}")
+    if index.size and index.min() < 0:
+        r = int(np.argmin(index.min(axis=1)))
+        raise ResultFileError(f"{path}: 'index' row {r} is {index[r].tolist()}: document and chunk numbers are >= 0")
     n = index.shape[0]
     if loss.shape != (n,):
         raise ResultFileError(f"{path}: 'loss' has shape {loss.shape}, expected ({n},) to match 'index'")
@@ -161,6 +180,7 @@ def _validate_arrays(path: Path, z: dict) -> None:
         if neg.size:
             raise ResultFileError(f"{path}: sqnorm_{g} has {neg.size} negative squared norm(s) (first at row {neg[0]}: "
                                   f"{z[f'sqnorm_{g}'][neg[0]]:.6g}); squared norms are >= 0")
+        _check_inner_products(path, g, np.asarray(K, dtype=float), np.asarray(z[f"sqnorm_{g}"], dtype=float))
     total = sum(z[f"sqnorm_{g}"] for g in groups)
     zero = np.flatnonzero(total <= 0)
     if zero.size:
@@ -175,6 +195,30 @@ def _validate_arrays(path: Path, z: dict) -> None:
     pairs = {tuple(r) for r in index.tolist()}
     if len(pairs) != n:
         raise ResultFileError(f"{path}: 'index' repeats a (document, chunk) pair")
+
+
+def _check_inner_products(path: Path, g: str, K: np.ndarray, sqnorm: np.ndarray) -> None:
+    """What a Gram of (sketched) inner products must satisfy: a diagonal >= 0 within DIAGONAL_RTOL of the exact
+    squared norms, and Cauchy-Schwarz, |K_ij| <= sqrt(K_ii K_jj), which holds exactly for the sketched vectors."""
+    d = np.diag(K)
+    if d.size and d.min() < 0:
+        i = int(np.argmin(d))
+        raise ResultFileError(f"{path}: gram_{g} has a negative diagonal entry (K[{i},{i}] = {d[i]:.6g}); the diagonal "
+                              "holds squared norms")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(sqnorm > 0, np.abs(d / np.where(sqnorm > 0, sqnorm, 1) - 1), 0.0)
+    if rel.size and rel.max() > DIAGONAL_RTOL:
+        i = int(np.argmax(rel))
+        raise ResultFileError(f"{path}: gram_{g}[{i},{i}] = {d[i]:.6g} (the sketched squared norm) but sqnorm_{g}[{i}] "
+                              f"= {sqnorm[i]:.6g} (the exact one): they differ by {rel[i]:.0%}, more than the sketch can "
+                              f"({DIAGONAL_RTOL:.0%}); the Gram and the squared norms do not belong together")
+    bound = np.sqrt(np.outer(d, d)) * (1 + CAUCHY_SCHWARZ_RTOL) + 1e-300
+    over = np.abs(K) > bound
+    if over.any():
+        i, j = (int(x) for x in np.argwhere(over)[0])
+        raise ResultFileError(f"{path}: gram_{g}[{i},{j}] = {K[i, j]:.6g} exceeds sqrt(K[{i},{i}] K[{j},{j}]) = "
+                              f"{np.sqrt(d[i] * d[j]):.6g} ({int(over.sum())} entries do): impossible for inner products "
+                              "(Cauchy-Schwarz)")
 
 
 def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
@@ -203,8 +247,8 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
     except (TypeError, ValueError):
         raise ResultFileError(f"{json_path}: args.chunk must be an integer >= 2, got {args['chunk']!r}") from None
     context = args.get("context") or STANDALONE
-    if not isinstance(context, str):
-        raise ResultFileError(f"{json_path}: args.context must be a string such as 'standalone', got {context!r}")
+    if context not in CONTEXTS:
+        raise ResultFileError(f"{json_path}: args.context must be one of {', '.join(CONTEXTS)}, got {context!r}")
     if context == CAUSAL:
         w = args.get("window")
         if isinstance(w, bool) or not isinstance(w, int) or w < int(args["chunk"]) or w % int(args["chunk"]):
@@ -219,6 +263,7 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
         raise ResultFileError(f"{npz_path}: cannot read npz (truncated or corrupt: {e})") from e
     _validate_arrays(npz_path, arrays)
+    _check_meta_against_arrays(json_path, meta, arrays)
     have = sorted(k[5:] for k in arrays if k.startswith("gram_"))
     if groups is not None:
         missing = [g for g in groups if g not in have]
@@ -233,6 +278,34 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
         sqnorm={g: arrays[f"sqnorm_{g}"] for g in have},
         exact_ref_dot=arrays.get("exact_ref_dot", np.zeros(0)),
     )
+
+
+def _check_meta_against_arrays(json_path: Path, meta: dict, z: dict) -> None:
+    """The json describes the npz beside it: its documents (args.docs), chunks per document, and the row of the
+    exact reference."""
+    index = z["index"]
+    docs = sorted({int(d) for d in index[:, 0]})
+    rng = meta["args"].get("docs")
+    if rng is not None:
+        if isinstance(rng, str):                   # "a:b", as the published study's files and --docs write it
+            try:
+                rng = list(parse_docs(rng))
+            except ResultFileError:
+                rng = None
+        if not (isinstance(rng, (list, tuple)) and len(rng) == 2 and all(isinstance(x, int) for x in rng)):
+            raise ResultFileError(f"{json_path}: args.docs must be [a, b] or 'a:b' (integers), got "
+                                  f"{meta['args'].get('docs')!r}")
+        if docs != list(range(rng[0], rng[1])):
+            raise ResultFileError(f"{json_path}: args.docs is {list(rng)} but the npz holds documents "
+                                  f"{docs[:3]}{'...' if len(docs) > 3 else ''} ({len(docs)} of them)")
+    m = meta.get("chunks_per_document")
+    if m is not None and docs and int(m) != len(index) // len(docs):
+        raise ResultFileError(f"{json_path}: chunks_per_document is {m} but the npz has {len(index)} rows for "
+                              f"{len(docs)} documents")
+    ex = z.get("exact_ref_dot")
+    row = meta.get("exact_ref_row")
+    if ex is not None and ex.size and row is not None and not (isinstance(row, int) and 0 <= row < len(index)):
+        raise ResultFileError(f"{json_path}: exact_ref_row is {row!r}, outside the file's {len(index)} rows")
 
 
 def find_results(root: Path) -> list[Path]:

@@ -31,33 +31,11 @@ import numpy as np
 
 from docgrad.core import bootstrap as bs
 from docgrad.core import gates
-from docgrad.core.study import (
-    ALL,
-    BOOTSTRAP_SEED,
-    CAUSAL,
-    CORPORA,
-    FLOAT32,
-    GROUPS,
-    RESAMPLES,
-    corpus_order,
-)
+from docgrad.core.constants import ALL, BOOTSTRAP_SEED, CAUSAL, CORPORA, FLOAT32, GROUPS, RESAMPLES, corpus_order
 from docgrad.errors import AnalysisError
 from docgrad.results.cells import Cell, load_cells, ordered_rows, pool_cell
-from docgrad.results.format import (
-    ResultFileError,
-    Shard,
-    find_results,
-    load_result,
-    parse_stem,
-)
-from docgrad.results.stats import (
-    Analysis,
-    Estimates,
-    cell_rng,
-    check_resamples,
-    estimate_cell,
-    r_rel,
-)
+from docgrad.results.format import ResultFileError, Shard, find_results, load_result, parse_stem
+from docgrad.results.stats import Analysis, Estimates, cell_rng, check_resamples, estimate_cell, r_rel
 
 STANDALONE_MODE, CAUSAL_MODE, DIFFERENCE = "standalone", "causal", "causal − standalone"
 MODES = (STANDALONE_MODE, CAUSAL_MODE)

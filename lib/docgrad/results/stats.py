@@ -27,11 +27,10 @@ import numpy as np
 
 from docgrad.core import bootstrap as bs
 from docgrad.core import gates
-from docgrad.core.study import (
+from docgrad.core.constants import (
     ALL,
     BOOTSTRAP_SEED,
     CONTROL,
-    CORPORA,
     GROUPS,
     HEADLINE_WINDOW,
     MIN_RESAMPLES,
@@ -412,61 +411,37 @@ def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP
 ANALYSIS_FORMAT = "docgrad-analysis/1"
 
 
-def inputs_key(results_dir: Path, resamples: int, seed: int) -> str:
-    """sha256 over the analysis inputs: every result file's relative path and bytes, resamples, seed, and the
-    sources of the estimator modules (so a code change invalidates the cache)."""
-    h = hashlib.sha256(f"{ANALYSIS_FORMAT}|{int(resamples)}|{int(seed)}".encode())
+def inputs_key(results_dir: Path, resamples: int, seed: int, docs: tuple[int, int] | None = None) -> str:
+    """sha256 over the analysis inputs: every result file's relative path and bytes, resamples, seed, the
+    document range, and the sources of the estimator modules (so a code change invalidates the cache)."""
+    scope = "" if docs is None else f"|docs {int(docs[0])}:{int(docs[1])}"
+    h = hashlib.sha256(f"{ANALYSIS_FORMAT}|{int(resamples)}|{int(seed)}{scope}".encode())
     root = Path(results_dir)
     for npz in find_results(root):
         for f in (npz, npz.with_suffix(".json")):
             h.update(str(f.relative_to(root)).encode())
             h.update(f.read_bytes() if f.exists() else b"<missing>")
     lib = Path(__file__).resolve().parents[1]
-    for mod in ("core/bootstrap", "core/gates", "core/study", "results/cells", "results/format", "results/stats"):
+    for mod in ("core/bootstrap", "core/gates", "core/constants", "results/cells", "results/format", "results/stats"):
         h.update((lib / f"{mod}.py").read_bytes())
     return h.hexdigest()
 
 
 def cached_analysis(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                    cache_dir: Path = Path("cache/analysis")) -> Analysis:
-    """analyze(results_dir, resamples, seed), stored in cache_dir under the sha256 of its inputs (inputs_key);
-    a later call with the same inputs reads it instead of recomputing. Timings are those of the first run."""
+                    cache_dir: Path = Path("cache/analysis"), docs: tuple[int, int] | None = None) -> Analysis:
+    """analyze(results_dir, resamples, seed, docs=docs), stored in cache_dir under the sha256 of its inputs
+    (inputs_key); a later call with the same inputs reads it instead of recomputing. Timings are those of the
+    first run."""
     resamples = check_resamples(resamples)
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise AnalysisError(f"results directory {results_dir} does not exist")
-    path = Path(cache_dir) / f"{inputs_key(results_dir, resamples, seed)}.json"
+    path = Path(cache_dir) / f"{inputs_key(results_dir, resamples, seed, docs)}.json"
     if path.exists():
         try:
             return Analysis.from_json(json.loads(path.read_text()))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError):
             path.unlink(missing_ok=True)        # unreadable cache entry: recompute it
-    a = analyze(results_dir, resamples, seed)
+    a = analyze(results_dir, resamples, seed, docs=docs)
     atomic_write_json(path, to_jsonable(a))
     return a
-
-
-def page_analysis(results_dir: Path, model: str, revision: str, chunk: int, corpora, resamples: int = RESAMPLES,
-                  seed: int = BOOTSTRAP_SEED) -> tuple[Analysis, list[str]]:
-    """(the cells a page shows, the requested corpora that have no cell yet), from the cached analysis.
-
-    Gates and verdict are computed on the shown cells only. Refused, before a page draws anything: no
-    corpora, a repeated or unknown corpus name (neither a study corpus nor a cell of the directory), and a
-    request that matches no cell at all (the error lists the cells the directory has)."""
-    corpora = list(corpora)
-    if not corpora:
-        raise AnalysisError("corpora is empty: name at least one corpus, e.g. ['BOOKS', 'WEB']")
-    if len(set(corpora)) != len(corpora):
-        raise AnalysisError(f"corpora repeats a name: {corpora}")
-    a = cached_analysis(results_dir, resamples, seed)
-    known = set(CORPORA) | {c.corpus for c in a.cells}
-    unknown = [k for k in corpora if k not in known]
-    if unknown:
-        raise AnalysisError(f"unknown corpus {', '.join(map(repr, unknown))}: expected some of "
-                            f"{', '.join(sorted(known))}")
-    shown = a.subset(model, revision, chunk, corpora)
-    if not shown.cells:
-        have = "; ".join(sorted({f"{c.model} {c.revision} c{c.chunk}: {c.corpus}" for c in a.cells}))
-        raise AnalysisError(f"no cell of {model} at {revision} with chunk {chunk} for {corpora} in {results_dir} "
-                            f"(it has: {have})")
-    return shown, a.missing(model, revision, chunk, corpora)

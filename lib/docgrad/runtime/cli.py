@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from docgrad.core import study
+from docgrad import models
+from docgrad.core import constants
 from docgrad.errors import DocgradError
 from docgrad.fileio import project_root
-from docgrad import models
 
 # Default paths, relative to the project root (--root, else the checkout found above the current directory,
 # else the one this package is installed from), so `docgrad probe` run from elsewhere still writes into the
@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="set a parameter (repeatable); VALUE is parsed as a Python literal when it is one")
     p.add_argument("--output", default=None,
                    help="executed notebook path (default: the .ipynb beside the source)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an --output file that is not an earlier run of this notebook (default: refuse)")
     p.add_argument("--list", action="store_true", help="list the notebook's parameters and exit")
     p.set_defaults(func=_lazy("runtime.notebooks", "cli_run"))
 
@@ -78,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--manifest", default=None, help="manifest path (default: the model's, "
                     "<root>/data/corpora/manifest.json for smollm2-135m)")
     pb.add_argument("--cache", default=None, help="directory for downloads and token spans (default: <root>/data/corpora/cache)")
-    pb.add_argument("--seed", type=int, default=study.CORPUS_SEED, help=f"selection seed (default: {study.CORPUS_SEED})")
+    pb.add_argument("--seed", type=int, default=constants.CORPUS_SEED, help=f"selection seed (default: {constants.CORPUS_SEED})")
     pb.add_argument("--documents", type=int, default=None, metavar="N",
                     help="documents per corpus (default: as many as the manifest records, else 16); more than "
                     "recorded extends the corpus: the recorded documents must come out identical and stay docs 0..k-1")
@@ -113,13 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", default=None, help="hub revision (branch name pinned in data/checkpoint_revisions.json)")
     p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
     p.add_argument("--corpus", required=True, help="corpus name in the manifest (BOOKS, CODE, PAPERS, WEB)")
-    p.add_argument("--docs", default=f"0:{study.DOCS_PER_CORPUS}",
-                   help=f"document range A:B (default 0:{study.DOCS_PER_CORPUS}; the default model's corpora have "
-                   f"{study.CORPUS_DOCS}: probe 16:32 and 32:48 as shards beside 0:16)")
-    p.add_argument("--chunk", type=int, default=study.CHUNK, help=f"chunk length C in tokens (default {study.CHUNK})")
-    p.add_argument("--buckets", type=int, default=study.DEFAULT_BUCKETS,
-                   help=f"count-sketch buckets per group (default 2^{study.DEFAULT_BUCKETS.bit_length() - 1})")
-    p.add_argument("--seed", type=int, default=study.SKETCH_SEED, help=f"sketch hash seed (default {study.SKETCH_SEED})")
+    p.add_argument("--docs", default=f"0:{constants.DOCS_PER_CORPUS}",
+                   help=f"document range A:B (default 0:{constants.DOCS_PER_CORPUS}; the default model's corpora have "
+                   f"{constants.CORPUS_DOCS}: probe 16:32 and 32:48 as shards beside 0:16)")
+    p.add_argument("--chunk", type=int, default=constants.CHUNK, help=f"chunk length C in tokens (default {constants.CHUNK})")
+    p.add_argument("--buckets", type=int, default=constants.DEFAULT_BUCKETS,
+                   help=f"count-sketch buckets per group (default 2^{constants.DEFAULT_BUCKETS.bit_length() - 1})")
+    p.add_argument("--seed", type=int, default=constants.SKETCH_SEED, help=f"sketch hash seed (default {constants.SKETCH_SEED})")
     p.add_argument("--exact-ref", action="store_true", help="keep chunk 0's exact gradient for the G1 fidelity check")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
     p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's, see `docgrad models`; "
@@ -155,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpora", default="BOOKS,CODE,PAPERS,WEB", help="comma-separated corpora (default all four)")
     p.add_argument("--docs", type=int, default=2, help="documents per corpus, the first ones (default 2)")
     p.add_argument("--chunks", type=int, default=4, help="chunks per document, the first ones (default 4)")
-    p.add_argument("--chunk", type=int, default=study.CHUNK, help=f"chunk length C in tokens (default {study.CHUNK})")
+    p.add_argument("--chunk", type=int, default=constants.CHUNK, help=f"chunk length C in tokens (default {constants.CHUNK})")
     p.add_argument("--context", default=None, choices=["standalone", "standalone-bos"],
                    help="chunk input: the chunk alone (standalone) or BOS + chunk (standalone-bos); default: the "
                    "model's probe context (`docgrad models`)")
@@ -168,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
     p.add_argument("--out", required=True, help="output JSON path")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an --out file that is not an earlier `docgrad precision` record (default: refuse)")
     p.set_defaults(func=_lazy("measure.precision", "cli_precision"))
 
     # --- models ---------------------------------------------------------------------------
@@ -187,9 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "B_simple, R_rel with document-bootstrap intervals and the gates; writes report.json.")
     p.add_argument("--results", default=None, help="results directory, searched recursively (default: <root>/data/results)")
     p.add_argument("--out", default=None, help="output JSON path (default: <root>/data/report.json)")
-    p.add_argument("--resamples", type=int, default=study.RESAMPLES,
-                   help=f"bootstrap resamples: 0 skips the bootstrap, else {study.MIN_RESAMPLES} to 1,000,000 (default {study.RESAMPLES})")
-    p.add_argument("--seed", type=int, default=study.BOOTSTRAP_SEED, help=f"bootstrap seed (default {study.BOOTSTRAP_SEED})")
+    p.add_argument("--resamples", type=int, default=constants.RESAMPLES,
+                   help=f"bootstrap resamples: 0 skips the bootstrap, else {constants.MIN_RESAMPLES} to 1,000,000 (default {constants.RESAMPLES})")
+    p.add_argument("--seed", type=int, default=constants.BOOTSTRAP_SEED, help=f"bootstrap seed (default {constants.BOOTSTRAP_SEED})")
     p.add_argument("--context", default="standalone", choices=["standalone", "causal"],
                    help="which cells to analyse: standalone (default; causal files beside them are left out) or "
                    "causal (--context causal probe results, one cell per window; with loss and squared norm by "
@@ -199,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--docs", default=None, metavar="A:B",
                    help="analyse only the result files whose documents lie in [A, B), e.g. 0:16 for the published "
                    "design's 16 documents beside 48-document shards (default: every file)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an --out file that is not an earlier `docgrad analyze` report (default: refuse)")
     p.set_defaults(func=_lazy("runtime.commands", "cli_analyze"))
     return parser
 

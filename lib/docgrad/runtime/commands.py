@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from docgrad.fileio import atomic_write_json, check_output_file, to_jsonable
+from docgrad.fileio import atomic_write_json, check_output_file, json_with_keys, to_jsonable
 from docgrad.presentation import causal, tables
 from docgrad.results import positions, stats
 from docgrad.results.format import parse_docs
@@ -12,7 +12,8 @@ from docgrad.results.format import parse_docs
 
 def cli_analyze(args) -> int:
     """docgrad analyze: the analysis of a results directory -> report.json and a summary table."""
-    out = check_output_file(args.out, "--out")
+    out = check_output_file(args.out, "--out", lambda p: json_with_keys(p, ("context", "cells", "verdict")),
+                            getattr(args, "overwrite", False))
     context = getattr(args, "context", "standalone")
     dtype = getattr(args, "dtype", "float32")
     if context == "causal":

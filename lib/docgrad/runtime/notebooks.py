@@ -9,6 +9,7 @@ early on; every number the page states computed by a tested function in docgrad 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,13 +17,7 @@ from pathlib import Path
 from docgrad.errors import DocgradError
 from docgrad.fileio import check_output_file, move_into_place, project_root, shown_path
 from docgrad.runtime import report
-from docgrad.runtime.pages import (
-    STAGING_ENV,
-    is_page,
-    page_order,
-    page_prefix,
-    staged_outputs,
-)
+from docgrad.runtime.pages import STAGING_ENV, is_page, page_order, page_prefix, staged_outputs
 
 NOTEBOOK_GLOB = "[0-9][0-9]*_*.py"
 # A page's stem is NN_name, or NNx_name for a page that follows page NN (e.g. 01b_loss_pitfalls after
@@ -33,6 +28,21 @@ class NotebookError(DocgradError, RuntimeError):
 
 class ParameterError(NotebookError):
     """An unknown notebook parameter or a value of the wrong type; the message lists the parameters."""
+
+
+def earlier_run_of(path: Path, source: Path) -> bool:
+    """Whether the notebook at `path` is an executed run of `source` (its pair, or papermill's record of its input
+    is that source): what `docgrad run --output` may replace without --overwrite."""
+    path = Path(path)
+    if path.resolve() == Path(source).with_suffix(".ipynb").resolve():
+        return True
+    if path.suffix != ".ipynb":
+        return False
+    try:
+        meta = json.loads(path.read_text()).get("metadata", {})
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+    return Path(str(meta.get("papermill", {}).get("input_path", ""))).name == Path(source).name
 
 
 def find_notebooks(directory: str | Path = "notebooks", only=None) -> list[Path]:
@@ -194,7 +204,7 @@ def _cell_label(nb, source: str, fallback_index: int) -> str:
 
 
 def execute_notebook(source: str | Path, output: str | Path | None = None, parameters: dict | None = None,
-                     cwd: str | Path | None = None, kernel_name: str = "python3") -> Path:
+                     cwd: str | Path | None = None, kernel_name: str = "python3", overwrite: bool = False) -> Path:
     """Execute a jupytext notebook source with papermill; write the executed .ipynb (default: beside it).
 
     Nothing the run writes is visible until every cell succeeded: the notebook runs in a temporary file, and
@@ -209,7 +219,8 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
     from papermill.exceptions import PapermillExecutionError
 
     source = Path(source)
-    output = check_output_file(Path(output) if output else source.with_suffix(".ipynb"), "--output")
+    output = check_output_file(Path(output) if output else source.with_suffix(".ipynb"), "--output",
+                               lambda p: earlier_run_of(p, source), overwrite)
     if output.suffix != ".ipynb":
         raise NotebookError(f"--output {output}: an executed notebook is written as .ipynb")
     cwd = Path(cwd) if cwd else project_root(source.parent)
@@ -355,7 +366,8 @@ def cli_run(args) -> int:
         print(f"{source.stem} ...", end=" ", flush=True)
         t0 = time.perf_counter()
         try:
-            path = execute_notebook(source, output=args.output, parameters=given)
+            path = execute_notebook(source, output=args.output, parameters=given,
+                                    overwrite=getattr(args, "overwrite", False))
         except NotebookError:
             print(f"FAILED after {time.perf_counter() - t0:.1f} s", flush=True)
             raise

@@ -14,13 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from docgrad.fileio import (
-    atomic_write_bytes,
-    atomic_write_json,
-    package_versions,
-    project_root,
-    to_jsonable,
-)
+from docgrad.fileio import atomic_write_bytes, atomic_write_json, package_versions, project_root, to_jsonable
 
 
 def quiet_model_loading() -> None:

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from docgrad.models import tiny_model
+from docgrad.results.stats import Analysis
 from docgrad.teaching.reduction import (
     IGNORE_INDEX,
     OBJECTIVE_LABELS,
@@ -63,11 +64,11 @@ from docgrad.teaching.reduction import (
     NoValidPositionsError,
     ReductionError,
     check_int_list,
-    flat_grad,
-    pad_batch,
     count_targets,
+    flat_grad,
     make_documents,
     objective_weights,
+    pad_batch,
 )
 
 
@@ -192,12 +193,7 @@ def trainer_accumulation(model, docs, use_num_items: bool = True, seed: int = 0,
     import tempfile
 
     import torch
-    from transformers import (
-        PrinterCallback,
-        Trainer,
-        TrainerCallback,
-        TrainingArguments,
-    )
+    from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
     if len(docs) < 1:
         raise PitfallError("trainer_accumulation needs at least one document")
@@ -946,23 +942,20 @@ def flat_rho(design_effect_value: float, m: int) -> float:
     return (float(design_effect_value) - 1.0) / (m - 1)
 
 
-def design_effects_of_page_04(path="figures/04_design_effect.json", window_chunks: int = 32) -> list[dict]:
-    """R(16K) per corpus as page 04 states it (its JSON twin), with the effective number of independent chunks
-    of a 16K block (window_chunks / R) and the flat correlation that would give the same R."""
-    import json
-    from pathlib import Path
-
-    path = Path(path)
-    if not path.is_file():
-        raise PitfallError(f"{path} is missing: execute page 04 first (docgrad run 04)")
-    cells = json.loads(path.read_text()).get("cells") or []
+def design_effects(shown: Analysis, window_chunks: int = 32) -> list[dict]:
+    """R(16K) per corpus of the cells a page shows (a Study.page analysis: the same numbers page 04 states, from
+    the result files, not from another page's output), with the effective number of independent chunks of a 16K
+    block (window_chunks / R) and the flat correlation that would give the same R."""
     out = []
-    for c in cells:
-        R = float(c["R_16K"])
-        out.append({"corpus": c["corpus"], "R_16K": R, "R_16K_ci": list(c.get("R_16K_ci") or []),
-                    "effective_chunks": window_chunks / R, "flat_rho": flat_rho(R, window_chunks)})
+    for c in shown.cells:
+        R = c.all.R_16K
+        if R is None or not np.isfinite(R):
+            continue
+        lo, hi = c.all.R_16K_ci
+        out.append({"corpus": c.corpus, "R_16K": float(R), "R_16K_ci": [lo, hi] if lo is not None else [],
+                    "effective_chunks": window_chunks / float(R), "flat_rho": flat_rho(float(R), window_chunks)})
     if not out:
-        raise PitfallError(f"{path} states no cells")
+        raise PitfallError("the results state no R(16K): probe a cell first (make probe)")
     return out
 
 
@@ -979,12 +972,7 @@ def _ddp_worker(out: str, lengths, average_tokens: bool, seed: int, arch: str) -
     import tempfile
 
     import torch
-    from transformers import (
-        PrinterCallback,
-        Trainer,
-        TrainerCallback,
-        TrainingArguments,
-    )
+    from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
     rank = int(os.environ.get("RANK", "0"))
     model = tiny_model(arch, seed=seed)

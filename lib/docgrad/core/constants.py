@@ -19,6 +19,8 @@ CORPUS_SEED = 20261129            # candidate-selection seed of `docgrad corpora
 # --- how a chunk's gradient is taken (docs/methods.md, "Causal context", "Reduced precision") ----------
 STANDALONE = "standalone"         # each chunk its own sequence (args.context of files without the key)
 CAUSAL = "causal"                 # the first W tokens of a span as one sequence (args.context, with args.window)
+STANDALONE_BOS = "standalone-bos"  # each chunk its own sequence, preceded by the model's BOS (a model trained with one)
+CONTEXTS = (STANDALONE, STANDALONE_BOS, CAUSAL)
 FLOAT32 = "float32"               # the arithmetic of the forward passes (args.dtype of files without the key)
 BFLOAT16 = "bfloat16"             # forward passes under torch.autocast; parameters and gradients stay float32
 DTYPES = (FLOAT32, BFLOAT16)
@@ -28,6 +30,8 @@ CHUNK = 512                       # chunk length C in tokens
 GROUPS = ("attn", "mlp", "embed", "other")   # parameter groups; each has its own sketch and Gram
 ALL = "all"                       # the sum of the groups' Grams
 DEFAULT_BUCKETS = 2**17           # count-sketch buckets per group
+MIN_BUCKETS, MAX_BUCKETS = 16, 2**22   # --buckets range: fewer cannot sketch a real model in useful time, more
+                                       # needs 32 chunks x 4 groups x B float32 per document (2 GiB at 2^22)
 SKETCH_SEED = 0                   # hash seed of the count sketch
 
 # --- estimators (docs/methods.md, "Estimators") --------------------------------------------------------
@@ -39,6 +43,8 @@ RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261007
 CI_LEVEL = 0.95
 MIN_RESAMPLES = 40                # fewer draws cannot place both ends of a 95% percentile interval
+MIN_INTERVAL_DOCS = 4             # fewer documents: no document-bootstrap interval (too few distinct resamples)
+MAX_NONFINITE_DRAWS = 0.05        # more non-finite R(16K) draws than this: the interval is not estimable
 
 # --- gates (docs/methods.md, "Gates and verdict") ------------------------------------------------------
 G1_MEAN = 0.003                   # |mean cosine error| <= G1_MEAN

@@ -1,0 +1,125 @@
+"""The study as the pages ask it: one object over a results directory that reads the result files once, analyses
+every cell once (estimates, bootstrap draws, gates: `stats.cached_analysis`, cached on disk by inputs and code),
+decomposes each cell once, and answers the pages' questions. A page builds one `Study` and asks it; it never
+loads result files itself and never reads another page's output.
+
+    study = Study(results_dir, resamples=2000, seed=20261007, docs=(0, 16))
+    shown, missing = study.page(model, corpora)        # the cells a page shows, gated on themselves
+    study.decompositions(model, corpora)               # {corpus: CellDecomposition}, computed once per cell
+    study.cell(model, corpus)                          # the pooled cell (block sums, losses, shards)
+
+`docs` selects the result files whose documents lie in [a, b): (0, 16) is the published design's 16 documents
+when 48-document shards sit beside them; None reads every file (docs/methods.md#the-48-document-cells-what-is-read-and-how-it-is-decided).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Sequence
+
+from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, CORPORA, RESAMPLES
+from docgrad.corpora.provenance import document_sources
+from docgrad.errors import AnalysisError
+from docgrad.models import ResultModel
+from docgrad.results.cell_decomposition import CellDecomposition, decompose_cell
+from docgrad.results.cells import Cell, load_cells
+from docgrad.results.stats import Analysis, cached_analysis, check_resamples
+
+
+@dataclass
+class Study:
+    """The measurements of one results directory, read once and answered to the pages (see the module docstring)."""
+
+    results_dir: Path
+    resamples: int = RESAMPLES
+    seed: int = BOOTSTRAP_SEED
+    chunk: int = CHUNK
+    docs: tuple[int, int] | None = None
+    cache_dir: Path = Path("cache/analysis")
+    _decompositions: dict = field(default_factory=dict, init=False, repr=False)
+    _manifests: dict = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self):
+        self.results_dir = Path(self.results_dir)
+        self.resamples = check_resamples(self.resamples)
+        if self.docs is not None:
+            self.docs = (int(self.docs[0]), int(self.docs[1]))
+
+    @cached_property
+    def cells(self) -> dict[tuple, Cell]:
+        """Every standalone float32 cell of the directory (within `docs`), pooled; keyed (model, revision, corpus,
+        chunk). Read once."""
+        return load_cells(self.results_dir, docs=self.docs)
+
+    @cached_property
+    def analysis(self) -> Analysis:
+        """The analysis of every cell (stats.cached_analysis: computed once per set of inputs and code)."""
+        return cached_analysis(self.results_dir, self.resamples, self.seed, self.cache_dir, docs=self.docs)
+
+    def page(self, model: ResultModel, corpora: Sequence[str]) -> tuple[Analysis, list[str]]:
+        """(the cells of `model` a page shows, gates and verdict on them alone; the requested corpora without a
+        cell). Refused before a page draws anything: no corpora, a repeated or unknown corpus, no cell at all."""
+        corpora = list(corpora)
+        if not corpora:
+            raise AnalysisError("corpora is empty: name at least one corpus, e.g. ['BOOKS', 'WEB']")
+        if len(set(corpora)) != len(corpora):
+            raise AnalysisError(f"corpora repeats a name: {corpora}")
+        a = self.analysis
+        known = set(CORPORA) | {c.corpus for c in a.cells}
+        unknown = [k for k in corpora if k not in known]
+        if unknown:
+            raise AnalysisError(f"unknown corpus {', '.join(map(repr, unknown))}: expected some of "
+                                f"{', '.join(sorted(known))}")
+        shown = a.subset(model.model, model.revision, self.chunk, corpora)
+        if not shown.cells:
+            have = "; ".join(sorted({f"{c.model} {c.revision} c{c.chunk}: {c.corpus}" for c in a.cells}))
+            raise AnalysisError(f"no cell of {model.model} at {model.revision} with chunk {self.chunk} for {corpora} "
+                                f"in {self.results_dir} (it has: {have})")
+        return shown, a.missing(model.model, model.revision, self.chunk, corpora)
+
+    def cell(self, model: ResultModel, corpus: str) -> Cell | None:
+        """The pooled cell of `model` and `corpus` at the study's chunk length, or None."""
+        return self.cells.get((model.model, model.revision, corpus, self.chunk))
+
+    def manifest(self, model: ResultModel) -> dict:
+        """The model's own corpus manifest (spans are per tokenizer), read once; without one, every document is
+        its own source ({"corpora": {}})."""
+        if model.label not in self._manifests:
+            try:
+                self._manifests[model.label] = json.loads(Path(model.manifest).read_text())
+            except OSError:
+                self._manifests[model.label] = {"corpora": {}}
+        return self._manifests[model.label]
+
+    def sources(self, model: ResultModel, corpus: str) -> list[str]:
+        """The source (author, work, project owner, package) of each document of the cell, in cell order."""
+        cell = self.cell(model, corpus)
+        man = self.manifest(model)
+        if cell is None:
+            return []
+        if corpus not in man.get("corpora", {}):
+            return [f"{corpus} {i}" for i in cell.doc_ids]
+        return document_sources(man, corpus, cell.doc_ids)
+
+    def decompositions(self, model: ResultModel, corpora: Sequence[str]) -> dict[str, CellDecomposition]:
+        """decompose_cell of each requested corpus that has a cell (same generator as the analysis, so the
+        document bootstrap's draws are the page's), computed once per (model, corpus)."""
+        out = {}
+        for k in corpora:
+            cell = self.cell(model, k)
+            if cell is None:
+                continue
+            key = (model.label, k)
+            if key not in self._decompositions:
+                self._decompositions[key] = decompose_cell(cell, self.sources(model, k), self.resamples, self.seed)
+            out[k] = self._decompositions[key]
+        return out
+
+    def group_sizes(self, model: ResultModel) -> dict[str, int]:
+        """Parameters per group as the probe recorded them (the first cell's first file), {} without a cell."""
+        cell = next((c for k, c in sorted(self.cells.items()) if k[:2] == (model.model, model.revision)
+                     and k[3] == self.chunk), None)
+        return dict(cell.shards[0].meta.get("group_sizes", {})) if cell is not None else {}

@@ -204,6 +204,8 @@ def cli_precision(args) -> int:
                             json.loads(Path(p).read_text()).get("format") == RECORD_FORMAT,
                             getattr(args, "overwrite", False))
     names = [c.strip().upper() for c in args.corpora.split(",") if c.strip()]
+    if not names:
+        raise PrecisionError(f"--corpora {args.corpora!r}: name at least one corpus, e.g. --corpora BOOKS,CODE")
     spans = {c: corpora.load_spans(c, args.manifest, args.cache) for c in names}     # before the model loads
     selected = {c: fidelity_chunks(sp, args.docs, args.chunks, args.chunk) for c, sp in spans.items()}
     if args.threads:

@@ -34,6 +34,7 @@ _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)(?:_w(?P<window>\d
 
 
 SYMMETRY_RTOL = 1e-9   # |K - K^T| allowed, relative to max |K| (float64 rounding of X X^T is ~1e-16)
+MAX_CHUNK = 2**20      # no model reads a chunk of more tokens
 CAUCHY_SCHWARZ_RTOL = 1e-6   # |K_ij| <= sqrt(K_ii K_jj) (1 + this): exact for inner products, up to rounding
 DIAGONAL_RTOL = 0.5    # |sketched K_ii / exact squared norm - 1| allowed; the committed cells reach 0.044 (B = 2^17)
 
@@ -233,19 +234,20 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
     if not json_path.exists():
         raise ResultFileError(f"{npz_path}: metadata {json_path.name} is missing (incomplete or partial result)")
     try:
-        meta = json.loads(json_path.read_text())
-    except json.JSONDecodeError as e:
-        raise ResultFileError(f"{json_path}: not valid JSON ({e})") from e
+        meta = json.loads(json_path.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ResultFileError(f"{json_path}: not valid JSON ({type(e).__name__}: {e})") from None
     if not isinstance(meta, dict):
         raise ResultFileError(f"{json_path}: expected a JSON object with 'args', got a JSON {type(meta).__name__}")
     args = meta.get("args")
     if not isinstance(args, dict) or not {"model", "revision", "corpus", "chunk"} <= set(args):
         raise ResultFileError(f"{json_path}: 'args' must name model, revision, corpus and chunk")
     try:
-        if int(args["chunk"]) < 2:
+        if not 2 <= int(args["chunk"]) <= MAX_CHUNK:
             raise ValueError
-    except (TypeError, ValueError):
-        raise ResultFileError(f"{json_path}: args.chunk must be an integer >= 2, got {args['chunk']!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ResultFileError(f"{json_path}: args.chunk must be an integer from 2 to {MAX_CHUNK}, got "
+                              f"{args['chunk']!r}") from None
     context = args.get("context") or STANDALONE
     if context not in CONTEXTS:
         raise ResultFileError(f"{json_path}: args.context must be one of {', '.join(CONTEXTS)}, got {context!r}")

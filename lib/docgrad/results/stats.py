@@ -316,6 +316,13 @@ def check_resamples(resamples: int) -> int:
     return resamples
 
 
+def check_seed(seed: int) -> int:
+    """A bootstrap seed: a non-negative integer (numpy's generators take no other)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise AnalysisError(f"--seed {seed}: the bootstrap seed is a non-negative integer, e.g. {BOOTSTRAP_SEED}")
+    return int(seed)
+
+
 def estimate_cell(cell: Cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
                   indices: np.ndarray | None = None) -> CellEstimate:
     """Estimates (for 'all' and per group), per-document rho_long, losses, and bootstrap intervals of one cell.
@@ -392,7 +399,7 @@ def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP
     dtype: "float32" (default; bf16 files beside them are left out) or "bfloat16" (only bf16 cells).
     docs: (a, b) analyses only the files whose documents lie in [a, b) (cells.load_cells); None: every file."""
     t0 = time.perf_counter()
-    resamples = check_resamples(resamples)
+    resamples, seed = check_resamples(resamples), check_seed(seed)
     cells = load_cells(Path(results_dir), groups=groups, context=context, dtype=dtype, docs=docs)
     t_load = time.perf_counter() - t0
     estimates = []
@@ -432,7 +439,7 @@ def cached_analysis(results_dir: Path, resamples: int = RESAMPLES, seed: int = B
     """analyze(results_dir, resamples, seed, docs=docs), stored in cache_dir under the sha256 of its inputs
     (inputs_key); a later call with the same inputs reads it instead of recomputing. Timings are those of the
     first run."""
-    resamples = check_resamples(resamples)
+    resamples, seed = check_resamples(resamples), check_seed(seed)
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise AnalysisError(f"results directory {results_dir} does not exist")

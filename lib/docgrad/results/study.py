@@ -26,7 +26,7 @@ from docgrad.errors import AnalysisError
 from docgrad.models import ResultModel
 from docgrad.results.cell_decomposition import CellDecomposition, decompose_cell
 from docgrad.results.cells import Cell, load_cells
-from docgrad.results.stats import Analysis, cached_analysis, check_resamples
+from docgrad.results.stats import Analysis, cached_analysis, check_resamples, check_seed
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Study:
 
     def __post_init__(self):
         self.results_dir = Path(self.results_dir)
-        self.resamples = check_resamples(self.resamples)
+        self.resamples, self.seed = check_resamples(self.resamples), check_seed(self.seed)
         if self.docs is not None:
             self.docs = (int(self.docs[0]), int(self.docs[1]))
 

@@ -1,0 +1,164 @@
+"""Inputs a hostile or careless user can give: each is one line naming the problem (exit 2), nothing written,
+nothing already there overwritten. One case per row; the cases come from the reliability review."""
+
+import json
+
+import numpy as np
+import pytest
+
+from docgrad.results.format import GROUPS
+from docgrad.results.synthetic import Profile, population_gram, write_gram_cell
+from docgrad.runtime.cli import main
+
+N_DOCS, M = 4, 8
+
+
+def _cell(root, **kw):
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    return write_gram_cell(root, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=2, **kw)
+
+
+def _one_line(capsys, *needles):
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def _edit(path, fn):
+    meta = json.loads(path.read_text())
+    fn(meta)
+    path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("empty directory", "no result files"),
+    ("binary json", "not valid JSON"),
+    ("huge chunk", "args.chunk"),
+    ("strings in the gram", "must hold real numbers"),
+])
+def test_analyze_refuses_broken_result_directories_in_one_line(tmp_path, capsys, case, needle):
+    res = tmp_path / "res"
+    res.mkdir()
+    if case != "empty directory":
+        f = _cell(res)[0]
+        if case == "binary json":
+            f.with_suffix(".json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+        elif case == "huge chunk":
+            _edit(f.with_suffix(".json"), lambda m: m["args"].update(chunk=10**30))
+        else:
+            with np.load(f) as z:
+                arrays = {k: z[k] for k in z.files}
+            arrays["gram_attn"] = arrays["gram_attn"].astype(str)
+            np.savez(f, **arrays)
+    out = tmp_path / "r.json"
+    assert main(["analyze", "--results", str(res), "--out", str(out), "--resamples", "40"]) == 2
+    _one_line(capsys, needle)
+    assert not out.exists()
+
+
+def test_analyze_refuses_a_negative_seed_before_reading_anything(tmp_path, capsys):
+    _cell(tmp_path / "res")
+    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "r.json"), "--seed", "-1"]) == 2
+    _one_line(capsys, "--seed -1")
+
+
+def test_analyze_out_never_overwrites_an_input_or_a_source(tmp_path, capsys):
+    files = _cell(tmp_path / "res")
+    meta = files[0].with_suffix(".json")
+    before = meta.read_bytes()
+    readme = tmp_path / "README.md"
+    readme.write_text("# keep me\n")
+    for target in (meta, readme):
+        assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(target), "--resamples", "0"]) == 2
+        _one_line(capsys, "is not an earlier output of this command", "--overwrite")
+    assert meta.read_bytes() == before and readme.read_text() == "# keep me\n"
+    report = tmp_path / "report.json"
+    for _ in range(2):                      # an earlier report is replaced without asking
+        assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(report), "--resamples", "0"]) == 0
+    assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(readme), "--resamples", "0",
+                 "--overwrite"]) == 0
+    assert "verdict" in json.loads(readme.read_text())
+
+
+def test_run_output_never_replaces_another_pages_notebook(tmp_path, capsys):
+    from docgrad.runtime import notebooks as N
+
+    src = tmp_path / "03_x.py"
+    src.write_text("# %% tags=['parameters']\nn = 1\n")
+    other = tmp_path / "04_y.ipynb"
+    other.write_text(json.dumps({"cells": [], "metadata": {"papermill": {"input_path": "04_y.py"}}, "nbformat": 4,
+                                 "nbformat_minor": 5}))
+    (tmp_path / "04_y.py").write_text("# %%\n")
+    assert not N.earlier_run_of(other, src) and N.earlier_run_of(tmp_path / "03_x.ipynb", src)
+    with pytest.raises(Exception, match="is not an earlier output of this command"):
+        N.execute_notebook(src, output=other)
+    assert json.loads(other.read_text())["metadata"]["papermill"]["input_path"] == "04_y.py"
+
+
+def test_precision_without_corpora_is_refused_before_the_model_loads(tmp_path, capsys):
+    assert main(["precision", "--corpora", "", "--out", str(tmp_path / "p.json")]) == 2
+    _one_line(capsys, "--corpora ''", "name at least one corpus")
+    assert not (tmp_path / "p.json").exists()
+
+
+def _corrupt(rng, arrays):
+    """One random corruption of a shard's arrays: (new arrays, harmless?)."""
+    a = {k: v.copy() for k, v in arrays.items()}
+    g = [k for k in a if k.startswith("gram_")][int(rng.integers(4))]
+    kind = ["permute", "scale_offdiag", "scale_sqnorm", "drop", "retype_gram", "retype_index", "negate_index"][
+        int(rng.integers(7))]
+    n = len(a["index"])
+    if kind == "permute":                                  # the same file with its rows in another order
+        p = rng.permutation(n)
+        for k in a:
+            if k.startswith("gram_"):
+                a[k] = a[k][np.ix_(p, p)]
+            elif k in ("index", "loss") or k.startswith("sqnorm_"):
+                a[k] = a[k][p]
+        return a, True, kind
+    if kind == "scale_offdiag":
+        f = float(rng.choice([10.0, 100.0, -50.0]))
+        a[g] = np.where(np.eye(n) > 0, a[g], a[g] * f)
+    elif kind == "scale_sqnorm":
+        s = "sqnorm_" + g[5:]
+        a[s] = a[s] * float(rng.choice([1e-3, 1e6]))
+    elif kind == "drop":
+        a.pop(str(rng.choice(["index", "loss", g])))
+    elif kind == "retype_gram":
+        a[g] = a[g].astype(str(rng.choice(["complex128", "bool", "U8"])))
+    elif kind == "retype_index":
+        a["index"] = a["index"].astype(float) + 0.5
+    else:
+        a["index"] = a["index"] - 1000
+    return a, False, kind
+
+
+def test_randomly_corrupted_cells_are_refused_clearly_or_give_the_same_numbers(tmp_path):
+    from docgrad.results import stats
+    from docgrad.results.format import ResultFileError
+
+    _cell(tmp_path / "base", chunk=2048)                 # 8 chunks of 2048 tokens: R(16K) exists
+    base = stats.analyze(tmp_path / "base", resamples=0)
+    want = {c.corpus: (c.all.S_cross, c.all.sigma2, c.all.R_16K) for c in base.cells}
+    rng = np.random.default_rng(0)
+    seen = set()
+    for trial in range(40):
+        root = tmp_path / f"t{trial}"
+        files = _cell(root, chunk=2048)
+        with np.load(files[0]) as z:
+            arrays = {k: z[k] for k in z.files}
+        bad, harmless, kind = _corrupt(rng, arrays)
+        seen.add(kind)
+        np.savez(files[0], **bad)
+        if harmless:
+            got = {c.corpus: (c.all.S_cross, c.all.sigma2, c.all.R_16K) for c in stats.analyze(root, resamples=0).cells}
+            assert got.keys() == want.keys()
+            for k in want:
+                assert got[k] == pytest.approx(want[k], rel=1e-9), kind
+        else:
+            with pytest.raises(ResultFileError) as e:
+                stats.analyze(root, resamples=0)
+            assert files[0].name in str(e.value) and "\n" not in str(e.value), (kind, str(e.value))
+    assert len(seen) == 7

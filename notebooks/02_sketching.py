@@ -217,7 +217,7 @@ prec_rows = [{"corpus": c, "chunks": r["gate"]["chunks"], "median cosine": r["ga
               "smallest cosine": r["gate"]["min_cosine"], "median squared-norm ratio": r["gate"]["median_sqnorm_ratio"],
               **{f"cosine {g}": v for g, v in r["gate"]["median_cosine_by_group"].items() if g != "all"}}
              for c, r in prec["by_corpus"].items()]
-display(Markdown(" ".join(precision.reading(prec, prec_checks))))
+display(Markdown(" ".join(precision.fidelity_reading(prec, prec_checks))))
 pd.DataFrame(prec_rows)
 
 # %% [markdown]

@@ -193,7 +193,7 @@ cmp_df
 
 # %%
 summary = batching.summary(rows, comparisons)
-reading = batching.reading(summary)
+reading = batching.composition_reading(summary)
 display(Markdown("\n\n".join(reading) or "No cells to read."))
 
 # %% [markdown]

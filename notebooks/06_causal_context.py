@@ -123,7 +123,7 @@ def side_by_side(frame, x, y, x_title, value_title, name, ref=0.0, log_x=False):
 
 # %%
 if measured:
-    rho = causal.rho_frame(comps)
+    rho = causal.rho_by_mode_frame(comps)
     side_by_side(rho, "lag_tokens", "rho", "distance Δ between chunks (tokens)", "ρ(Δ)", "06_rho_by_mode")
 else:
     display(Markdown("*Not measured yet: no causal result to show.*"))
@@ -138,7 +138,7 @@ else:
 
 # %%
 if measured:
-    R_by = causal.R_frame(comps)
+    R_by = causal.R_by_mode_frame(comps)
     side_by_side(R_by, "W_tokens", "R", "window W′ (tokens)", "R(W′)", "06_R_by_mode", ref=1.0, log_x=True)
     summary = pd.DataFrame([{
         "corpus": k, "documents": c.n_docs,
@@ -202,7 +202,7 @@ else:
 # resolved pair oppositely (`docgrad.presentation.causal.overall_reading`).
 
 # %%
-readings = {k: causal.reading(c) for k, c in comps.items()}
+readings = {k: causal.mode_reading(c) for k, c in comps.items()}
 facts = {k: f for k, (f, _) in readings.items()}
 overall_facts, overall = causal.overall_reading(comps, pc.not_measured, window)
 text = [f"- {line}" for k in order for line in readings[k][1]]

@@ -321,7 +321,7 @@ def test_reading_says_lexical_balance_does_not_predict_gradient_noise_when_the_g
             _row("BOOKS", 8, "coherent", 1.2, 8.0, (1.1, 1.3)), _row("WEB", 8, "identity", 1.01, 1.0)]
     s = B.summary(rows)
     assert s["rules"]["balanced"]["elasticity_median"] == pytest.approx(np.log(0.98) / np.log(0.05))
-    text = "\n".join(B.reading(s))
+    text = "\n".join(B.composition_reading(s))
     assert "does not predict gradient-noise balance" in text
     assert "BOOKS 3.00× [2.50, 3.50] vs coherent 1.20× and balanced 0.98×" in text
     assert "Identity exceeds coherent in 1 of 1" in text and "WEB control identity is 1.01–1.01×" in text
@@ -334,7 +334,7 @@ def test_reading_says_lexical_balance_does_not_predict_gradient_noise_when_the_g
 def test_reading_says_lexical_balance_predicts_when_the_gradient_follows_it():
     rows = [_row("BOOKS", 8, "identity", 3.0, 8.0), _row("BOOKS", 8, "balanced", 0.3, 0.1, (0.2, 0.4)),
             _row("BOOKS", 8, "coherent", 4.0, 8.0, (3.0, 5.0))]
-    text = "\n".join(B.reading(B.summary(rows)))
+    text = "\n".join(B.composition_reading(B.summary(rows)))
     assert "**Lexical balance predicts gradient-noise balance.**" in text
     assert "1 of 1 balanced and 1 of 1 coherent" in text
     assert "a learning effect could have shown" in text and "barely" not in text
@@ -351,5 +351,5 @@ def test_reading_names_a_loss_sort_and_then_leaves_the_surprise_study_out():
     rows = [_row("BOOKS", 8, "identity", 3.0, 8.0), _row("BOOKS", 8, "balanced", 0.98, 0.5),
             _row("BOOKS", 8, "coherent", 1.2, 2.0, (1.1, 1.3))]
     rows = [B.RuleRatio(**{**r.__dict__, "score": "loss"}) for r in rows]
-    text = "\n".join(B.reading(B.summary(rows)))
+    text = "\n".join(B.composition_reading(B.summary(rows)))
     assert "Balanced batches (sorted by model loss)" in text and "null result" not in text

@@ -299,13 +299,13 @@ def test_page_comparisons_say_which_corpora_are_measured_and_why_the_others_are_
     assert "W = 1024 only" in pc.not_measured["CODE"] and "no causal result at W = 2048" in pc.not_measured["WEB"]
     assert "no standalone cell" in pc.not_measured["PAPERS"]
     assert pc.causal_windows == {"BOOKS": [2048], "CODE": [1024], "PAPERS": [2048]}
-    assert set(PC.rho_frame(pc.comparisons)["mode"]) == {"standalone", "causal", P.DIFFERENCE}
+    assert set(PC.rho_by_mode_frame(pc.comparisons)["mode"]) == {"standalone", "causal", P.DIFFERENCE}
     pos = PC.position_frame(pc.comparisons)
     assert len(pos) == 3 * 2 * 4 and pos["lo"].notna().all()
-    assert len(PC.R_frame(pc.comparisons)) == 3 * 3
+    assert len(PC.R_by_mode_frame(pc.comparisons)) == 3 * 3
     empty = P.page_comparisons(root / "sa", root / "sa", MODEL, REV, C, 4 * C, ["BOOKS"], 40)
     assert empty.measured == [] and "no causal result" in empty.not_measured["BOOKS"]
-    assert PC.rho_frame({}).empty
+    assert PC.rho_by_mode_frame({}).empty
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -329,7 +329,7 @@ def test_page_comparisons_refuse_parameters_a_page_cannot_use(pair, kw, match):
 
 def test_the_reading_states_only_numbers_it_returns(pair):
     cmp = P.compare_modes(pair["causal"], pair["standalone"], resamples=100)
-    facts, lines = PC.reading(cmp)
+    facts, lines = PC.mode_reading(cmp)
     values = json_numbers(json.loads(json.dumps(facts)))
     for tok, x, tol, pct in stated_numbers(" ".join(lines)):
         assert any(abs(v - x) <= tol * 1.0001 + 1e-12 for v in values), tok

@@ -322,14 +322,14 @@ def test_cell_checks_pair_each_bf16_cell_with_its_float32_cell_at_16k(tmp_path):
 def test_reading_says_float32_stays_the_default_unless_both_checks_pass():
     ok = {"BOOKS": {"R": 4.3, "R_reference": 4.25, "diff": 0.05, "diff_ci": [-0.1, 0.2], "within": True,
                     "documents": 16}}
-    text = " ".join(PR.reading(record(), ok))
+    text = " ".join(PR.fidelity_reading(record(), ok))
     assert "passes the gate" in text and "contains 0" in text and "passes both checks" in text
-    assert "has not passed both checks" in " ".join(PR.reading(record(), {}))
-    assert "has not been made" in " ".join(PR.reading(record(), {}))
+    assert "has not passed both checks" in " ".join(PR.fidelity_reading(record(), {}))
+    assert "has not been made" in " ".join(PR.fidelity_reading(record(), {}))
     bad = {"BOOKS": {**ok["BOOKS"], "diff_ci": [0.01, 0.2], "within": False}}
-    assert "excludes 0" in " ".join(PR.reading(record(), bad))
-    assert "has not passed both checks" in " ".join(PR.reading(record(), bad))
-    assert "fails the gate" in " ".join(PR.reading(record(passes=False), ok))
+    assert "excludes 0" in " ".join(PR.fidelity_reading(record(), bad))
+    assert "has not passed both checks" in " ".join(PR.fidelity_reading(record(), bad))
+    assert "fails the gate" in " ".join(PR.fidelity_reading(record(passes=False), ok))
 
 
 def test_read_record_refuses_a_missing_or_foreign_file(tmp_path):
@@ -361,7 +361,7 @@ def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
     assert out["tail"] == [{"corpus": "BOOKS", "document": 0, "chunk": 1, "cosine": 0.97, "sqnorm_ratio": 1.4,
                             "sqnorm_fp32": None, "loss_fp32": 3.0, "loss": 3.0}]      # an older record: no norms
     assert out["by_corpus"]["WEB"]["gate"]["tail_rows"] == [] and out["median_cpu_speedup"] == 1.6
-    text = " ".join(PR.reading(out, {}))
+    text = " ".join(PR.fidelity_reading(out, {}))
     assert "1 of the 5 chunks (BOOKS document 0 chunk 1) fall below a cosine of 0.99" in text and "1.40 times" in text
 
 

@@ -436,7 +436,7 @@ def cell_checks(results_dir, model: str, revision: str, dtype: str = BFLOAT16, w
     return out
 
 
-def reading(record: dict, checks: dict) -> list[str]:
+def fidelity_reading(record: dict, checks: dict) -> list[str]:
     """Sentences on bf16's fidelity, from a precision record and cell_checks: the gate, the cell-level check
     per corpus (or that none was run), and what the project does with it."""
     g = record["gate"]

@@ -33,12 +33,12 @@ def _mode_frame(comps: dict, key: str, xname: str):
     return pd.DataFrame(rows, columns=["corpus", "mode", xname, key, "lo", "hi"])
 
 
-def rho_frame(comps: dict):
+def rho_by_mode_frame(comps: dict):
     """Rows (corpus, mode, lag_tokens, rho, lo, hi): both modes, and the difference (mode DIFFERENCE)."""
     return _mode_frame(comps, "rho", "lag_tokens")
 
 
-def R_frame(comps: dict):
+def R_by_mode_frame(comps: dict):
     """Rows (corpus, mode, W_tokens, R, lo, hi): both modes, and the difference (mode DIFFERENCE)."""
     return _mode_frame(comps, "R", "W_tokens")
 
@@ -77,7 +77,7 @@ def _loss_sentence(f: dict, diff: float, ci: str) -> str:
             f"either mode ({f['loss_first_standalone']:.3f} vs {f['loss_first_causal']:.3f}).")
 
 
-def reading(c: ModeComparison) -> tuple[dict, list[str]]:
+def mode_reading(c: ModeComparison) -> tuple[dict, list[str]]:
     """The design-effect reading of one comparison: (facts, sentences). Every number a sentence states is in
     facts (rounded the way it is written), so a page can save facts in its JSON twin."""
     W, m = c.window, c.m

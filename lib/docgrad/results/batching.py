@@ -562,7 +562,7 @@ def _pct(x: float) -> str:
     return f"{x:+.0%}" if abs(x) >= 0.01 else f"{x:+.1%}"
 
 
-def reading(s: dict) -> list[str]:
+def composition_reading(s: dict) -> list[str]:
     """Plain-words reading of summary(): does lexical balance predict gradient-noise balance, what
     document-contiguous batching costs, and what that implies for the batch-composition study's null result."""
     lines = []

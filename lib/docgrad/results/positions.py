@@ -8,7 +8,7 @@ gradients on the same tokens (docs/methods.md, "Causal context" and "Standalone 
                                               with paired document-bootstrap intervals of each and of the difference
     page_comparisons(...)                     what page 06 shows: one comparison per measured corpus, and a reason
                                               for every requested corpus that is not measured yet
-    frames and reading(...)                   tables for the charts, and the design-effect reading in words
+    (their frames and the reading in words are docgrad.presentation.causal)
 
 In the causal context chunk k has every earlier chunk of its window as context, so the chunk positions of a
 window are not exchangeable; the pooled estimators (docgrad.core.bootstrap.estimate) average over positions as
@@ -40,7 +40,6 @@ from docgrad.results.stats import Analysis, Estimates, cell_rng, check_resamples
 STANDALONE_MODE, CAUSAL_MODE, DIFFERENCE = "standalone", "causal", "causal − standalone"
 MODES = (STANDALONE_MODE, CAUSAL_MODE)
 NOT_APPLICABLE = "not applicable"     # the verdict of a causal analysis (gates are defined on the standalone 16K one)
-Interval = tuple
 
 
 class ComparisonError(AnalysisError):

@@ -616,3 +616,26 @@ def test_every_legend_selection_of_a_page_is_bound_where_its_legend_is_drawn(exe
                 for mime, data in o.get("data", {}).items() if "vegalite" in mime
                 for p in legend_selection_problems(data)]
     assert problems == []
+
+
+def test_a_successful_run_leaves_none_of_its_pages_earlier_figures_behind(staged):
+    """A run with other parameters (page 06 with another window) must not leave figures of the earlier run
+    beside its new twin; other pages' figures are untouched, and a failed run removes nothing."""
+    root = staged.parent.parent
+    stale, other = root / "figures" / "01_old_window.png", root / "figures" / "01b_other_page.png"
+    stale.write_bytes(b"png of an earlier run")
+    other.write_bytes(b"another page")
+    with pytest.raises(N.NotebookError):
+        N.execute_notebook(staged, parameters={"fail": True}, cwd=root)
+    assert stale.exists()
+    N.execute_notebook(staged, cwd=root)
+    assert not stale.exists() and other.exists() and (root / "figures" / "01_staged.json").exists()
+
+
+@pytest.mark.parametrize("name,value,needle", [("seed", -5, "a seed is a non-negative integer"),
+                                               ("resamples", 7, "resamples is 0 (no intervals) or 40"),
+                                               ("chunk", 1, "at least 2 tokens")])
+def test_page_parameters_out_of_range_are_refused_before_the_kernel_starts(name, value, needle):
+    source = ROOT / "notebooks" / "03_correlation_by_lag.py"
+    with pytest.raises(N.ParameterError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        N.validate_parameters(source, {name: value})

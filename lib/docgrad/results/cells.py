@@ -234,6 +234,7 @@ def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
     skipped, other_dtype = 0, set()
     for f in files:
         sh = load_result(f, groups=groups)
+        _check_names(sh)                         # a renamed file is refused, not silently filtered out
         if context is not None and (sh.context == CAUSAL) != (context == CAUSAL):
             skipped += 1
             continue

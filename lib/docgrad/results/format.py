@@ -28,6 +28,7 @@ import numpy as np
 from docgrad.core.constants import CAUSAL, CONTEXTS, DTYPES, FLOAT32, GROUPS, STANDALONE
 from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, atomic_write_npz
+from docgrad.models import offline_model
 
 _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)(?:_w(?P<window>\d+)_(?P<context>causal))?"
                    r"_d(?P<a>\d+)-(?P<b>\d+)(?:_(?P<dtype>bfloat16))?$")
@@ -304,6 +305,16 @@ def _check_meta_against_arrays(json_path: Path, meta: dict, z: dict) -> None:
     if m is not None and docs and int(m) != len(index) // len(docs):
         raise ResultFileError(f"{json_path}: chunks_per_document is {m} but the npz has {len(index)} rows for "
                               f"{len(docs)} documents")
+    pin, args = meta.get("pin"), meta["args"]
+    if isinstance(pin, dict):
+        for key in ("model", "revision"):
+            if key in pin and pin[key] != args.get(key):
+                raise ResultFileError(f"{json_path}: args.{key} is {args.get(key)!r} but the model pin records "
+                                      f"{pin[key]!r}; the label does not name the weights that were probed")
+        spec = offline_model(str(args.get("model")))
+        if spec is not None and pin.get("gguf_sha256") not in (None, spec.sha256):
+            raise ResultFileError(f"{json_path}: args.model is {spec.model} but the pinned file's sha256 "
+                                  f"{str(pin['gguf_sha256'])[:12]}.. is not its ({spec.sha256[:12]}..)")
     ex = z.get("exact_ref_dot")
     row = meta.get("exact_ref_row")
     if ex is not None and ex.size and row is not None and not (isinstance(row, int) and 0 <= row < len(index)):

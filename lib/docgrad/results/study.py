@@ -95,13 +95,16 @@ class Study:
         return self._manifests[model.label]
 
     def sources(self, model: ResultModel, corpus: str) -> list[str]:
-        """The source (author, work, project owner, package) of each document of the cell, in cell order."""
+        """The source (author, work, project owner, package) of each document of the cell, in cell order. The
+        manifest must describe the spans the files measured: a recorded span sha256 that differs from the
+        manifest's is an AnalysisError naming the file and the document (sources would be misattributed)."""
         cell = self.cell(model, corpus)
         man = self.manifest(model)
         if cell is None:
             return []
         if corpus not in man.get("corpora", {}):
             return [f"{corpus} {i}" for i in cell.doc_ids]
+        check_span_hashes(cell, man["corpora"][corpus], model.manifest)
         return document_sources(man, corpus, cell.doc_ids)
 
     def decompositions(self, model: ResultModel, corpora: Sequence[str]) -> dict[str, CellDecomposition]:
@@ -123,3 +126,21 @@ class Study:
         cell = next((c for k, c in sorted(self.cells.items()) if k[:2] == (model.model, model.revision)
                      and k[3] == self.chunk), None)
         return dict(cell.shards[0].meta.get("group_sizes", {})) if cell is not None else {}
+
+
+def check_span_hashes(cell: Cell, entry: dict, manifest_path) -> None:
+    """Every document a cell's files record a span sha256 for has that sha256 in the corpus manifest entry."""
+    recorded = {int(d["doc"]): d.get("span_sha256") for d in entry.get("documents", [])}
+    for sh in cell.shards:
+        hashes = sh.meta.get("spans_sha256")
+        if not isinstance(hashes, dict):
+            continue
+        for doc, h in hashes.items():
+            want = recorded.get(int(doc))
+            if want is None:
+                raise AnalysisError(f"{sh.path}: document {doc} is not in {manifest_path} (it has "
+                                    f"{len(recorded)} documents of {cell.corpus})")
+            if h != want:
+                raise AnalysisError(f"{sh.path}: document {doc}'s span sha256 {str(h)[:12]}.. differs from "
+                                    f"{manifest_path}'s {str(want)[:12]}..: the files measured other spans than the "
+                                    "manifest describes")

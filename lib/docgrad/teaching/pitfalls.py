@@ -395,8 +395,12 @@ def packed_target_losses(model, rows_docs, eos_id: int) -> list[dict]:
             "packed_causal": model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits,
             "packed_positions_reset": model(input_ids=ids, attention_mask=torch.ones_like(ids),
                                             position_ids=pos_reset).logits,
-            # no attention mask + reset position ids: transformers builds the per-document (block) mask
-            "packed_document_mask": model(input_ids=ids, position_ids=pos_reset).logits,
+            # transformers (masking_utils) builds the per-document (block) mask from position ids that restart
+            # only when three things hold: no attention mask, no cache (use_cache=False: a model whose config
+            # has use_cache=True, as SmolLM2's, builds a cache and attends across documents), and an attention
+            # implementation that applies the mask it builds (eager/sdpa/flex here; FlashAttention reads the
+            # packed boundaries from the position ids, e.g. with DataCollatorWithFlattening)
+            "packed_document_mask": model(input_ids=ids, position_ids=pos_reset, use_cache=False).logits,
         }
         for layout, logits in runs.items():
             ce = _per_target_ce(logits, ids)

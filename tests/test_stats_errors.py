@@ -328,3 +328,14 @@ def test_cells_whose_estimates_are_not_numbers_never_reach_measured(tmp_path):
     write_gram_cell(tmp_path / "two", {g: K2 for g in GROUPS}, n_docs=2, m=M, shard_size=2, chunk=2048)
     v = _verdict(tmp_path / "two")
     assert v.startswith("INCOMPLETE") and "2 documents: intervals need at least 4" in v
+
+
+def test_a_two_document_control_gives_no_r_rel_interval_and_no_verdict(tmp_path):
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    K2 = population_gram(2, M, Profile(), 1.0, 0.1)
+    write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="CODE", chunk=2048)
+    write_gram_cell(tmp_path, {g: K2 for g in GROUPS}, n_docs=2, m=M, shard_size=2, corpus="WEB", chunk=2048)
+    a = stats.analyze(tmp_path, resamples=40)
+    (rel,) = a.R_rel
+    assert rel.R_rel is not None and rel.R_rel_ci == (None, None)
+    assert a.verdict.startswith("INCOMPLETE") and "WEB" in a.verdict

@@ -369,7 +369,7 @@ def g1_sample(cell: Cell) -> G1Sample | None:
 
 def r_rel(cells: list[CellEstimate]) -> list[RRel]:
     """R_rel for every non-control cell with a control cell at the same model, revision and chunk (and, for
-    causal cells, the same window)."""
+    causal cells, the same window); no interval when either cell is not estimable (gates.not_estimable)."""
     by = {(c.model, c.revision, c.chunk, c.context == "causal", c.window or 0, c.corpus): c for c in cells}
     out = []
     for (model, rev, C, causal, W, corpus), c in sorted(by.items()):
@@ -379,7 +379,8 @@ def r_rel(cells: list[CellEstimate]) -> list[RRel]:
         num, den = c.all.R_16K, web.all.R_16K
         val = num / den if num is not None and den not in (None, 0) else None
         bc, bw = c.R_16K_draws, web.R_16K_draws
-        ci = tuple(bs.percentile_ci(bc / bw)) if bc is not None and bw is not None else (None, None)
+        estimable = not gates.not_estimable(c) and not gates.not_estimable(web)
+        ci = tuple(bs.percentile_ci(bc / bw)) if bc is not None and bw is not None and estimable else (None, None)
         out.append(RRel(model, rev, corpus, C, val, ci, c.n_docs, web.n_docs))
     return out
 

@@ -649,7 +649,9 @@ display(Markdown("\n\n".join(f"**{lab} — verdict: {r.verdict}**\n" + "".join(f
 #
 # - **Standalone chunks are a proxy.** Each 512-token chunk was run as its own sequence. In real 16K-context
 #   training every chunk attends to the ones before it, which can change both the gradients and their
-#   correlation; those gradients were not measured here.
+#   correlation. Page 06 (`06_causal_context`) measures those causal gradients over the first 4,096 tokens of
+#   every document and compares ρ(Δ) and R(W′) with the standalone ones on the same tokens, with paired
+#   intervals; the 16K windows of this page were measured standalone only.
 # - **Training-data overlap.** The model may have seen some of these documents (public-domain books, popular
 #   open-source code, package documentation) during training; memorised text has unusually small and
 #   possibly more similar gradients.

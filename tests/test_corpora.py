@@ -437,6 +437,17 @@ def test_extending_a_corpus_keeps_its_recorded_documents_and_refuses_a_redraw(tm
         corpora.build(["CODE"], man_path, cache, tok=TOK, documents=4)
 
 
+def test_a_rebuild_without_documents_asks_for_what_the_manifest_requested_not_what_it_kept(tmp_path, code_fixture):
+    man_path, cache = tmp_path / "manifest.json", tmp_path / "cache"
+    corpora.build(["CODE"], man_path, cache, tok=TOK, documents=4)
+    man = json.loads(man_path.read_text())
+    man["corpora"]["CODE"]["documents_requested"] = 6        # as a corpus whose candidates ran out records it
+    man_path.write_text(json.dumps(man))
+    corpora.build(["CODE"], man_path, cache, tok=TOK)         # `corpora build --missing-only` rebuilds like this
+    entry = json.loads(man_path.read_text())["corpora"]["CODE"]
+    assert entry["documents_requested"] == 6 and len(entry["documents"]) == 6
+
+
 def test_a_corpus_whose_candidates_run_out_keeps_what_qualifies_but_never_fewer_than_16():
     cands = [corpora.Candidate(f"d{i}", {}, lambda i=i: "x " * (MIN_TOKENS + i)) for i in range(20)]
     docs, spans, _ = corpora.select_documents(cands, TOK, "T", n=48, at_least=16)

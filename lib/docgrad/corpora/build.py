@@ -388,7 +388,7 @@ def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFA
           spans_dir: str | None = None, reference: str | Path | None = None, documents: int | None = None) -> dict:
     """Build the named corpora (default all), write their span caches, and update the manifest.
 
-    documents: how many documents per corpus (default: as many as the manifest records, else 16). A corpus
+    documents: how many documents per corpus (default: as many as the manifest requested, else 16). A corpus
     already in the manifest must come out identical (same documents, text and span hashes), or, with more
     documents than recorded, identical in its recorded documents (an extension: docs 0..k-1 stay as they were);
     otherwise nothing is written and a CorpusError lists the differences, unless force=True. spans_dir: the
@@ -406,7 +406,8 @@ def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFA
     built, diffs = {}, []
     for corpus in corpora:
         previous = man["corpora"].get(corpus)
-        n = documents or len((previous or {}).get("documents", [])) or N_DOCS
+        n = documents or (previous or {}).get("documents_requested") or len((previous or {}).get("documents", [])) \
+            or N_DOCS
         entry, spans = build_corpus(corpus, tok, cache_dir, seed, previous, n)
         if ref is not None and corpus in ref.get("corpora", {}):
             label = f"{shown(reference)} ({ref.get('tokenizer', {}).get('model')})"

@@ -19,9 +19,11 @@ def test_a_pair_is_ordered_only_when_the_interval_of_the_difference_excludes_zer
     assert o[("A", "B")]["order"] == "A > B" and o[("A", "B")]["sign"] == 1
     assert o[("B", "C")]["order"] == cmp.UNRESOLVED and o[("B", "C")]["sign"] == 0
     lo, hi = o[("A", "B")]["ci"]
-    # oracle: the percentile interval of the draw-wise differences
+    # oracle: the percentile interval of the draw-wise differences, at the level Holm tests the pair at
     d = dr["A"] - dr["B"]
-    assert (lo, hi) == pytest.approx(tuple(np.percentile(d, [2.5, 97.5])))
+    q = o[("A", "B")]["level"] / 2
+    assert o[("A", "B")]["level"] == pytest.approx(0.05 / 3)           # smallest p of three pairs
+    assert (lo, hi) == pytest.approx((np.quantile(d, q), np.quantile(d, 1 - q)))
     assert o[("A", "B")]["frac_greater"] == pytest.approx(np.mean(d > 0))
 
 
@@ -45,15 +47,37 @@ def test_describe_says_the_ordering_depends_on_the_model_only_for_opposite_resol
     text = cmp.describe(res)
     assert "the ordering depends on the model" in text[0] and "m1: A > B, m2: B > A" in text[0]
     bc = res["between_models"][0]["by_corpus"]
-    d = flipped["A"] - sharp["A"]                       # oracle: draw i of m2 minus draw i of m1
-    assert bc["A"]["ci"] == pytest.approx(list(np.percentile(d, [2.5, 97.5])))
-    assert text[1].startswith("Corpus by corpus, m2 minus m1: A -1.99 [-2.25, -1.73]; B +2.00")
-    assert "not resolved" in text[1].split("W ")[1]
-    text = text[1:]
+    d = flipped["A"] - sharp["A"]                       # oracle: draw i of m2 minus draw i of m1, Holm's level
+    q = bc["A"]["level"] / 2
+    assert bc["A"]["ci"] == pytest.approx([np.quantile(d, q), np.quantile(d, 1 - q)])
+    assert not bc["A"]["paired"] and bc["A"]["resolved"]
+    assert text[1].startswith("A: R(16K) is lower for m2 than for m1: difference -1.99") and "Holm over 3" in text[1]
+    assert "B: R(16K) is higher for m2" in text[2] and "includes 0" in text[3]    # W: not resolved
+    text = text[3:]
     assert text[1].startswith("m1 against pub") and "same point order for A vs B" in text[1] and "pub, by point order" in text[1]
     assert "opposite for A vs B (1 of them resolved on our side)" in text[2]
     same = cmp.compare({"m1": (pts(sharp), sharp), "m2": (pts(sharp), sharp)})
     assert "no ordering that depends on the model." in cmp.describe(same)[0]
+
+
+def test_models_on_the_same_documents_are_compared_with_paired_draws_where_given():
+    rng = np.random.default_rng(0)
+    common = rng.standard_normal(400)                  # the documents' own draw, shared by both models
+    x = {"A": 3 + 0.5 * common, "B": 2 + 0.1 * rng.standard_normal(400)}
+    y = {"A": 3.1 + 0.5 * common + 0.02 * rng.standard_normal(400), "B": 2 + 0.1 * rng.standard_normal(400)}
+    pts = {"A": 3.0, "B": 2.0}
+    pts_y = {"A": 3.1, "B": 2.0}
+
+    class Paired:                                       # as docgrad.results.paired.PairedDifference
+        diff, n_shared = 0.1, 15
+        draws = y["A"] - x["A"]
+
+    indep = cmp.compare({"x": (pts, x), "y": (pts_y, {"A": 3.1 + 0.5 * rng.standard_normal(400), "B": y["B"]})})
+    paired = cmp.compare({"x": (pts, x), "y": (pts_y, y)}, paired={("x", "y"): {"A": Paired()}})
+    assert not indep["between_models"][0]["by_corpus"]["A"]["resolved"]
+    a = paired["between_models"][0]["by_corpus"]["A"]
+    assert a["paired"] and a["n_shared"] == 15 and a["resolved"]
+    assert "paired over the 15 documents both measured" in cmp.describe(paired)[1]
 
 
 def test_a_model_with_one_corpus_has_nothing_to_compare():

@@ -289,7 +289,8 @@ def test_solution_cells_render_collapsed_in_details(tmp_path):
     R.build_report(nbdir, tmp_path / "report")
     page = (tmp_path / "report" / "01_ex.html").read_text()
     opening = '<details class="docgrad-solution"><summary>Solution</summary>'
-    assert page.count(opening) == 2 and page.count("</details>") == 2
+    assert page.count(opening) == 2 and page.count("</details>") == 3  # the third folds the plain cell's code
+    assert page.count('<details class="docgrad-code">') == 1              # a solution's code is not folded twice
     first, second = (page.index(opening), page.index(opening, page.index(opening) + 1))
     closes = [i for i in range(len(page)) if page.startswith("</details>", i)]
     assert first < page.index("the answer is 42") < closes[0] < second     # code and output inside, collapsed
@@ -298,6 +299,77 @@ def test_solution_cells_render_collapsed_in_details(tmp_path):
     assert "hidden_formatting" not in page                                 # hide-input still applies
     assert page.index("always open") > closes[1]                            # other cells stay outside
     assert "<details open" not in page
+
+
+def _folds(page):
+    """(start, end) of every <details class="docgrad-code"> element of a page."""
+    opening = '<details class="docgrad-code"><summary>show code</summary>'
+    spans, i = [], page.find(opening)
+    while i >= 0:
+        spans.append((i, page.index("</details>", i)))
+        i = page.find(opening, i + 1)
+    return spans
+
+
+def _folding_page(path, headline=True):
+    v4 = nbformat.v4
+    out = [v4.new_output("stream", text="plain output")]
+    table = v4.new_output("execute_result", execution_count=4,
+                          data={"text/html": '<table class="dataframe"><tr><td>R16K_HEAD</td></tr></table>',
+                                "text/plain": "R16K_HEAD"})
+    cells = [v4.new_markdown_cell("# Design effect\n\n" + " ".join(f"word{i}" for i in range(60))),
+             v4.new_code_cell("plain_code(1)", outputs=out, execution_count=1),
+             v4.new_code_cell("secret_formatting_code()", metadata={"tags": ["hide-input"]}, execution_count=2,
+                              outputs=[v4.new_output("stream", text="hidden-input prose")]),
+             v4.new_code_cell("worked_example(2)", metadata={"tags": ["show-input"]}, execution_count=3,
+                              outputs=[v4.new_output("stream", text="worked output")]),
+             v4.new_markdown_cell("## Headline: R(16K)"),
+             v4.new_code_cell("headline_frame", outputs=[table], execution_count=4,
+                              metadata={"tags": ["headline"] if headline else []})]
+    nbformat.write(v4.new_notebook(cells=cells), str(path))
+    path.with_suffix(".py").write_text(HEADER)
+
+
+def test_report_folds_code_behind_show_code_except_hide_and_show_input(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _folding_page(nbdir / "04_x.ipynb")
+    R.build_report(nbdir, tmp_path / "report")
+    page = (tmp_path / "report" / "04_x.html").read_text()
+    folds = _folds(page)
+    assert len(folds) == 2 and "<details open" not in page     # plain and headline cells, collapsed
+    (start, end), _ = folds
+    assert start < page.index("plain_code") < end < page.index("plain output")  # code folded, output outside
+    assert "secret_formatting_code" not in page and "hidden-input prose" in page
+    shown = page.index("worked_example")
+    assert not any(a < shown < b for a, b in folds) and page.index("worked output") > shown
+    assert "plain_code(1)" in nbformat.read(str(nbdir / "04_x.ipynb"), as_version=4).cells[1].source
+
+
+def test_index_opens_with_the_headline_cells_outputs_and_short_contents(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _folding_page(nbdir / "04_x.ipynb")
+    _executed(nbdir / "05_chart.ipynb", "Chart page")
+    chart = nbformat.read(str(nbdir / "05_chart.ipynb"), as_version=4)
+    chart.cells[2].metadata["tags"] = ["headline"]                 # a Vega-Lite chart as a second headline
+    nbformat.write(chart, str(nbdir / "05_chart.ipynb"))
+    text = R.build_report(nbdir, tmp_path / "report").read_text()
+    assert text.index("<h2>Headline</h2>") < text.index("R16K_HEAD") < text.index('vegaEmbed("#docgrad-headline-1"')
+    assert text.index('vegaEmbed("#docgrad-headline-1"') < text.index("<h2>Abstract</h2>") < text.index("Contents")
+    assert text.count("window.vegaEmbed=") == 1                    # the Vega JavaScript inlined once
+    assert 'href="04_x.html">Design effect</a>' in text[:text.index("<h2>Abstract</h2>")]  # links to its page
+    assert "headline_frame" not in text                           # outputs only, no code
+    assert "word39 …" in text and "word40" not in text            # contents: first paragraph cut at 40 words
+
+
+def test_index_without_headline_cells_has_no_headline_section(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _folding_page(nbdir / "04_x.ipynb", headline=False)
+    text = R.build_report(nbdir, tmp_path / "report").read_text()
+    assert "Headline" not in text and "R16K_HEAD" not in text and "window.vegaEmbed=" not in text
+    assert "<h2>Abstract</h2>" in text and 'href="04_x.html"' in text
 
 
 def test_report_without_executed_notebooks_is_an_error(tmp_path):

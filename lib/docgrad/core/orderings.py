@@ -56,23 +56,37 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[dict]:
     return out
 
 
-def resolve_pairs(points: Mapping[str, float], draws: Mapping[str, np.ndarray],
-                  corpora: Sequence[str], alpha: float = ALPHA) -> list[dict]:
-    """Every pair (A, B) of `corpora` (in that order) under Holm: the point difference A - B, its p-value,
-    Holm rank and level, the percentile interval of the draws at that level, and 'order' ('A > B',
-    'B > A', or 'not resolved')."""
-    pairs = list(combinations(corpora, 2))
-    diffs = [np.asarray(draws[a], float) - np.asarray(draws[b], float) for a, b in pairs]
-    tests = holm([bootstrap_p(d) for d in diffs], alpha)
-    out = []
-    for (a, b), d, t in zip(pairs, diffs, tests):
+def resolve_differences(named: Mapping[str, tuple[float, np.ndarray]], alpha: float = ALPHA) -> dict[str, dict]:
+    """Holm over a family of differences {name: (point difference, its bootstrap draws)}: per name the point
+    'diff', its p-value, Holm rank and level, the percentile interval of the draws at that level, 'resolved'
+    and 'sign' (+1 / -1 when resolved, else 0)."""
+    names = list(named)
+    draws = [np.asarray(named[k][1], float) for k in names]
+    pvals = [bootstrap_p(d) for d in draws]
+    out = {}
+    for k, d, p, t in zip(names, draws, pvals, holm(pvals, alpha)):
         fin = d[np.isfinite(d)]
         q = t["level"] / 2
         ci = [float(np.quantile(fin, q)), float(np.quantile(fin, 1 - q))] if fin.size else [None, None]
-        diff = float(points[a]) - float(points[b])
-        order = (f"{a} > {b}" if diff > 0 else f"{b} > {a}") if t["resolved"] else "not resolved"
-        out.append({"a": a, "b": b, "diff": diff, "p": bootstrap_p(d), **t, "ci": ci, "order": order,
-                    "sign": int(np.sign(diff)) if t["resolved"] else 0})
+        diff = float(named[k][0])
+        out[k] = {"diff": diff, "p": p, **t, "ci": ci, "sign": int(np.sign(diff)) if t["resolved"] else 0}
+    return out
+
+
+def resolve_pairs(points: Mapping[str, float], draws: Mapping[str, np.ndarray],
+                  corpora: Sequence[str], alpha: float = ALPHA) -> list[dict]:
+    """Every pair (A, B) of `corpora` (in that order) under Holm (resolve_differences of A - B): the point
+    difference, its p-value, Holm rank and level, the percentile interval of the draws at that level, and
+    'order' ('A > B', 'B > A', or 'not resolved')."""
+    pairs = list(combinations(corpora, 2))
+    res = resolve_differences({(a, b): (float(points[a]) - float(points[b]),
+                                        np.asarray(draws[a], float) - np.asarray(draws[b], float))
+                               for a, b in pairs}, alpha)
+    out = []
+    for a, b in pairs:
+        r = res[(a, b)]
+        order = (f"{a} > {b}" if r["diff"] > 0 else f"{b} > {a}") if r["resolved"] else "not resolved"
+        out.append({"a": a, "b": b, **r, "order": order})
     return out
 
 

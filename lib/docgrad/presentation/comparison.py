@@ -2,17 +2,22 @@
 resolved by the document bootstrap, and their agreement between models and with the published study.
 Definitions: docs/methods.md#comparing-models.
 
-For one model and two corpora A, B measured on it, the difference d = R_A - R_B has a 95% percentile
-interval over the two cells' document-bootstrap draws (draw i of each; the cells are resampled independently,
-as for R_rel: decomposition.difference_interval). The pair's order in that model is
+For one model and two corpora A, B measured on it, the difference d = R_A - R_B has draws d^(i) = R_A^(i) -
+R_B^(i) over the two cells' document-bootstrap draws (the cells are resampled independently: different
+documents). The pairs of one model are one family under Holm (docgrad.core.orderings.resolve_pairs): a pair's
+order in that model is
 
-    'A > B'  if the interval lies above 0,   'B > A'  if below,   'unresolved'  if it contains 0.
+    'A > B' / 'B > A'  when Holm resolves it (its interval at Holm's level excludes 0),   'unresolved'  else.
 
 A published model has no draws here, only point values: its order of a pair is that of the points.
 Two models *agree* on a pair when both resolve it the same way, *disagree* when both resolve it and the
 orders are opposite (the only outcome that says the ordering depends on the model), and otherwise the pair
 is *not settled* by these data. Against a published model (points only) a pair is compared by point
 order, and the comparison says whether our side of it is resolved.
+
+Corpus by corpus, two of our models are compared by y's R(16K) minus x's: with paired draws over the documents
+both measured where given (docgrad.results.paired; the same documents through two models are not independent),
+else draw i of y minus draw i of x (independent cells). The corpora are one family under Holm.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from docgrad.core.decomposition import difference_interval
+from docgrad.core.orderings import resolve_differences, resolve_pairs
+from docgrad.presentation import evidence
 
 UNRESOLVED = "unresolved"
 AGREE, DISAGREE, NOT_SETTLED = "agree", "disagree", "not settled"
@@ -35,18 +42,21 @@ def _finite(v) -> bool:
 def pair_orders(points: Mapping[str, float], draws: Mapping[str, np.ndarray] | None = None,
                 corpora: Sequence[str] | None = None) -> dict[tuple[str, str], dict]:
     """For every pair (A, B) of corpora (in `corpora` order, default the order of `points`) that both have a
-    finite point value: the point difference A - B, and with draws its 95% interval and the fraction of draws
-    with A > B; 'order' is 'A > B', 'B > A' or 'unresolved' (points only: never 'unresolved' unless equal)."""
+    finite point value: the point difference A - B, and with draws its interval at Holm's level over the pairs
+    (resolve_pairs), its p-value and the fraction of draws with A > B; 'order' is 'A > B', 'B > A' or
+    'unresolved' (points only: never 'unresolved' unless equal)."""
     names = [k for k in (corpora if corpora is not None else points) if k in points and _finite(points[k])]
+    with_draws = draws is not None and all(k in draws for k in names)
+    held = {(r["a"], r["b"]): r for r in resolve_pairs(points, draws, names)} if with_draws else {}
     out = {}
     for a, b in combinations(names, 2):
         d = float(points[a]) - float(points[b])
         rec = {"a": a, "b": b, "diff": d, "ci": None, "frac_greater": None, "resolved_by": "points"}
-        if draws is not None and a in draws and b in draws:
-            iv = difference_interval(draws[a], draws[b])
-            rec.update(ci=list(iv["ci"]), frac_greater=iv["frac_greater"], resolved_by="bootstrap")
-            lo, hi = iv["ci"]
-            sign = 0 if lo is None or (lo <= 0 <= hi) else (1 if lo > 0 else -1)
+        if with_draws:
+            h = held[(a, b)]
+            rec.update(ci=h["ci"], p=h["p"], level=h["level"], resolved_by=f"bootstrap, Holm over {len(held)} pairs",
+                       frac_greater=difference_interval(draws[a], draws[b])["frac_greater"])
+            sign = h["sign"]
         else:
             sign = int(np.sign(d))
         rec["order"] = f"{a} > {b}" if sign > 0 else (f"{b} > {a}" if sign < 0 else UNRESOLVED)
@@ -69,15 +79,17 @@ def agreement(x: Mapping[tuple[str, str], dict], y: Mapping[tuple[str, str], dic
 
 def compare(ours: Mapping[str, tuple[Mapping[str, float], Mapping[str, np.ndarray] | None]],
             published: Mapping[str, Mapping[str, float]] | None = None,
-            corpora: Sequence[str] | None = None) -> dict:
+            corpora: Sequence[str] | None = None,
+            paired: Mapping[tuple[str, str], Mapping[str, object]] | None = None) -> dict:
     """The whole comparison, JSON-ready.
 
-    ours: {model label: (points by corpus, bootstrap draws by corpus)}; published: {label: points by corpus}.
-    Returns {"orders": {label: [pair records]}, "between_models": [{"x", "y", "pairs": {pair: status},
-    "counts": {status: n}, "by_corpus": {corpus: {"diff": y - x, "ci", "frac_greater"}}}], "with_published":
-    [...the same without by_corpus, published on the y side...]}; pair keys are 'A|B'. by_corpus compares
-    the two models on one corpus: the difference of their values, with the interval of draw i of y minus
-    draw i of x (independent cells). Every pair of our models is compared, and each of our models with each published model."""
+    ours: {model label: (points by corpus, bootstrap draws by corpus)}; published: {label: points by corpus};
+    paired: {(x label, y label): {corpus: docgrad.results.paired.PairedDifference}} where the two models measured
+    the same documents. Returns {"orders": {label: [pair records]}, "between_models": [{"x", "y", "pairs":
+    {pair: status}, "counts": {status: n}, "by_corpus": {corpus: {"diff": y - x, "ci", "p", "level",
+    "resolved", "paired", "n_shared"}}}], "with_published": [...the same without by_corpus, published on the y
+    side...]}; pair keys are 'A|B'. by_corpus: Holm over the corpora; paired draws where given, else draw i of
+    y minus draw i of x (independent cells)."""
     orders = {lab: pair_orders(p, d, corpora) for lab, (p, d) in ours.items()}
     pub = {lab: pair_orders(p, None, corpora) for lab, p in (published or {}).items()}
 
@@ -88,21 +100,40 @@ def compare(ours: Mapping[str, tuple[Mapping[str, float], Mapping[str, np.ndarra
 
     def by_corpus(xl, yl):
         (px, dx), (py, dy) = ours[xl], ours[yl]
-        out = {}
+        pd_ = (paired or {}).get((xl, yl), {})
+        family, meta = {}, {}
         for k in (corpora if corpora is not None else px):
-            if k in px and k in py and _finite(px[k]) and _finite(py[k]):
-                rec = {"diff": float(py[k]) - float(px[k]), "ci": None, "frac_greater": None}
-                if dx is not None and dy is not None and k in dx and k in dy:
-                    iv = difference_interval(dy[k], dx[k])
-                    rec.update(ci=list(iv["ci"]), frac_greater=iv["frac_greater"])
-                out[k] = rec
-        return out
+            if k in pd_:
+                family[k] = (pd_[k].diff, pd_[k].draws)
+                meta[k] = {"paired": True, "n_shared": pd_[k].n_shared}
+            elif k in px and k in py and _finite(px[k]) and _finite(py[k]) and dx and dy and k in dx and k in dy:
+                family[k] = (float(py[k]) - float(px[k]), np.asarray(dy[k], float) - np.asarray(dx[k], float))
+                meta[k] = {"paired": False, "n_shared": 0}
+        return {k: {**{f: r[f] for f in ("diff", "ci", "p", "level", "resolved")}, **meta[k]}
+                for k, r in resolve_differences(family).items()} if family else {}
 
     labels = list(orders)
     return {"orders": {lab: [r for r in o.values()] for lab, o in {**orders, **pub}.items()},
             "between_models": [block(a, b, orders[a], orders[b]) | {"by_corpus": by_corpus(a, b)}
                                for a, b in combinations(labels, 2)],
             "with_published": [block(a, p, orders[a], pub[p]) for a in labels for p in pub]}
+
+
+def by_corpus_claims(blk: dict) -> list[evidence.Claim]:
+    """One claim per corpus of a between-models block (compare()): y's R(16K) against x's, resolved only under
+    Holm over the corpora, saying whether the draws were paired over shared documents."""
+    k = len(blk.get("by_corpus", {}))
+    out = []
+    for corpus, r in blk.get("by_corpus", {}).items():
+        how = (f"paired over the {r['n_shared']} documents both measured" if r["paired"]
+               else "independent draws: the documents differ")
+        family = f"{how}; Holm over {k} corpora, interval at {1 - r['level']:.1%}" if k > 1 else how
+        c = evidence.difference(f"{corpus}: R(16K)", blk["y"], blk["x"], r["diff"], r["ci"], family=family)
+        if c.status == evidence.RESOLVED and not r["resolved"]:
+            c = evidence.Claim(evidence.NOT_RESOLVED, f"{corpus}: R(16K) does not separate {blk['y']} from "
+                                                      f"{blk['x']} after Holm's step-down ({how}).")
+        out.append(c)
+    return out
 
 
 def describe(result: dict) -> list[str]:
@@ -147,13 +178,7 @@ def describe(result: dict) -> list[str]:
                  "the model" + (", though some pairs are too close to tell." if by[NOT_SETTLED] else "."))
         lines.append(text)
     for blk in result["between_models"]:
-        bc = {k: r for k, r in blk.get("by_corpus", {}).items()}
-        if bc:
-            lines.append(f"Corpus by corpus, {blk['y']} minus {blk['x']}: " + "; ".join(
-                f"{k} {r['diff']:+.2f}" + (f" [{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]"
-                                           + ("" if r["ci"][0] > 0 or r["ci"][1] < 0 else ", not resolved")
-                                           if r["ci"] and r["ci"][0] is not None else "")
-                for k, r in bc.items()) + ".")
+        lines += [c.text for c in by_corpus_claims(blk)]
     for blk in result["with_published"]:
         x, y, pairs = blk["x"], blk["y"], blk["pairs"]
         if not pairs:

@@ -7,6 +7,7 @@ loads result files itself and never reads another page's output.
     shown, missing = study.page(model, corpora)        # the cells a page shows, gated on themselves
     study.decompositions(model, corpora)               # {corpus: CellDecomposition}, computed once per cell
     study.cell(model, corpus)                          # the pooled cell (block sums, losses, shards)
+    study.paired(model_x, model_y, corpora)            # {corpus: R(16K) of y - x, paired over shared documents}
 
 `docs` selects the result files whose documents lie in [a, b): (0, 16) is the published design's 16 documents
 when 48-document shards sit beside them; None reads every file (docs/methods.md#the-48-document-cells-what-is-read-and-how-it-is-decided).
@@ -26,6 +27,7 @@ from docgrad.errors import AnalysisError
 from docgrad.models import ResultModel
 from docgrad.results.cell_decomposition import CellDecomposition, decompose_cell
 from docgrad.results.cells import Cell, load_cells
+from docgrad.results.paired import PairedDifference, paired_difference, shared_documents
 from docgrad.results.stats import Analysis, cached_analysis, check_resamples, check_seed
 
 
@@ -119,6 +121,22 @@ class Study:
             if key not in self._decompositions:
                 self._decompositions[key] = decompose_cell(cell, self.sources(model, k), self.resamples, self.seed)
             out[k] = self._decompositions[key]
+        return out
+
+    def paired(self, x: ResultModel, y: ResultModel, corpora: Sequence[str]) -> dict[str, PairedDifference]:
+        """R(16K) of model y minus model x per corpus, over the documents both measured (matched by text sha256
+        in their manifests), with paired document-bootstrap draws (docgrad.results.paired). Corpora without a
+        cell in both, or with fewer than paired.MIN_SHARED shared documents, are left out."""
+        out = {}
+        for k in corpora:
+            cx, cy = self.cell(x, k), self.cell(y, k)
+            if cx is None or cy is None:
+                continue
+            docs = [self.manifest(m).get("corpora", {}).get(k, {}).get("documents", []) for m in (x, y)]
+            d = paired_difference(cx, cy, shared_documents(docs[0], docs[1], cx.doc_ids, cy.doc_ids),
+                                  self.resamples, self.seed)
+            if d is not None:
+                out[k] = d
         return out
 
     def group_sizes(self, model: ResultModel) -> dict[str, int]:

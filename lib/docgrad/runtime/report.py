@@ -5,13 +5,18 @@ Each page is the executed notebook exported by nbconvert's `lab` template, with
   * every Altair chart (a Vega-Lite MIME output, see pages.setup) turned into a vega-embed call, with
     the Vega, Vega-Lite and vega-embed JavaScript inlined once per page (from vl_convert), so the charts
     are interactive with no network;
-  * the code of cells tagged `hide-input` hidden (their output stays);
+  * the code of every code cell folded behind a "show code" control (a closed <details class="docgrad-code">,
+    as Jupyter Book's hide-input), its output visible; the executed .ipynb keeps its code, only the HTML folds;
+  * the code of cells tagged `hide-input` removed (their output stays);
+  * the code of cells tagged `show-input` (worked code that is there to be read) shown, not folded;
   * cells tagged `solution` (worked solutions of a page's exercises) collapsed in <details>, opened by a click
-    on "Solution";
+    on "Solution"; their code is not folded a second time inside;
   * no CDN scripts (require.js, MathJax, Mermaid are dropped), so the page makes no network request; the
     TeX math of markdown ($...$, $$...$$) is converted to MathML at build time (latex2mathml), which the
     browser renders natively.
-The index holds a short abstract and a table of contents with each notebook's title and first paragraph.
+The index opens with the headline: the outputs of every code cell tagged `headline`, from all pages in page
+order (no such cell: no headline section), then a short abstract and a table of contents with each notebook's
+title and the start of its first paragraph.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ ABSTRACT = (
 )
 
 HIDE_INPUT_TAG = "hide-input"
+HEADLINE_TAG = "headline"
+SUMMARY_WORDS = 40  # contents entries: the first paragraph cut to about this many words
 VEGALITE_MIME = re.compile(r"^application/vnd\.vegalite\.v\d+[+.]json$")
 _PAGE_TEMPLATE = r"""{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}
@@ -58,6 +65,16 @@ _PAGE_TEMPLATE = r"""{%- extends 'lab/index.html.j2' -%}
 {{ super() }}
 {%- endif -%}
 {%- endblock any_cell -%}
+{%- block input_group -%}
+{%- set tags = cell.metadata.get('tags', []) -%}
+{%- if 'show-input' in tags or 'solution' in tags -%}
+{{ super() }}
+{%- else -%}
+<details class="docgrad-code"><summary>show code</summary>
+{{ super() }}
+</details>
+{%- endif -%}
+{%- endblock input_group -%}
 {%- block body_header -%}
 {{ super() }}
 {{ resources.docgrad_nav }}
@@ -79,6 +96,12 @@ details.docgrad-solution { margin: 0.4em 0 1em 0; padding: 0.3em 0.8em; border: 
   border-radius: 6px; background: #fbfcfd; }
 details.docgrad-solution > summary { cursor: pointer; color: #1f5fa8; font-family: system-ui, sans-serif;
   font-weight: 600; }
+details.docgrad-code { margin: 0.1em 0; }
+details.docgrad-code > summary { cursor: pointer; color: #5a7a9a; font-family: system-ui, sans-serif;
+  font-size: 12px; padding: 0.1em 0; user-select: none;
+  margin-left: calc(var(--jp-cell-collapser-width, 8px) + var(--jp-cell-prompt-width, 64px)); }
+details.docgrad-code > summary:hover { color: #1f5fa8; }
+details.docgrad-code[open] > summary { margin-bottom: 0.3em; }
 """
 
 _INDEX_TEMPLATE = """<!DOCTYPE html>
@@ -87,6 +110,7 @@ _INDEX_TEMPLATE = """<!DOCTYPE html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
 <title>{title}</title>
+{vega_js}
 <style>
 body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 52em; margin: 2em auto;
   padding: 0 1em; line-height: 1.55; color: #222; }}
@@ -95,12 +119,22 @@ h1 {{ font-size: 1.9em; margin-bottom: 0.2em; }}
 ol.toc li {{ margin: 0.9em 0; }}
 ol.toc a {{ font-weight: 600; font-size: 1.1em; color: #1f5fa8; text-decoration: none; }}
 ol.toc p {{ margin: 0.2em 0 0 0; color: #444; }}
+.headline {{ margin: 1em 0 1.5em 50%; width: min(84em, calc(100vw - 2em)); transform: translateX(-50%);
+  overflow-x: auto; }}
+.headline .source {{ color: #777; font-size: 0.85em; margin: 0.3em 0 1em 0; }}
+.headline .docgrad-chart {{ width: 100%; }}
+.headline table {{ border: none; border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }}
+.headline th, .headline td {{ border: none; border-bottom: 1px solid #d0d7de; padding: 0.25em 0.6em;
+  text-align: right; }}
+.headline thead th {{ border-bottom: 2px solid #888; }}
+.headline pre {{ white-space: pre-wrap; }}
 .meta {{ color: #777; font-size: 0.85em; margin-top: 3em; }}
 code {{ background: #f0f0f0; padding: 0 0.2em; border-radius: 3px; }}
 </style>
 </head>
 <body>
 <h1>{title}</h1>
+{headline}
 <h2>Abstract</h2>
 <div class="abstract"><p>{abstract}</p></div>
 <h2>Contents</h2>
@@ -223,6 +257,48 @@ def embed_charts(nb, prefix: str = "chart") -> int:
     return n
 
 
+def headline_cells(nbs) -> list:
+    """Copies of the code cells tagged `headline`, from the notebooks in order, each with `docgrad_page`
+    (the notebook's index in nbs) in its metadata."""
+    import copy
+
+    cells = []
+    for i, nb in enumerate(nbs):
+        for cell in nb.cells:
+            if cell.cell_type == "code" and HEADLINE_TAG in cell.metadata.get("tags", []):
+                cell = copy.deepcopy(cell)
+                cell.metadata["docgrad_page"] = i
+                cells.append(cell)
+    return cells
+
+
+def output_html(out) -> str:
+    """One notebook output as HTML for the index (charts already turned into HTML by embed_charts)."""
+    from nbconvert.filters import markdown2html
+
+    if out.get("output_type") == "stream":
+        return f"<pre>{html.escape(out.get('text', ''))}</pre>"
+    data = out.get("data", {})
+    if "text/html" in data:
+        return "".join(data["text/html"])
+    for mime in ("image/png", "image/jpeg"):
+        if mime in data:
+            return f'<img src="data:{mime};base64,{"".join(data[mime]).strip()}" alt="headline figure">'
+    if "image/svg+xml" in data:
+        return "".join(data["image/svg+xml"])
+    if "text/markdown" in data:
+        return markdown2html("".join(data["text/markdown"]))
+    if "text/plain" in data:
+        return f"<pre>{html.escape(''.join(data['text/plain']))}</pre>"
+    return ""
+
+
+def truncate_words(text: str, n: int = SUMMARY_WORDS) -> str:
+    """text cut to its first n words, with an ellipsis where it was cut."""
+    words = text.split()
+    return text if len(words) <= n else " ".join(words[:n]).rstrip(".,;:") + " …"
+
+
 def vega_javascript() -> str:
     """The vega + vega-lite + vega-embed bundle matching altair's Vega-Lite version (works offline)."""
     import vl_convert as vlc
@@ -258,6 +334,7 @@ def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = 
         title_, summary = page_info(nb, src.stem)
         nbs.append(nb)
         pages.append(Page(src, src.stem + ".html", title_, summary))
+    headline = nbformat.v4.new_notebook(cells=headline_cells(nbs))  # copied before the pages' charts are embedded
 
     exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"docgrad.html.j2": _PAGE_TEMPLATE})],
                             template_file="docgrad.html.j2")
@@ -276,9 +353,30 @@ def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = 
         atomic_write_bytes(out_dir / page.html_name, math_to_mathml(body).encode("utf-8"))
 
     toc = "\n".join(f'<li><a href="{p.html_name}">{html.escape(p.title)}</a>'
-                    f'<p>{html.escape(p.summary)}</p></li>' for p in pages)
+                    f'<p>{html.escape(truncate_words(p.summary))}</p></li>' for p in pages)
     index = out_dir / "index.html"
     abstract = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(ABSTRACT))
-    atomic_write_bytes(index, math_to_mathml(_INDEX_TEMPLATE.format(title=html.escape(title), abstract=abstract,
-                                                                    toc=toc)).encode("utf-8"))
+    n_charts = embed_charts(headline, prefix="headline")
+    if n_charts and vega_js is None:
+        vega_js = vega_javascript()
+    index_js = ('<script type="text/javascript">\n// vega, vega-lite and vega-embed, inlined from vl_convert\n'
+                f'{vega_js}\n</script>' if n_charts else "")
+    text = _INDEX_TEMPLATE.format(title=html.escape(title), abstract=abstract, toc=toc,
+                                  headline=_headline_section(headline.cells, pages), vega_js=index_js)
+    atomic_write_bytes(index, math_to_mathml(text).encode("utf-8"))
     return index
+
+
+def _headline_section(cells, pages: list[Page]) -> str:
+    """The index's "Headline" section: each tagged cell's outputs and a link to its page; "" without any."""
+    if not cells:
+        return ""
+    parts = ['<h2>Headline</h2>\n<div class="headline">']
+    for k, cell in enumerate(cells):
+        parts.extend(output_html(out) for out in cell.get("outputs", []))
+        i = cell.metadata["docgrad_page"]
+        if k + 1 == len(cells) or cells[k + 1].metadata["docgrad_page"] != i:  # after a page's last tagged cell
+            parts.append(f'<p class="source">From <a href="{pages[i].html_name}">{html.escape(pages[i].title)}</a>'
+                         '.</p>')
+    parts.append("</div>")
+    return "\n".join(parts)

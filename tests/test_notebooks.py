@@ -415,22 +415,27 @@ def test_math_becomes_mathml_outside_code_and_bad_tex_is_kept():
     assert "&#x0003C;" in out  # HTML-escaped < inside math was unescaped before conversion
 
 
-def test_readme_headline_numbers_match_the_executed_design_effect_page():
-    """The README quotes R(16K) per corpus; it must be what notebook 04 computed from the committed results."""
+def test_readme_headline_numbers_match_the_executed_design_effect_pages():
     import re
 
     numbers = json.loads((ROOT / "figures" / "04_design_effect.json").read_text())
     readme = (ROOT / "README.md").read_text()
     quoted = {m["corpus"]: (m["r"], m["lo"], m["hi"]) for m in re.finditer(
         r"(?P<r>\d+\.\d\d) \[(?P<lo>\d+\.\d\d), (?P<hi>\d+\.\d\d)\] for (?:the )?(?P<corpus>[A-Z]+)", readme)}
-    computed = {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in numbers["cells"]}
+    first, gemma = (numbers["by_model"][m["label"]] for m in numbers["models"])
+    computed = {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in first["cells"]}
     assert quoted == computed
+    books = first["sources"]["BOOKS"]
+    assert f"{books['n_sources']} sources" in readme and "gives [{:.2f}, {:.2f}]".format(*books["R_source_ci"]) in readme
     second = readme.split("The second model's four cells")[1].split("\n\n")[0]
     quoted2 = {m[1]: m.groups()[1:] for m in re.finditer(r"([A-Z]+) (\d+\.\d\d) \[(\d+\.\d\d), (\d+\.\d\d)\]", second)}
-    gemma = numbers["by_model"]["gemma-3-270m"]["cells"]
-    assert quoted2 == {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in gemma}
-    papers = numbers["model_comparison"]["between_models"][0]["by_corpus"]["PAPERS"]
-    assert f"by {-papers['diff']:.2f} (95% interval {-papers['ci'][1]:.2f} to {-papers['ci'][0]:.2f})" in second
+    assert quoted2 == {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in gemma["cells"]}
+    cmp = json.loads((ROOT / "figures" / "04c_beside_the_published_study.json").read_text())
+    papers = cmp["model_comparison"]["between_models"][0]["by_corpus"]["PAPERS"]
+    assert papers["paired"] and papers["resolved"]
+    assert (f"by {-papers['diff']:.2f} (Holm-adjusted interval {-papers['ci'][1]:.3g} to {-papers['ci'][0]:.3g})"
+            in " ".join(second.split()))
+    assert all(d["status"] == "not established" for d in cmp["decisions"].values()) == ("none is resolved" in second)
 
 
 def test_readme_bf16_numbers_match_the_executed_sketching_page():

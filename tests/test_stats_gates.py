@@ -44,6 +44,23 @@ def test_g2_passes_a_short_range_control_and_fails_a_correlated_one(tmp_path):
     assert bad["cells"][0]["R_16K"] > 1.2
 
 
+def test_g2_says_when_the_controls_interval_straddles_its_threshold(tmp_path):
+    write_cell(tmp_path, model="t/m", revision="r", corpus="WEB", profile=Profile(ar=0.05, phi=0.2), seed=0,
+               **SMALL)
+    cells = stats.analyze(tmp_path, resamples=200, seed=0).cells
+    g2 = gates.gate_g2(cells)
+    R, ci = g2["cells"][0]["R_16K"], g2["cells"][0]["R_16K_ci"]
+    assert ci[0] is not None and g2["cells"][0]["straddles"] == (ci[0] < 1.2 < ci[1] or
+                                                               g2["cells"][0]["rho_long_ci"][0] < 0.01 <
+                                                               g2["cells"][0]["rho_long_ci"][1])
+    e = cells[0].all
+    wide = dict(e.ci, R={**e.ci["R"], 16384: (R - 0.1, 1.3)})          # the same point, an interval across 1.2
+    cells[0] = type(cells[0])(**{**cells[0].__dict__, "all": type(e)(**{**e.__dict__, "ci": wide})})
+    g2 = gates.gate_g2(cells)
+    assert g2["straddles"] and "decided on the point estimate only" in g2["summary"]
+    assert g2["pass"] == (R < 1.2 and e.rho_long < 0.01)
+
+
 def test_g3_fails_when_the_mean_gradient_is_not_resolved(tmp_path):
     K = population_gram(4, 8, Profile(exch=0.2), 1.0, 0.0)
     K += np.random.default_rng(1).normal(0, 0.05, K.shape)

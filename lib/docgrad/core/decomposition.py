@@ -245,3 +245,17 @@ def difference_interval(a: np.ndarray, b: np.ndarray, level: float = CI_LEVEL) -
     ok = np.isfinite(a) & np.isfinite(b)
     diff = a[ok] - b[ok]
     return {"ci": bs.percentile_ci(diff, level), "frac_greater": float(np.mean(diff > 0)) if diff.size else None}
+
+
+def without_groups(sums: dict, chunk: int, drop: Sequence[str], window: int = HEADLINE_WINDOW) -> dict[str, float]:
+    """The estimators on the summed Gram of every parameter group but `drop` (the groups' Grams add up to
+    'all'; weights 1): S_cross, sigma2, the mean-gradient share and R(window). Says how much of a cell's mean
+    gradient, and of its R, the dropped groups carry."""
+    keep = [g for g in sums if g != "all" and g not in drop]
+    if not keep:
+        raise ValueError(f"dropping {list(drop)} leaves no parameter group of {sorted(sums)}")
+    s = keep[1:] and sum((sums[g] for g in keep[1:]), sums[keep[0]]) or sums[keep[0]]
+    e = bs.estimate(s, np.ones(len(s.n)), chunk)
+    S, s2 = float(e["S_cross"][0]), float(e["sigma2"][0])
+    return {"S_cross": S, "sigma2": s2, "mean_gradient_share": mean_gradient_share(S, s2),
+            "R": float(e["R"][0, window_column(s, chunk, window)])}

@@ -65,19 +65,36 @@ def gate_g1(cells: list) -> dict:
                        f"squared-norm ratio {nr:.4f} (within {G1_NORM:.0%}) over {e.size} pairs"}
 
 
+def _straddles(ci, threshold: float) -> bool:
+    return ci is not None and ci[0] is not None and ci[0] < threshold < ci[1]
+
+
 def gate_g2(cells: list) -> dict:
+    """G2 on the control's point estimates; each row also carries the intervals and whether they straddle the
+    thresholds (the gate then passes or fails on its point estimate only, and its summary says so)."""
     webs = [c for c in cells if c.corpus == CONTROL]
     if not webs:
         return {"status": "not evaluated", "pass": None, "summary": f"no {CONTROL} (control) cell"}
-    rows = [{"model": c.model, "revision": c.revision, "chunk": c.chunk, "R_16K": c.all.R_16K,
-             "rho_long": c.all.rho_long,
-             "pass": bool(c.all.R_16K is not None and c.all.R_16K < G2_R and c.all.rho_long < G2_RHO)}
-            for c in webs]
+    rows = []
+    for c in webs:
+        R_ci, rho_ci = list(c.all.R_16K_ci), list(c.all.interval("rho_long"))
+        rows.append({"model": c.model, "revision": c.revision, "chunk": c.chunk, "R_16K": c.all.R_16K,
+                     "R_16K_ci": R_ci, "rho_long": c.all.rho_long, "rho_long_ci": rho_ci,
+                     "straddles": _straddles(R_ci, G2_R) or _straddles(rho_ci, G2_RHO),
+                     "pass": bool(c.all.R_16K is not None and c.all.R_16K < G2_R and c.all.rho_long < G2_RHO)})
     ok = all(r["pass"] for r in rows)
-    desc = "; ".join(f"{r['model']} {r['revision']}: R(16K) {r['R_16K']:.3f}, rho_long {r['rho_long']:+.4f}"
-                     if r["R_16K"] is not None else f"{r['model']}: R(16K) undefined" for r in rows)
+
+    def one(r):
+        if r["R_16K"] is None:
+            return f"{r['model']}: R(16K) undefined"
+        ci = (lambda v: f" [{v[0]:.3g}, {v[1]:.3g}]" if v[0] is not None else "")
+        return (f"{r['model']} {r['revision']}: R(16K) {r['R_16K']:.3f}{ci(r['R_16K_ci'])}, rho_long "
+                f"{r['rho_long']:+.4f}{ci(r['rho_long_ci'])}"
+                + ("; an interval straddles its threshold: decided on the point estimate only" if r["straddles"]
+                   else ""))
     return {"status": "pass" if ok else "FAIL", "pass": ok, "cells": rows,
-            "summary": f"control needs R(16K) < {G2_R} and rho_long < {G2_RHO}: {desc}"}
+            "straddles": any(r["straddles"] for r in rows),
+            "summary": f"control needs R(16K) < {G2_R} and rho_long < {G2_RHO}: " + "; ".join(map(one, rows))}
 
 
 def gate_g3(cells: list) -> dict:

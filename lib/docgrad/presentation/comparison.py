@@ -80,7 +80,8 @@ def agreement(x: Mapping[tuple[str, str], dict], y: Mapping[tuple[str, str], dic
 def compare(ours: Mapping[str, tuple[Mapping[str, float], Mapping[str, np.ndarray] | None]],
             published: Mapping[str, Mapping[str, float]] | None = None,
             corpora: Sequence[str] | None = None,
-            paired: Mapping[tuple[str, str], Mapping[str, object]] | None = None) -> dict:
+            paired: Mapping[tuple[str, str], Mapping[str, object]] | None = None,
+            by_corpus_corpora: Sequence[str] | None = None) -> dict:
     """The whole comparison, JSON-ready.
 
     ours: {model label: (points by corpus, bootstrap draws by corpus)}; published: {label: points by corpus};
@@ -102,7 +103,7 @@ def compare(ours: Mapping[str, tuple[Mapping[str, float], Mapping[str, np.ndarra
         (px, dx), (py, dy) = ours[xl], ours[yl]
         pd_ = (paired or {}).get((xl, yl), {})
         family, meta = {}, {}
-        for k in (corpora if corpora is not None else px):
+        for k in (by_corpus_corpora or corpora or px):
             if k in pd_:
                 family[k] = (pd_[k].diff, pd_[k].draws)
                 meta[k] = {"paired": True, "n_shared": pd_[k].n_shared}

@@ -99,6 +99,38 @@ def gates_frame(a: Analysis) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["gate", "status", "measured", "meaning"])
 
 
+def three_significant(df: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """The frame with every float column rounded to `digits` significant figures and columns that are empty
+    (all NaN) dropped: tables as a reader reads them."""
+    df = df.dropna(axis=1, how="all").copy()
+    for col in df.columns:
+        if pd.api.types.is_float_dtype(df[col]):
+            v = df[col].to_numpy(dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mag = np.where(np.isfinite(v) & (v != 0), np.floor(np.log10(np.abs(v))), 0)
+                scale = 10.0 ** (digits - 1 - mag)
+                df[col] = np.where(np.isfinite(v), np.round(v * scale) / scale, v)
+    return df
+
+
+def page_inputs_lines(results_dir, documents: str, chunk: int, resamples: int, page_models, pages: dict) -> list[str]:
+    """What a design-effect page read: the results directory and documents, then per model the cells present
+    and missing (and that without its control there is no R_rel and no G2), and a warning for synthetic files.
+    pages: {model label: (Analysis, missing corpora)} as Study.page returns them."""
+    lines = [f"- results directory: `{results_dir}` (documents {documents}); C = {chunk} tokens, {resamples} "
+             "bootstrap resamples"]
+    for m in page_models:
+        rep, miss = pages[m.label]
+        line = (f"- **{m.label}** (`{m.model}` at `{m.revision}`): cells present "
+                f"{', '.join(c.corpus for c in rep.cells) or 'none'}; missing {', '.join(miss) or 'none'}")
+        lines.append(line + ("; without its WEB control there is no R_rel and gate G2 cannot be evaluated"
+                             if CONTROL in miss else ""))
+    if any(c.synthetic for rep, _ in pages.values() for c in rep.cells):
+        lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers below "
+                     "illustrate the pipeline, they are not measurements")
+    return lines
+
+
 def fmt_interval(v, lo=None, hi=None, digits: int = 2) -> str:
     """'v [lo, hi]' (or 'v' without an interval, '-' when v is missing)."""
     if v is None or (isinstance(v, float) and not np.isfinite(v)):
@@ -109,7 +141,7 @@ def fmt_interval(v, lo=None, hi=None, digits: int = 2) -> str:
 
 
 def headline_table(a, published_cells=None, published_r_rel=None,
-                   published_models=PUBLISHED_MODELS) -> pd.DataFrame:
+                   published_models=PUBLISHED_MODELS, sources: dict | None = None) -> pd.DataFrame:
     """Per corpus: our R(16K) and R_rel with 95% intervals, for each of our models, beside the published
     final-checkpoint values.
 
@@ -117,6 +149,8 @@ def headline_table(a, published_cells=None, published_r_rel=None,
     column order). Published frames as from docgrad.results.published (our corpus names); only each published
     model's final checkpoint (frac_training == 1) is shown.
     Columns: corpus, then for each source '<label> R(16K)', '<label> R_rel' as 'value [lo, hi]' strings.
+    sources: {label: {corpus: CellDecomposition}}: adds '<label> sources resampled', the source-clustered
+    interval of R(16K) where documents share sources ('[lo, hi], 3 sources'), else 'as documents'.
     """
     analyses = [a] if isinstance(a, Analysis) else list(a)
     corpora = list(dict.fromkeys(c.corpus for x in analyses for c in x.cells))
@@ -130,6 +164,12 @@ def headline_table(a, published_cells=None, published_r_rel=None,
             label = "ours" if not x.cells else model_label(x.cells[0].model)
             c = x.cell(k)
             row[f"{label} R(16K)"] = fmt_interval(c.all.R_16K, *c.all.R_16K_ci) if c else "missing"
+            if sources is not None:
+                d = sources.get(label, {}).get(k)
+                ci = d.intervals.get("source", {}).get("R", [None, None]) if d else [None, None]
+                row[f"{label} sources resampled"] = "-" if d is None or ci[0] is None else (
+                    f"[{ci[0]:.2f}, {ci[1]:.2f}], {d.n_sources} sources" if d.n_sources < len(d.doc_ids)
+                    else "as documents")
             r = rel.get(k)
             row[f"{label} R_rel"] = "1 (control)" if k == CONTROL and c else (fmt_interval(r.R_rel, *r.R_rel_ci)
                                                                               if r else "-")

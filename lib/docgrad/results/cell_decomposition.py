@@ -119,6 +119,23 @@ def decompose_cell(cell, sources: Sequence[str], resamples: int = RESAMPLES, see
     return out
 
 
+def R_draws_without(cell, drop: int, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                    window: int = HEADLINE_WINDOW) -> tuple[float, np.ndarray]:
+    """R(window) of the cell without the document at position `drop` (weight 0), and its document-bootstrap
+    draws over the remaining documents (the cell's generator): the interval of a leave-one-out value, which the
+    leave-one-out point alone does not give."""
+    s = cell.sums["all"]
+    D = len(s.n)
+    keep = np.delete(np.arange(D), drop)
+    j = window_column(s, cell.chunk, window)
+    c = np.zeros((1 + resamples, D))
+    c[0, keep] = 1
+    if resamples:
+        c[1:, keep] = bs.counts_from_indices(bs.resample_indices(cell_rng(seed, cell), D - 1, resamples), D - 1)
+    R = bs.estimate(s, c, cell.chunk)["R"][:, j]
+    return float(R[0]), R[1:]
+
+
 def decompose_cells(results_dir, manifest, model: str, revision: str, chunk: int, corpora: Sequence[str],
                     resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, CellDecomposition]:
     """decompose_cell for each requested corpus that has a cell of (model, revision, chunk) in results_dir;

@@ -1,0 +1,283 @@
+"""The sentences of the design-effect pages (04 headline, 04b drivers, 04c beside the published study), each
+built from computed numbers by the rules of docgrad.presentation.evidence (docs/methods.md#evidence-rules). The
+pages print what these return; they do not branch on numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from docgrad.core.constants import CONTROL, G2_R, G2_RHO
+from docgrad.core.decomposition import difference_interval, same_source_pair_fraction
+from docgrad.core.orderings import AGREES, CONTRADICTS, NOT_COMPARED
+from docgrad.presentation import evidence as ev
+from docgrad.presentation.evidence import Claim, interval, sig
+from docgrad.results.cell_decomposition import CellDecomposition
+from docgrad.results.stats import Analysis
+
+LONG_DOCUMENT_CORPORA = ("BOOKS", "CODE", "PAPERS")
+AGAINST_PUBLISHED = {AGREES: "agrees (every resolved pair in the published direction)",
+                     CONTRADICTS: "is contradicted by a resolved pair",
+                     NOT_COMPARED: "cannot be compared (no pair resolved)"}
+FEW_DISTINCT = 50        # a bootstrap whose draws take fewer distinct values than this is coarse
+
+
+CLUSTERED_PAIRS = 0.05   # a corpus is clustered by source when more than 5% of its cross-document pairs share one
+
+
+def clustered(d: CellDecomposition | None) -> bool:
+    """Whether a cell's documents cluster by source (more than CLUSTERED_PAIRS of its cross-document pairs are
+    same-source pairs): its headline then carries the source-clustered interval."""
+    return d is not None and same_source_pair_fraction(d.sources) > CLUSTERED_PAIRS
+
+
+def _source_note(d: CellDecomposition | None) -> str:
+    ci = (d.intervals.get("source", {}).get("R") if d else None) or [None, None]
+    if not clustered(d) or ci[0] is None:
+        return ""
+    return f" ({d.n_sources} sources resampled: [{sig(ci[0])}, {sig(ci[1])}])"
+
+
+def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[str, CellDecomposition]],
+               window_chunks: int = 32) -> str:
+    """Page 04's answer: R(16K) per corpus and model with 95% intervals (the source-clustered one beside it where
+    documents share sources), what a block is worth, what was measured and the caveat that matters."""
+    per_model, worth = [], []
+    for label, rep in reports.items():
+        cells = [c for c in rep.cells if c.corpus != CONTROL]
+        ctrl = rep.cell(CONTROL)
+        parts = [f"{c.corpus} {interval(c.all.R_16K, c.all.R_16K_ci)}"
+                 f"{_source_note(decomps.get(label, {}).get(c.corpus))}" for c in cells]
+        per_model.append(f"{label}: " + ", ".join(parts)
+                         + (f"; control {interval(ctrl.all.R_16K, ctrl.all.R_16K_ci)}" if ctrl else "") + ".")
+        worth += [window_chunks / c.all.R_16K for c in cells if c.all.R_16K and c.all.R_16K > 0]
+    answer = ["R(16K), the gradient noise of a 16K-token block of one document over that of 32 independent "
+              "chunks:", *per_model]
+    if worth:
+        answer.append(f"A block is worth about {min(worth):.0f}-{max(worth):.0f} independent chunks.")
+    n_docs = sorted({c.n_docs for rep in reports.values() for c in rep.cells})
+    docs = f"{n_docs[0]}" if len(n_docs) == 1 else f"{n_docs[0]}-{n_docs[-1]}"
+    measured = (f"{', '.join(reports)}: small, 4-bit quantised; {docs} documents per corpus; 512-token chunks "
+                "each run on its own; 95% intervals over documents.")
+    caveat = ("no chunk saw the text before it (page 06 adds that context), and documents sharing a source "
+              "are fewer independent draws than they look.")
+    return ev.result_box(answer, measured, caveat)
+
+
+def drivers_box(label: str, decomps: Mapping[str, CellDecomposition], shares: Mapping[str, float],
+                without_norms: Mapping[str, dict], published: Sequence[float] = ()) -> str:
+    """Page 04b's answer for one model: what R(16K) is made of where sources are shared (R without the source
+    term), how far the most influential document moves R, and the mean-gradient share with and without the norm
+    weights."""
+    answer = []
+    for k, d in decomps.items():
+        if clustered(d):
+            answer.append(f"{k}'s R(16K) {sig(d.R)} holds a source term: without it "
+                          f"{interval(d.R_within, d.intervals.get('doc', {}).get('R_within'))}.")
+    moves = {k: abs(d.loo["dR"][most_influential(d)]) / d.R for k, d in decomps.items() if d.R}
+    if moves:
+        k = max(moves, key=moves.get)
+        answer.append(f"Leaving out one document moves R by at most {moves[k]:.0%} ({k}).")
+    long = [shares[k] for k in shares if k in LONG_DOCUMENT_CORPORA]
+    wo = [without_norms[k]["mean_gradient_share"] for k in without_norms if k in LONG_DOCUMENT_CORPORA]
+    if long:
+        answer.append(f"The mean gradient is {sig(min(long))}-{sig(max(long))} of a chunk gradient's squared norm"
+                      + (f" ({sig(min(wo))}-{sig(max(wo))} without the norm weights)" if wo else "")
+                      + (f", against {sig(min(published), 2)}-{sig(max(published), 2)} published" if published else "")
+                      + ": B_simple is small here.")
+    measured = f"{label}, 16 documents per corpus; leave-one-out, document and source bootstraps."
+    caveat = ("what makes the mean gradient large (rounding, size, tuning, the start token) is not separated.")
+    return ev.result_box(answer, measured, caveat)
+
+
+def gate_claims(reports: Mapping[str, Analysis]) -> list[Claim]:
+    """G2 of each model (the control has no long-range correlation), with the intervals of both of its numbers:
+    a threshold the interval straddles is said to be passed on the point estimate only."""
+    out = []
+    for label, rep in reports.items():
+        c = rep.cell(CONTROL)
+        if c is None:
+            out.append(Claim(ev.NOT_MEASURED, f"{label}: G2 not evaluated (no {CONTROL} control cell)."))
+            continue
+        for what, point, ci, t in (("R(16K)", c.all.R_16K, c.all.R_16K_ci, G2_R),
+                                   ("ρ_long", c.all.rho_long, c.all.interval("rho_long"), G2_RHO)):
+            cl = ev.threshold_gate(f"{label}: the control's {what}", point, ci, t)
+            out.append(cl)
+    return out
+
+
+def decomposition_lines(decomps: Mapping[str, CellDecomposition]) -> list[str]:
+    """Per corpus: where documents share sources, R about the cross-source mean split into source term,
+    document term and short range, and R without the source term (intervals: document bootstrap); else the
+    split of R itself."""
+    out = []
+    for k, d in decomps.items():
+        iv = d.intervals.get("doc", {})
+        t = d.terms
+        src, doc = (d.m - 1) * t["rho_src"], (d.m - 1) * t["rho_doc"]
+        if d.shared_sources:
+            shared = ", ".join(f"{s} {n}" for s, n in d.shared_sources.items())
+            out.append(f"**{k}**: documents from shared sources ({shared}). About the cross-source mean R is "
+                       f"{interval(d.R_x, iv.get('R_x'))}: source term {sig(src)}, document term {sig(doc)}, "
+                       f"short range {sig(t['short_range'])}. Without the source term R is "
+                       f"{interval(d.R_within, iv.get('R_within'))}; the study's pooled estimate is {sig(d.R)}"
+                       + (", between the two." if min(d.R_within, d.R_x) <= d.R <= max(d.R_within, d.R_x) else "."))
+        else:
+            out.append(f"**{k}**: one document per source: R = {sig(d.R)} = 1 + document term {sig(doc)} + short "
+                       f"range {sig(t['short_range'])}.")
+    return out
+
+
+def most_influential(d: CellDecomposition) -> int:
+    """Position (cell order) of the document whose removal changes R(16K) most (largest |dR|)."""
+    return int(np.argmax(np.abs(np.asarray(d.loo["dR"], dtype=float))))
+
+
+def robustness_lines(decomps: Mapping[str, CellDecomposition], titles: Mapping[str, Mapping[int, str]]) -> list[str]:
+    """Per corpus: the most influential document (leave one out) and its effect, the jackknife standard error,
+    and the document-bootstrap interval beside the source-clustered one (with how few distinct values the
+    latter takes when sources are few). titles: {corpus: {document id: title}}."""
+    out = []
+    for k, d in decomps.items():
+        i = most_influential(d)
+        title = titles.get(k, {}).get(int(d.doc_ids[i]), f"document {d.doc_ids[i]}")
+        line = (f"**{k}**: R(16K) {sig(d.R)}, jackknife standard error {sig(d.jackknife_se_R, 2)}; without "
+                f"{title} (the most influential document) it is "
+                f"{sig(d.loo['R'][i])} ({d.loo['dR'][i] / d.R:+.0%}).")
+        doc, src = d.intervals.get("doc", {}).get("R"), d.intervals.get("source", {}).get("R")
+        if doc and src and src[0] is not None and d.n_sources < len(d.doc_ids):
+            sup = d.support.get("source", {})
+            line += (f" Documents resampled: [{sig(doc[0])}, {sig(doc[1])}]; its {d.n_sources} sources resampled: "
+                     f"[{sig(src[0])}, {sig(src[1])}]")
+            if clustered(d):
+                few = sup.get("distinct") is not None and sup["distinct"] < FEW_DISTINCT
+                line += ((f", from only {sup['distinct']} distinct values" if few else "")
+                         + ": R describes this mix of sources, not the kind of text")
+            line += "."
+        out.append(line)
+    return out
+
+
+def mean_gradient_lines(shares: Mapping[str, Mapping[str, float]],
+                        without_norms: Mapping[str, Mapping[str, dict]],
+                        published: Mapping[str, float], R: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """The mean-gradient share S_cross/(S_cross + σ²) per model (range over the long-document corpora), the same
+    without the norm weights (the 'other' group) and the R(16K) that leaves, against the published range; and what
+    is not separated (rounding, size, instruction tuning, the start token)."""
+    def rng(v):
+        v = [x for x in v if x is not None and np.isfinite(x)]
+        return f"{sig(min(v))} to {sig(max(v))}" if v else "–"
+
+    out = []
+    for label, sh in shares.items():
+        long = [k for k in sh if k in LONG_DOCUMENT_CORPORA]
+        wo = without_norms.get(label, {})
+        line = f"**{label}**: mean-gradient share {rng([sh[k] for k in long])} on BOOKS, CODE and PAPERS"
+        if wo:
+            line += (f"; without the norm weights {rng([wo[k]['mean_gradient_share'] for k in long if k in wo])}, "
+                     "with R(16K) moving by at most "
+                     f"{sig(max(abs(wo[k]['R'] - R[label][k]) for k in long if k in wo and k in R[label]), 2)}")
+        out.append(line + ".")
+    if published:
+        out.append(f"**Published** (Pythia-1.4B, OLMo-2-1B, final checkpoints, same corpora): "
+                   f"{rng(list(published.values()))}.")
+    out.append("**Not separated here**: 4-bit rounding, model size, instruction tuning (SmolLM2) and the start "
+               "token (SmolLM2's chunks start with none, Gemma's with `<bos>`; page 02 finds that one token ahead "
+               "of a chunk can change its squared gradient norm up to 29.7-fold). B_simple here describes these "
+               "models, not a batch size for training.")
+    return out
+
+
+def ordering_claims(pairs: Sequence[dict], decomps: Mapping[str, CellDecomposition],
+                    leave_one_out: Mapping[str, dict] | None = None) -> list[Claim]:
+    """The ordering of one model's corpora, pair by pair under Holm over `pairs` (the family;
+    docgrad.core.orderings.resolve_pairs),
+    then two follow-ups outside the Holm family, each at 95%: a resolved pair's difference without the leading
+    corpus's most influential document (`leave_one_out`: {corpus: {'title', 'R', 'draws'}}), and BOOKS against
+    CODE with the source term removed."""
+    out = ev.pair_claims("R(16K)", pairs)
+    for p in pairs:
+        if not p["resolved"] or CONTROL in (p["a"], p["b"]):
+            continue
+        hi, lo = (p["a"], p["b"]) if p["diff"] > 0 else (p["b"], p["a"])
+        loo = (leave_one_out or {}).get(hi)
+        if loo is None or lo not in decomps:
+            continue
+        iv = difference_interval(loo["draws"], decomps[lo].draws["doc"]["R"])
+        c = ev.difference(f"Without {loo['title']}, R(16K)", hi, lo, loo["R"] - decomps[lo].R, iv["ci"],
+                          family="a follow-up outside the Holm family, 95%")
+        out.append(c)
+    if {"BOOKS", "CODE"} <= set(decomps) and "doc" in decomps["BOOKS"].draws and decomps["BOOKS"].shared_sources:
+        b, c = decomps["BOOKS"], decomps["CODE"]
+        iv = difference_interval(b.draws["doc"]["R_within"], c.draws["doc"]["R_within"])
+        out.append(ev.difference("Without the source term, R(16K)", "BOOKS", "CODE", b.R_within - c.R_within,
+                                 iv["ci"], family="outside the Holm family, 95%"))
+    return out
+
+
+def code_rho_claim(ours: float, ours_ci, published_cells) -> Claim:
+    """Our CODE ρ_long against the published final checkpoints' (with their intervals)."""
+    pub = published_cells[(published_cells.corpus == "CODE") & (published_cells.frac_training == 1.0)]
+    values = {r.model_label: (float(r.rho_long), [float(r.rho_long_lo), float(r.rho_long_hi)])
+              for r in pub.itertuples()}
+    return ev.against_published("CODE's ρ_long", ours, ours_ci, values)
+
+
+def comparison_box(decisions: Mapping[str, dict], model_claims: Sequence[Claim], rho_claim: Claim,
+                   published_order: Sequence[str]) -> str:
+    """Page 04c's answer: per model, whether the ordering of the long-document corpora is established under Holm
+    and how it stands against the published order (docgrad.core.orderings.ordering_decision); the model-vs-model
+    differences that are resolved on the shared documents; our CODE ρ_long against the published."""
+    answer = []
+    for label, dec in decisions.items():
+        res = ", ".join(dec["resolved"]) or "no pair"
+        answer.append(f"{label}: the ordering of {', '.join(sorted(dec['point_order']))} is {dec['status']} "
+                      f"(resolved: {res}); against the published {' > '.join(published_order)} it "
+                      f"{AGAINST_PUBLISHED[dec.get('against_published', NOT_COMPARED)]}.")
+    resolved = [c for c in model_claims if c.status == ev.RESOLVED]
+    answer.append(f"Model against model on the same documents: {len(resolved)} of {len(model_claims)} corpora "
+                  "differ after Holm" + (" (" + "; ".join(c.text.split(":")[0] for c in resolved) + ")."
+                                         if resolved else "."))
+    answer.append(f"CODE's ρ_long against the published: {rho_claim.status}.")
+    measured = "R(16K) of 16 documents per corpus; Holm over each model's pairs; paired draws across models."
+    caveat = "the published models are 5-10 times larger, unquantised and read other documents of each kind."
+    return ev.result_box(answer, measured, caveat)
+
+
+def like_for_like_lines(lfl, label: str, control_R: float, control_ci) -> list[str]:
+    """Why R_rel is not comparable across the two studies: our control's R(16K) against the published
+    controls', the factor that puts on R_rel, and the noise-variance ratios σ²/σ²_control to use instead.
+    lfl: tables.like_for_like_frame (source, corpus, R_16K, control_R_16K, R_rel, sigma2_ratio)."""
+    pub = lfl[lfl.source != label].drop_duplicates("source").set_index("source")["control_R_16K"]
+    if not len(pub):
+        return [f"Our control's R(16K) is {interval(control_R, control_ci)}; no published control to compare."]
+    lo, hi = float(pub.min()), float(pub.max())
+    sig2 = lfl[lfl.corpus != CONTROL].pivot(index="corpus", columns="source", values="sigma2_ratio")
+    return [f"Our control's R(16K) is {interval(control_R, control_ci)}; the published controls' "
+            + ", ".join(f"{sig(v)} ({s.replace(' (published)', '')})" for s, v in pub.items())
+            + f". A corpus with the same R gets an R_rel {sig(lo / control_R)}-{sig(hi / control_R)} times larger "
+              "here: compare R, not R_rel.",
+            "For absolute noise, the noise-variance ratios σ²/σ²_control: "
+            + "; ".join(f"{s.replace(' (published)', '')}: " + ", ".join(f"{k} {sig(v)}" for k, v in sig2[s].items()
+                                                                         if np.isfinite(v))
+                        for s in sig2.columns) + "."]
+
+
+def through_training_lines(orders: Mapping[str, str]) -> list[str]:
+    """The published orderings by R(16K) at each checkpoint ({'<model> <fraction>': 'A > B > ...'}), and, per
+    model with several checkpoints, whether the corpora measured at all of them keep one ordering."""
+    out = [f"{k}: {o}" for k, o in orders.items()]
+    by_model: dict[str, list[list[str]]] = {}
+    for k, o in orders.items():
+        by_model.setdefault(k.rsplit(" ", 1)[0], []).append(o.split(" > "))
+    for m, seqs in by_model.items():
+        if len(seqs) < 2:
+            continue
+        common = set.intersection(*map(set, seqs))
+        kept = {tuple(c for c in seq if c in common) for seq in seqs}
+        names = ", ".join(sorted(common))
+        out.append(f"{m}: {names} (measured at all {len(seqs)} checkpoints) keep one ordering." if len(kept) == 1
+                   else f"{m}: the ordering of {names} changes across its {len(seqs)} checkpoints.")
+    return out

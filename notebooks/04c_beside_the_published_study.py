@@ -1,0 +1,216 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Beside the published study
+#
+# Which orderings of the corpora by $R(16\text{K})$ do our data resolve, do two models order them alike, and
+# what can be compared with the published Pythia-1.4B and OLMo-2-1B numbers ([Yang 2026](#References))? The
+# published study found CODE > PAPERS > BOOKS; our point estimates differ.
+
+# %% tags=["parameters"]
+results_dir = "data/results"  # directory of result files (searched recursively)
+models = ["smollm2-135m", "gemma3-270m"]  # offline model names or '<id>@<revision>'; the first is read in depth
+corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order (WEB is the control)
+chunk = 512  # chunk length C in tokens
+resamples = 2000  # document-bootstrap resamples (0: no intervals)
+seed = 20261007  # bootstrap seed
+documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
+figures_dir = "figures"  # where figures and the numbers file are written
+
+# %%
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+
+ROOT = setup()
+
+from itertools import combinations
+
+import altair as alt
+import pandas as pd
+from IPython.display import Markdown, display
+
+from docgrad import models as model_registry
+from docgrad.core.constants import CONTROL
+from docgrad.core.orderings import ordering_decision, resolve_pairs
+from docgrad.presentation import comparison, design_effect, tables
+from docgrad.presentation.charts import corpus_color, highlight, legend_pick
+from docgrad.results import published
+from docgrad.results.cell_decomposition import R_draws_without
+from docgrad.results.format import parse_docs
+from docgrad.results.study import Study
+
+page_models = model_registry.result_models(models)
+model_order = [m.label for m in page_models]
+study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))
+pages = {m.label: study.page(m, corpora) for m in page_models}
+reports = {lab: rep for lab, (rep, _) in pages.items()}
+decomps = {m.label: study.decompositions(m, [c.corpus for c in reports[m.label].cells]) for m in page_models}
+label = page_models[0].label
+final = published.final_checkpoints()
+final = final[final["corpus"].isin(corpora)]
+PUBLISHED_ORDER = ["CODE", "PAPERS", "BOOKS"]     # the published study's finding, stated before our data
+long_corpora = [k for k in corpora if k != CONTROL]
+
+points = {lab: {k: d.R for k, d in decomps[lab].items()} for lab in model_order}
+draws = {lab: {k: d.draws["doc"]["R"] for k, d in decomps[lab].items() if "doc" in d.draws} for lab in model_order}
+pairs = {lab: resolve_pairs(points[lab], draws[lab], [k for k in long_corpora if k in draws[lab]])
+         for lab in model_order if draws[lab]}       # the family: the pairs of long-document corpora
+decisions = {lab: ordering_decision(points[lab], pairs[lab], PUBLISHED_ORDER) for lab in pairs}
+paired = {(a, b): study.paired(ma, mb, corpora) for (a, ma), (b, mb) in
+          combinations(zip(model_order, page_models), 2)}
+model_cmp = comparison.compare({lab: (points[lab], draws[lab] or None) for lab in model_order},
+                               {f"{lab} (published)": {k: v for k, v in zip(g["corpus"], g["R_16K"])}
+                                for lab, g in final.groupby("model_label", sort=False)},
+                               corpora=long_corpora, paired=paired, by_corpus_corpora=corpora)
+model_claims = [c for blk in model_cmp["between_models"] for c in comparison.by_corpus_claims(blk)]
+code = reports[label].cell("CODE")
+rho_claim = design_effect.code_rho_claim(code.all.rho_long, code.all.interval("rho_long"), published.cells()) \
+    if code else None
+
+# %% tags=["hide-input"]
+display(Markdown(design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER)))
+
+# %% [markdown]
+# ## The orderings, pair by pair
+#
+# For one model, the difference of $R(16\text{K})$ between two corpora is resampled over the two cells'
+# document-bootstrap draws (different documents: independent draws). The three pairs of BOOKS, CODE and PAPERS
+# of a model are one family under Holm's step-down (each is far above the control WEB): a pair is *resolved* only when Holm resolves it, and its interval is at the level Holm
+# tests it at ([docs/methods.md](../docs/methods.md#evidence-rules)). Two follow-ups sit outside the family, at
+# 95%: a resolved pair without its most influential document, and BOOKS against CODE without the source term.
+
+# %%
+order = list(corpora)
+by_model = pd.concat([tables.cells_frame(r).assign(model_label=lab) for lab, r in reports.items()],
+                     ignore_index=True)
+mbase = alt.Chart(by_model)
+mcolor = alt.Color("model_label:N", title="model", sort=model_order)
+xo = alt.XOffset("model_label:N", sort=model_order)
+chart_models = alt.layer(
+    mbase.mark_point(filled=True, size=80).encode(
+        x=alt.X("corpus:N", sort=order, title=None), xOffset=xo, y=alt.Y("R_16K:Q", title="R(16K)"), color=mcolor,
+        tooltip=["model_label:N", "corpus:N", alt.Tooltip("R_16K:Q", format=".3f"),
+                 alt.Tooltip("R_16K_lo:Q", format=".3f", title="95% lo"),
+                 alt.Tooltip("R_16K_hi:Q", format=".3f", title="95% hi")]),
+    mbase.mark_errorbar(ticks=True).encode(x=alt.X("corpus:N", sort=order), xOffset=xo,
+                                           y=alt.Y("R_16K_lo:Q", title="R(16K)"), y2="R_16K_hi:Q", color=mcolor),
+).properties(width=420, height=260, title="R(16K) per corpus and model, 95% document-bootstrap intervals")
+display(save_chart(chart_models, "04c_R_by_model", figures_dir))
+d0 = decomps[label]
+loo = {}
+for k, d in d0.items():
+    i = design_effect.most_influential(d)
+    title = next((doc["title"] for doc in study.manifest(page_models[0]).get("corpora", {}).get(k, {})
+                  .get("documents", []) if doc["doc"] == d.doc_ids[i]), f"document {d.doc_ids[i]}")
+    R_loo, loo_draws = R_draws_without(study.cell(page_models[0], k), i, resamples, seed)
+    loo[k] = {"title": title, "R": R_loo, "draws": loo_draws}
+order_claims = {lab: design_effect.ordering_claims(pairs[lab], decomps[lab], loo if lab == label else None)
+                for lab in pairs}
+display(Markdown("\n\n".join(f"**{lab}**\n\n" + "\n".join(f"- {c}" for c in cl) for lab, cl in order_claims.items())))
+pd.DataFrame([{"model": lab, "pair": f"{p['a']} − {p['b']}", "order": p["order"]} for lab, ps in pairs.items()
+              for p in ps]).pivot(index="pair", columns="model", values="order")
+
+# %% [markdown]
+# ## Model against model, and against the published points
+#
+# Both models measured the same BOOKS, PAPERS and (15 of 16) CODE documents, so their difference is resampled
+# with **paired** draws over the shared documents; WEB's packed pseudo-documents differ per tokenizer and are
+# resampled independently. The corpora are one Holm family. The published models have point values only, so
+# each of ours is compared with them by point order.
+
+# %% tags=["hide-input"]
+display(Markdown("\n".join(f"- {line}" for line in comparison.describe(model_cmp))))
+
+# %% [markdown]
+# ## Our code against the published code
+#
+# What differs between the two CODE corpora, and is not separated here: the material (one Python package per
+# document, its `.py` files in path order with tests removed, against repositories from The Stack), the model
+# and the tokenizer. Telling them apart needs the published corpora through this model (`docgrad corpora hub`)
+# or these corpora through the published models.
+
+# %% tags=["hide-input"]
+display(Markdown(f"- {rho_claim}" if rho_claim else "- no CODE cell"))
+
+# %% [markdown]
+# ## R_rel is not like for like
+#
+# $R_\text{rel}$ divides a corpus's $R$ by its control's. The controls differ: packed FineWeb web documents
+# there, short Debian package descriptions here. $R$ is relative to shuffled chunks of its own corpus, so $R$
+# is the number to compare across the studies.
+
+# %%
+lfl = tables.like_for_like_frame(reports[label], published.cells())
+lfl = lfl[lfl["corpus"].isin(order)].reset_index(drop=True)
+ctrl = reports[label].cell(CONTROL)
+like_lines = design_effect.like_for_like_lines(lfl, label, ctrl.all.R_16K, ctrl.all.R_16K_ci) if ctrl else []
+display(Markdown("\n".join(f"- {s}" for s in like_lines)))
+tables.three_significant(lfl.assign(block_noise_ratio=lfl["R_rel"] * lfl["sigma2_ratio"]))
+
+# %% [markdown]
+# ## The published study through training
+#
+# The published study measured its models at several checkpoints (some early cells hold fewer documents, see
+# the tooltips). Ours is one checkpoint of each model.
+
+# %%
+tt = published.through_training()
+tt = tt[tt["corpus"].isin(order)]
+color = corpus_color(order)
+pick4 = legend_pick()
+xt = alt.X("frac_training:Q", title="fraction of training", scale=alt.Scale(type="log", nice=False),
+           axis=alt.Axis(values=sorted(tt["frac_training"].unique().tolist()), format=".1%"))
+tbase = alt.Chart(tt)
+chart_tt = alt.layer(   # the line first: the layer that draws the colour legend holds the selection
+    tbase.mark_line(point=True).encode(
+        x=xt, y=alt.Y("R_16K:Q", title="R(16K)"), color=color, opacity=highlight(pick4),
+        tooltip=["model_label:N", "revision:N", "corpus:N", "n_docs:Q", alt.Tooltip("frac_training:Q", format=".4f"),
+                 alt.Tooltip("R_16K:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
+                 alt.Tooltip("hi:Q", format=".3f")]).add_params(pick4),
+    tbase.mark_errorbar(ticks=True).encode(x=xt, y=alt.Y("lo:Q", title="R(16K)"), y2="hi:Q", color=color,
+                                           opacity=highlight(pick4, 0.7, 0.08)),
+).properties(width=230, height=220).facet(column=alt.Column("model_label:N", title=None,
+                                                            sort=["Pythia-410M", "Pythia-1.4B", "OLMo-2-1B"]))
+display(save_chart(chart_tt, "04c_published_through_training", figures_dir))
+tt_orders = {f"{g.iloc[0].model_label} {g.iloc[0].frac_training:.1%}": tables.ordering(dict(zip(g["corpus"], g["R_16K"])))
+             for _, g in tt.groupby(["model", "frac_training"], sort=True)}
+tt_lines = design_effect.through_training_lines(tt_orders)
+display(Markdown("Ordered by R(16K) at each checkpoint (fraction of training):\n\n"
+                 + "\n".join(f"- {s}" for s in tt_lines)))
+
+# %%
+numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
+           "models": [m.__dict__ for m in page_models], "published_order": PUBLISHED_ORDER,
+           "result_box": design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER),
+           "pairs": pairs, "decisions": decisions,
+           "leave_one_out": {k: {"title": v["title"], "R": v["R"]} for k, v in loo.items()},
+           "ordering_claims": {lab: [c.text for c in cl] for lab, cl in order_claims.items()},
+           "paired": {f"{a} vs {b}": {k: d.to_json() for k, d in v.items()} for (a, b), v in paired.items()},
+           "model_comparison": {**model_cmp, "lines": comparison.describe(model_cmp)},
+           "code_rho_long": rho_claim.text if rho_claim else None,
+           "like_for_like": lfl.to_dict("records"), "like_for_like_lines": like_lines,
+           "published_orders_through_training": tt_orders, "through_training_lines": tt_lines}
+_ = save_numbers("04c_beside_the_published_study", numbers, figures_dir)
+
+# %% [markdown]
+# ## References
+#
+# - Yang, H. (2026). *Long documents make your batch smaller than it looks: measuring within-document gradient
+#   correlation* (doc-batch-gradients). Zenodo. [doi:10.5281/zenodo.23268861](https://doi.org/10.5281/zenodo.23268861).
+# - Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scandinavian Journal of
+#   Statistics* 6(2), 65-70.
+
+# %%
+versions()

@@ -1,0 +1,128 @@
+"""The sentences of the design-effect pages (docgrad.presentation.design_effect): each says resolved, not
+resolved or not measured as its numbers allow, and a result box stays within its word limit."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from docgrad.core.orderings import resolve_pairs
+from docgrad.presentation import design_effect as de
+from docgrad.presentation import evidence as ev
+from docgrad.results import stats
+from docgrad.results.cell_decomposition import R_draws_without, decompose_cell
+from docgrad.results.cells import load_cells
+from docgrad.results.synthetic import Profile, write_cell
+
+CELL = dict(n_docs=8, m=8, chunk=2048, shard_size=8, dim=32)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("de")
+    for corpus, prof in {"BOOKS": Profile(exch=0.3), "CODE": Profile(exch=0.02), "PAPERS": Profile(exch=0.28),
+                         "WEB": Profile()}.items():
+        write_cell(root, model="o/m", revision="r", corpus=corpus, profile=prof, **CELL)
+    cells = {k[2]: c for k, c in load_cells(root).items()}
+    sources = {"BOOKS": ["Austen"] * 4 + ["Bible"] * 3 + ["Melville"]}
+    decomps = {k: decompose_cell(c, sources.get(k, [f"{k} {i}" for i in c.doc_ids]), 400, 0) for k, c in cells.items()}
+    rep = stats.analyze(root, resamples=400, seed=0)
+    return cells, decomps, rep
+
+
+def test_ordering_claims_resolve_only_what_holm_resolves_and_follow_up_without_the_top_document(study):
+    cells, decomps, _ = study
+    long = ["BOOKS", "CODE", "PAPERS"]
+    points = {k: decomps[k].R for k in long}
+    draws = {k: decomps[k].draws["doc"]["R"] for k in long}
+    pairs = resolve_pairs(points, draws, long)
+    i = de.most_influential(decomps["BOOKS"])
+    R, d = R_draws_without(cells["BOOKS"], i, 400, 0)
+    claims = de.ordering_claims(pairs, decomps, {"BOOKS": {"title": "doc X", "R": R, "draws": d}})
+    by_pair = {(p["a"], p["b"]): c for p, c in zip(pairs, claims)}
+    assert by_pair[("BOOKS", "CODE")].status == ev.RESOLVED          # strongly correlated vs nearly not
+    assert by_pair[("BOOKS", "PAPERS")].status == ev.NOT_RESOLVED     # two close profiles
+    follow = [c for c in claims[3:] if c.text.startswith("Without doc X")]
+    assert len(follow) == sum(p["resolved"] and "BOOKS" in (p["a"], p["b"]) and
+                              (p["diff"] > 0) == (p["a"] == "BOOKS") for p in pairs)
+    assert claims[-1].text.startswith("Without the source term") and "outside the Holm family" in claims[-1].text
+
+
+def test_leave_one_out_draws_leave_the_document_out(study):
+    cells, decomps, _ = study
+    d = decomps["BOOKS"]
+    R, draws = R_draws_without(cells["BOOKS"], 2, 200, 0)
+    assert R == pytest.approx(d.loo["R"][2]) and draws.shape == (200,) and np.isfinite(draws).mean() > 0.9
+
+
+def test_gate_claims_say_when_the_controls_interval_straddles_and_when_there_is_no_control(study):
+    _, _, rep = study
+    sub = rep.subset("o/m", "r", 2048, ["BOOKS", "WEB"])
+    claims = de.gate_claims({"m": sub, "other": rep.subset("o/m", "r", 2048, ["BOOKS"])})
+    assert len(claims) == 3 and claims[2].status == ev.NOT_MEASURED
+    web = sub.cell("WEB").all
+    lo, hi = web.R_16K_ci
+    point_passes = web.R_16K < 1.2
+    expected = ((ev.STRADDLES if point_passes else ev.FAILS) if lo < 1.2 < hi else
+                (ev.PASSES if point_passes else ev.FAILS))
+    assert claims[0].status == expected and claims[0].text.startswith("m: the control's R(16K) < 1.20")
+
+
+def test_result_boxes_stay_within_their_word_limit(study):
+    _, decomps, rep = study
+    sub = rep.subset("o/m", "r", 2048, ["BOOKS", "CODE", "PAPERS", "WEB"])
+    box = de.result_box({"m": sub, "m2": sub}, {"m": decomps, "m2": decomps}, window_chunks=8)
+    assert box.startswith("> **Result.**") and "sources resampled" in box      # BOOKS clusters by source
+    assert len(box.split()) <= ev.RESULT_BOX_WORDS + 10
+    shares = {k: 0.1 for k in decomps}
+    box = de.drivers_box("m", decomps, shares, {}, [0.003, 0.014])
+    assert "holds a source term" in box and "0.0030-0.014 published" in box
+
+
+def test_clustered_means_more_than_five_percent_same_source_pairs(study):
+    _, decomps, _ = study
+    assert de.clustered(decomps["BOOKS"]) and not de.clustered(decomps["CODE"])
+
+
+def test_comparison_box_reports_the_decision_and_the_resolved_model_differences():
+    dec = {"m": {"point_order": ["A", "B", "C"], "status": "not established", "resolved": [],
+                 "against_published": "not compared"}}
+    claims = [ev.Claim(ev.RESOLVED, "PAPERS: R(16K) is lower ..."), ev.Claim(ev.NOT_RESOLVED, "BOOKS: ...")]
+    box = de.comparison_box(dec, claims, ev.Claim(ev.NOT_RESOLVED, "x"), ["C", "B", "A"])
+    assert "not established" in box and "cannot be compared" in box and "1 of 2 corpora differ after Holm (PAPERS)" in box
+
+
+def test_through_training_compares_only_the_corpora_measured_at_every_checkpoint():
+    lines = de.through_training_lines({"P 4.9%": "BOOKS > WEB", "P 100.0%": "CODE > BOOKS > WEB",
+                                       "Q 1.0%": "A > B", "Q 100.0%": "B > A"})
+    assert "P: BOOKS, WEB (measured at all 2 checkpoints) keep one ordering." in lines
+    assert "Q: the ordering of A, B changes across its 2 checkpoints." in lines
+
+
+def test_like_for_like_lines_give_the_factor_on_R_rel():
+    lfl = pd.DataFrame([{"source": "ours", "corpus": "WEB", "control_R_16K": 1.0, "sigma2_ratio": 1.0},
+                        {"source": "ours", "corpus": "BOOKS", "control_R_16K": 1.0, "sigma2_ratio": 1.1},
+                        {"source": "P (published)", "corpus": "BOOKS", "control_R_16K": 1.4, "sigma2_ratio": 0.9}])
+    lines = de.like_for_like_lines(lfl, "ours", 1.0, [0.9, 1.1])
+    assert "1.40-1.40 times larger" in lines[0] and "P: BOOKS 0.900" in lines[1]
+    assert "no published control" in de.like_for_like_lines(lfl[lfl.source == "ours"], "ours", 1.0, None)[0]
+
+
+def test_decomposition_and_robustness_lines_name_the_source_term_only_where_sources_are_shared(study):
+    _, decomps, _ = study
+    lines = de.decomposition_lines(decomps)
+    assert lines[0].startswith("**BOOKS**: documents from shared sources (Austen 4, Bible 3)")
+    assert all(line.split(":")[1].strip().startswith("one document per source") for line in lines[1:])
+    rob = de.robustness_lines(decomps, {"BOOKS": {0: "Emma"}})
+    books = rob[0]
+    assert "its 3 sources resampled" in books and "from only" in books       # 3 sources: few distinct draws
+    assert "sources resampled" not in rob[1]
+
+
+def test_mean_gradient_lines_give_the_share_without_the_norm_weights_and_the_confounds():
+    lines = de.mean_gradient_lines({"m": {"BOOKS": 0.14, "CODE": 0.15, "WEB": 0.3}},
+                                   {"m": {"BOOKS": {"mean_gradient_share": 0.1, "R": 4.0},
+                                          "CODE": {"mean_gradient_share": 0.12, "R": 3.1}}},
+                                   {"P BOOKS": 0.003}, {"m": {"BOOKS": 4.2, "CODE": 3.0, "WEB": 1.0}})
+    assert lines[0] == ("**m**: mean-gradient share 0.140 to 0.150 on BOOKS, CODE and PAPERS; without the norm "
+                        "weights 0.100 to 0.120, with R(16K) moving by at most 0.20.")
+    assert "start token" in lines[-1] and "0.00300 to 0.00300" in lines[1]

@@ -37,6 +37,7 @@ SKETCH_SEED = 0                   # hash seed of the count sketch
 # --- estimators (docs/methods.md, "Estimators") --------------------------------------------------------
 HEADLINE_WINDOW = 16384           # W of the headline R(16K), in tokens
 LONG_LAG_TOKENS = (2048, 16384)   # rho_long averages lags with LONG_LAG_TOKENS[0] <= lag*C < [1]
+RHO_BANDS = ((4, 11), (12, 19), (20, 31))   # bands of lags (in chunks, inclusive) that split rho_long's range
 
 # --- bootstrap (docs/methods.md, "Document bootstrap") ---------------------------------------------
 RESAMPLES = 2000

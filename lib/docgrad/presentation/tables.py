@@ -266,7 +266,7 @@ def decomposition_frame(decomps: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-R_COMPONENTS = ("the chunk itself", "source", "document plateau", "short range")
+R_COMPONENTS = ("the chunk itself", "source", "document", "short range")
 
 
 def R_components_frame(decomps: dict) -> pd.DataFrame:
@@ -306,6 +306,26 @@ def top_influences(influence: pd.DataFrame, n: int = 1) -> pd.DataFrame:
     df = influence.assign(abs_dR=influence["dR"].abs())
     return (df.sort_values("abs_dR", ascending=False).groupby("corpus", sort=False).head(n)
             .drop(columns="abs_dR").reset_index(drop=True))
+
+
+def leave_one_out_facts(top: pd.DataFrame, influence: pd.DataFrame, cells_by: dict, decomps: dict) -> dict:
+    """Per corpus, from its most influential document (top_influences): its title, R with and without it, its
+    own ρ_long against the highest other document's, its mean inner product with the other documents against
+    S_cross, and the jackknife standard error (the facts correlation.leave_one_out_lines states)."""
+    out = {}
+    by_doc = influence.set_index(["corpus", "doc"])
+    for _, r in top.iterrows():
+        k = r["corpus"]
+        per = cells_by[k].rho_long_per_doc
+        others = {d: v for d, v in per.items() if d != r["doc"] and np.isfinite(v)}
+        hd = max(others, key=others.get) if others else None
+        out[k] = {"doc": int(r["doc"]), "title": r["title"], "R": r["R"], "R_without": r["R_without"],
+                  "dR": r["dR"], "dR_frac": r["dR_frac"], "rho_long_doc": per.get(int(r["doc"])),
+                  "highest_other_rho_long": others.get(hd), "highest_other_doc": hd,
+                  "highest_other_title": by_doc.loc[(k, hd), "title"] if hd is not None else None,
+                  "cross_mean": r["cross_mean"], "S_cross": cells_by[k].all.S_cross,
+                  "S_cross_without": r["S_cross_without"], "jackknife_se": decomps[k].jackknife_se_R}
+    return out
 
 
 def by_source_frame(decomps: dict, min_docs: int = 2) -> pd.DataFrame:

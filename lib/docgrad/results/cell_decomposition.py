@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.constants import BOOTSTRAP_SEED, CI_LEVEL, HEADLINE_WINDOW, RESAMPLES
+from docgrad.core.constants import BOOTSTRAP_SEED, CI_LEVEL, HEADLINE_WINDOW, RESAMPLES, RHO_BANDS
 from docgrad.core.decomposition import (
     DECOMP_KEYS,
     by_source,
@@ -134,6 +134,31 @@ def R_draws_without(cell, drop: int, resamples: int = RESAMPLES, seed: int = BOO
         c[1:, keep] = bs.counts_from_indices(bs.resample_indices(cell_rng(seed, cell), D - 1, resamples), D - 1)
     R = bs.estimate(s, c, cell.chunk)["R"][:, j]
     return float(R[0]), R[1:]
+
+
+def rho_bands(cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
+              bands: Sequence[tuple[int, int]] = RHO_BANDS) -> dict:
+    """ρ averaged over each band of lags (in chunks, inclusive), group 'all', with its document-bootstrap draws
+    (the cell's generator, so the draws are those behind the page's intervals), and the first band minus the
+    last over the same draws (paired: one document draw gives both). Does ρ decay across its long lags? The
+    difference says, where its interval excludes 0. Bands beyond the cell's lags are left out."""
+    s = cell.sums["all"]
+    D, L = len(s.n), s.lag.shape[1]
+    c = np.ones((1, D))
+    if resamples:
+        c = np.vstack([c, bs.counts_from_indices(bs.resample_indices(cell_rng(seed, cell), D, resamples), D)])
+    rho = bs.estimate(s, c, cell.chunk)["rho"]
+    out = {"bands": []}
+    for a, b in bands:
+        if b > L:
+            continue
+        v = rho[:, a - 1:b].mean(axis=1)
+        out["bands"].append({"lags": [a, b], "tokens": [a * cell.chunk, b * cell.chunk], "rho": float(v[0]),
+                             "draws": v[1:]})
+    if len(out["bands"]) >= 2:
+        first, last = out["bands"][0], out["bands"][-1]
+        out["first_minus_last"] = {"diff": first["rho"] - last["rho"], "draws": first["draws"] - last["draws"]}
+    return out
 
 
 def decompose_cells(results_dir, manifest, model: str, revision: str, chunk: int, corpora: Sequence[str],

@@ -1,0 +1,247 @@
+"""The sentences of the correlation pages (03 ρ(Δ) by lag, 03b documents and sources), built from computed
+numbers by the rules of docgrad.presentation.evidence (docs/methods.md#evidence-rules). The pages print what
+these return; they do not branch on numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from docgrad.core.constants import CONTROL
+from docgrad.core.orderings import resolve_differences
+from docgrad.presentation import evidence as ev
+from docgrad.presentation.evidence import Claim, interval, sig
+from docgrad.presentation.tables import ordering
+from docgrad.results.stats import Analysis
+
+
+def _tokens(lags) -> str:
+    return f"{lags[0]:,}-{lags[1]:,}"
+
+
+def band_claims(bands: Mapping[str, dict]) -> list[Claim]:
+    """Per corpus (cell_decomposition.rho_bands): ρ averaged over each band of long lags with its interval, and
+    whether it decays from the first band to the last: resolved only when the paired interval of the
+    difference excludes 0 under Holm over the corpora; otherwise a flat ρ and a decline are both consistent."""
+    fam = {k: (b["first_minus_last"]["diff"], b["first_minus_last"]["draws"]) for k, b in bands.items()
+           if "first_minus_last" in b and len(b["first_minus_last"]["draws"])}
+    held = resolve_differences(fam) if fam else {}
+    out = []
+    for k, b in bands.items():
+        avg = ", ".join(f"{interval(x['rho'], _ci(x['draws']))} over lags {_tokens(x['tokens'])} tokens"
+                        for x in b["bands"])
+        if k not in held:
+            out.append(Claim(ev.NOT_MEASURED, f"{k}: ρ averages {avg}; its decay is not measured (no draws)."))
+            continue
+        h = held[k]
+        first, last = b["bands"][0], b["bands"][-1]
+        family = f"paired draws, Holm over {len(held)} corpora, interval at {1 - h['level']:.1%}"
+        c = ev.difference(f"{k}: ρ", f"lags {_tokens(first['tokens'])}", f"lags {_tokens(last['tokens'])}",
+                          h["diff"], h["ci"], family=family)
+        if h["resolved"] and h["diff"] > 0:
+            out.append(Claim(ev.RESOLVED, f"{k}: ρ averages {avg}; it decays within the span: first band minus "
+                                          f"last {interval(h['diff'], h['ci'])} ({family})."))
+        elif h["resolved"]:
+            out.append(Claim(ev.RESOLVED, f"{k}: ρ averages {avg}; it rises within the span: first band minus "
+                                          f"last {interval(h['diff'], h['ci'])} ({family})."))
+        else:
+            out.append(Claim(c.status, f"{k}: ρ averages {avg}; first band minus last "
+                                       f"{interval(h['diff'], h['ci'])} includes 0 ({family}): a flat ρ and a "
+                                       "decline are both consistent with these documents."))
+    return out
+
+
+def _ci(draws) -> list:
+    d = np.asarray(draws, float)
+    d = d[np.isfinite(d)]
+    return [float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))] if d.size else [None, None]
+
+
+def band_frame(bands_by_model: Mapping[str, Mapping[str, dict]]) -> pd.DataFrame:
+    """One row per model, corpus and band: the lags (tokens), mean ρ and its 95% interval."""
+    rows = [{"model": lab, "corpus": k, "lags (tokens)": _tokens(x["tokens"]), "rho": x["rho"],
+             "lo": _ci(x["draws"])[0], "hi": _ci(x["draws"])[1]}
+            for lab, by in bands_by_model.items() for k, b in by.items() for x in b["bands"]]
+    return pd.DataFrame(rows, columns=["model", "corpus", "lags (tokens)", "rho", "lo", "hi"])
+
+
+def correlation_box(reports: Mapping[str, Analysis], claims: Mapping[str, list[Claim]]) -> str:
+    """Page 03's answer: ρ_long per corpus and model with intervals, and for how many corpora ρ is resolved to
+    decay across the long lags."""
+    answer = ["ρ_long, the mean noise correlation of two chunks of one document 2K-16K tokens apart:"]
+    for label, rep in reports.items():
+        parts = [f"{c.corpus} {interval(c.all.rho_long, c.all.interval('rho_long'))}" for c in rep.cells
+                 if c.corpus != CONTROL]
+        ctrl = rep.cell(CONTROL)
+        answer.append(f"{label}: {', '.join(parts)}"
+                      + (f"; control {sig(ctrl.all.rho_long, 2)}" if ctrl else "") + ".")
+    for label, cl in claims.items():
+        decays = [c.text.split(":")[0] for c in cl if c.status == ev.RESOLVED and "decays" in c.text]
+        answer.append(f"{label}: ρ decays within the span for {', '.join(decays) or 'no corpus'} (Holm).")
+    measured = "two small 4-bit-quantised models, 16 documents per corpus, 512-token chunks each run alone."
+    any_decay = any(c.status == ev.RESOLVED and "decays" in c.text for cl in claims.values() for c in cl)
+    caveat = ("ρ is not one constant at long lags everywhere: where it decays, R grows more slowly with the window."
+              if any_decay else "whether ρ decays across the long lags is not resolved by these documents.")
+    return ev.result_box(answer, measured, caveat)
+
+
+def rho_long_order_lines(orders: Mapping[str, Mapping[str, float]], ours: list[str]) -> list[str]:
+    """The corpora ordered by ρ_long for each model (ours, then '<label> (published)'), and which corpus each of
+    ours puts first against the published first. Point orders: the intervals are on the chart and in 03's table."""
+    out = [f"{src}: {ordering(v, 3)}" for src, v in orders.items()]
+    pub_first = {max(v, key=v.get) for s, v in orders.items() if s.endswith("(published)") and v}
+    if len(pub_first) == 1:
+        first = pub_first.pop()
+        out.append(f"Every published model puts {first} first; by point value "
+                   + ", ".join(f"{lab} puts {max(orders[lab], key=orders[lab].get)} first" for lab in ours
+                               if orders.get(lab)) + " (page 04c says which orders are resolved).")
+    return out
+
+
+def group_share_lines(shares_by_model: Mapping[str, dict], sizes_by_model: Mapping[str, dict],
+                      groups: pd.DataFrame) -> list[str]:
+    """Per model: the norm weights' share of S_cross and the embedding's share of σ² (groups' shares add up to
+    1), with the groups' sizes, and the range of ρ_long across the groups per corpus."""
+    out = []
+    for lab, shares in shares_by_model.items():
+        if not shares:
+            continue
+        sizes = sizes_by_model.get(lab, {})
+        n = sum(sizes.values()) or 1
+        other = {k: d["other"]["S_cross"] for k, d in shares.items() if "other" in d}
+        emb = {k: d["embed"]["sigma2"] for k, d in shares.items() if "embed" in d}
+        g = groups[groups["model"] == lab]
+        spread = {k: (float(v.rho_long.min()), float(v.rho_long.max())) for k, v in g.groupby("corpus", sort=False)}
+        out.append(f"**{lab}**: the norm weights"
+                   + (f" ({sizes['other'] / n:.3%} of the parameters)" if "other" in sizes else "")
+                   + " carry " + ", ".join(f"{k} {v:.0%}" for k, v in other.items()) + " of S_cross; the embedding"
+                   + (f" ({sizes['embed'] / n:.0%} of the parameters)" if "embed" in sizes else "")
+                   + " carries " + ", ".join(f"{k} {v:.0%}" for k, v in emb.items()) + " of σ². ρ_long by group: "
+                   + "; ".join(f"{k} {sig(lo, 2)} to {sig(hi, 2)}" for k, (lo, hi) in spread.items()) + ".")
+    return out
+
+
+def leave_one_out_lines(facts: Mapping[str, dict]) -> list[str]:
+    """Per corpus: the document whose removal moves R(16K) most, whether its own ρ_long is the corpus's highest,
+    and, when it raises R by lowering S_cross (its mean gradient lies away from the others'), that mechanism."""
+    out = []
+    for k, f in facts.items():
+        line = (f"**{k}**: {f['title'] or 'document ' + str(f['doc'])} moves R(16K) most: without it "
+                f"{sig(f['R_without'])} instead of {sig(f['R'])} ({f['dR_frac']:+.0%}). ")
+        if f["highest_other_rho_long"] is not None and f["rho_long_doc"] >= f["highest_other_rho_long"]:
+            line += f"Its own ρ_long, {sig(f['rho_long_doc'])}, is the corpus's highest."
+        else:
+            line += (f"Its own ρ_long ({sig(f['rho_long_doc'])}) is not the highest (that is "
+                     f"{f['highest_other_title']}, {sig(f['highest_other_rho_long'])}).")
+        if f["dR"] < 0 and f["cross_mean"] < f["S_cross"]:
+            line += (f" Its chunks' mean inner product with other documents' chunks, {sig(f['cross_mean'])}, is "
+                     f"below the cell's S_cross ({sig(f['S_cross'])}): its mean gradient lies away from the others', "
+                     "which lowers S_cross and so raises every document's ρ.")
+        out.append(line + f" Jackknife standard error of R(16K): {sig(f['jackknife_se'], 2)}.")
+    return out
+
+
+def source_lines(d, S_cross: float, per_doc: pd.DataFrame) -> list[str]:
+    """BOOKS-like cells whose documents share sources: the populations, the same-source mean inner products
+    against the cross-source one and the pooled S_cross, per-document ρ_long by source, and R(16K) of each
+    source alone against all together (d: CellDecomposition; per_doc: tables.per_doc_by_source, by source)."""
+    shared = list(d.shared_sources)
+    if len(shared) < 2:
+        return []
+    pm, by_src = d.pair_means, {r["source"]: r for r in d.by_source}
+    hi_s, lo_s = sorted(shared, key=lambda s_: -pm[s_])[:2]
+    singles = [s_ for s_ in dict.fromkeys(d.sources) if s_ not in d.shared_sources]
+    pds = per_doc.set_index("source")
+    higher = by_src["all"]["R"] > max(by_src[s_]["R"] for s_ in shared)
+    return [
+        f"**{d.corpus}: {d.n_sources} sources.** " + ", ".join(f"{s_} ({n})" for s_, n in d.shared_sources.items())
+        + (", and " + ", ".join(singles) if singles else "") + ".",
+        f"Two chunks of different documents of {hi_s} have a mean inner product of {sig(pm[hi_s])}, "
+        f"{sig(pm[hi_s] / pm[lo_s], 2)} times the {sig(pm[lo_s])} of {lo_s}; between sources it is "
+        f"{sig(pm['cross-source'])}. The pooled S_cross ({sig(S_cross)}) lies between them.",
+        "Per-document ρ_long against that pooled S_cross: "
+        + "; ".join((f"{s_}: {int(pds.loc[s_, 'n_negative'])} of {int(pds.loc[s_, 'n_docs'])} negative, "
+                     f"{sig(pds.loc[s_, 'min'], 2)} to {sig(pds.loc[s_, 'max'], 2)}") if pds.loc[s_, "n_docs"] > 1
+                    else f"{s_} (one document): {sig(pds.loc[s_, 'max'], 2)}" for s_ in pds.index) + ".",
+        "Each source alone: " + "; ".join(f"{s_} R(16K) {sig(by_src[s_]['R'])}" for s_ in shared)
+        + f"; all {len(d.doc_ids)} together {sig(by_src['all']['R'])}"
+        + (": higher than any source's own, because the sources have different mean gradients and every chunk "
+           "of a document repeats its source's offset." if higher else ".")]
+
+
+def parts_lines(parts: pd.DataFrame) -> list[str]:
+    """Per corpus: the source, document and chunk parts of the long-lag correlation."""
+    return [f"**{r['corpus']}** ({r['n_sources']} sources; shared: {r['shared_sources']}): source "
+            f"{sig(r['rho_src'])}, document {sig(r['rho_doc'])}, chunk {sig(r['rho_chunk'])}"
+            for _, r in parts.iterrows()]
+
+
+def model_lines(label: str, md: dict, other_size: int | None, chunk: int) -> str:
+    """What a model file is (docgrad.measure.model_facts.model_description): architecture, whether it is
+    instruction-tuned, its quantisation (and that the unrounded weights are the norm weights), the precision of
+    the gradients and the context it was trained with against the chunk's."""
+    tt = md["tensor_types"]
+    kinds = ", ".join(f"{v['tensors']} tensor{'s' if v['tensors'] > 1 else ''} ({v['weights']:,} weights) as {k} "
+                      f"({v['bits_per_weight']:.2f} bits per weight)"
+                      for k, v in sorted(tt.items(), key=lambda kv: -kv[1]["weights"]))
+    return (f"**{label}**\n\n- **What it is**: {md['name']}" + (f" by {md['organization']}" if md["organization"] else "")
+            + f" (`{md['file']}`), a {md['layers']}-layer {md['architecture']} model of width {md['width']} and "
+              f"vocabulary {md['vocab_size']:,}; "
+            + ("an **instruction-tuned** chat model (the file carries a chat template; fine-tune tag "
+               f"`{md['finetune']}`), not a pretrained base model like the published study's."
+               if md["chat_template"] else "no chat template: a pretrained base model, like the published study's.")
+            + f"\n- **Quantisation**: {md['file_type']}: {kinds}."
+            + (f" The {tt['F32']['weights']:,} float weights are exactly the norm weights: the only parameters "
+               "stored unrounded." if "F32" in tt and tt["F32"]["weights"] == other_size else "")
+            + f"\n- **Gradients**: every tensor is de-quantised to {md['dequantised_dtype']} and that model is "
+              "differentiated exactly: gradients of the rounded weights, not of the original model."
+            + f"\n- **Context**: trained with {md['context_length']:,} tokens; here each {chunk}-token chunk is a "
+              "standalone sequence" + (", preceded by the model's BOS token." if md["chunk_context"] == "standalone-bos"
+                                       else ", with no start token."))
+
+
+def control_lines(ctrl: dict, chunk: int, rho_first: float | None, rho_long: float | None,
+                  R_16K: float | None) -> list[str]:
+    """What the packed control is (docgrad.corpora.provenance.control_facts): descriptions per pseudo-document,
+    their length, boundaries per chunk (when the spans are here), and its correlation."""
+    dt, dp, b, sep = (ctrl["description_tokens"], ctrl["descriptions_per_document"], ctrl["boundaries"],
+                      ctrl["separator"])
+    out = [f"**What it is**: {ctrl['descriptions_used']:,} Debian package long descriptions, each followed by "
+           f"`{sep['token']}` (id {sep['id']}), packed {dp['min']:.0f} to {dp['max']:.0f} to a pseudo-document; "
+           f"median {dt['median']:.0f} tokens each (longest {dt['max']:,})."]
+    if b is not None:
+        out.append(f"**Boundaries per chunk**: {b['per_chunk']['mean']:.2f} separators per {chunk}-token chunk on "
+                   f"average ({b['per_chunk']['min']} to {b['per_chunk']['max']}); {b['frac_chunks_without']:.1%} of "
+                   f"the {b['chunks']} chunks hold none; the first {b['continued_tokens_mean']:.0f} tokens of a chunk "
+                   f"({b['continued_frac']:.0%}) continue the description before, on average.")
+    else:
+        out.append(f"**Boundaries per chunk**: about {ctrl['expected_boundaries_per_chunk']} per {chunk}-token chunk "
+                   "(the manifest's packing record; the span cache is not built here).")
+    if rho_long is not None:
+        out.append(f"**Its correlation**: ρ({chunk}) {sig(rho_first, 2)}, ρ_long {sig(rho_long, 2)}, R(16K) "
+                   f"{sig(R_16K)}: two adjacent chunks share one short description at most.")
+    return out
+
+
+def documents_box(label: str, loo: Mapping[str, dict], decomps: Mapping[str, object]) -> str:
+    """Page 03b's answer: how far one document moves R(16K) at most, and, for a cell whose documents share
+    sources, what each source alone gives against all together."""
+    answer = []
+    if loo:
+        k = max(loo, key=lambda c: abs(loo[c]["dR_frac"]))
+        answer.append(f"Leaving out one document moves R(16K) by at most {abs(loo[k]['dR_frac']):.0%} ({k}: "
+                      f"{loo[k]['title'] or 'document ' + str(loo[k]['doc'])}).")
+    for k, d in decomps.items():
+        shared = list(d.shared_sources)
+        if len(shared) < 2:
+            continue
+        by_src = {r["source"]: r for r in d.by_source}
+        answer.append(f"{k}'s {len(d.doc_ids)} documents are {d.n_sources} sources; each alone has R(16K) "
+                      + ", ".join(f"{sig(by_src[s]['R'])} ({s})" for s in shared)
+                      + f", all together {sig(by_src['all']['R'])}.")
+    measured = f"{label}, 16 documents per corpus, their sources from the corpus manifest."
+    caveat = "where documents share a source, the source, not the document, is the unit of independence."
+    return ev.result_box(answer, measured, caveat)

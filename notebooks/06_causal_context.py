@@ -16,21 +16,24 @@
 # %% [markdown]
 # # Standalone chunks vs real context
 #
-# Every number on pages 03 and 04 comes from 512-token chunks run as *standalone* sequences: chunk $k$ of a
-# document sees none of the text before it. That is a proxy for long-context training, and the published study
-# says so: "real long-context gradients, where each chunk attends to the ones before it, were not measured".
-# This page measures them. In the *causal* context the first $W$ tokens of each document are one training
-# sequence, and the gradient of chunk $k$ is that of the loss of the tokens chunk $k$ predicts, with every
-# earlier token of the window as context and full backpropagation through it
-# ([docs/methods.md](../docs/methods.md#causal-context)); the standalone results for the same tokens are chunks
-# $0,\dots,m-1$ ($m = W/C$) of the same documents in the standard cells.
+# Pages 03 and 04 measure 512-token *chunks* run as *standalone* sequences: chunk $k$ of a document sees none of
+# the text before it, a proxy for long-context training. Here the first $W$ tokens of each document are one
+# training sequence (the *causal* context): the gradient of chunk $k$ is that of the loss of the tokens it
+# predicts, with every earlier token of the window as context ([methods](../docs/methods.md#causal-context)). The
+# standalone results for the same tokens are chunks $0,\dots,m-1$ ($m = W/C$, $C$ the chunk length) of the same
+# documents.
 #
-# Per corpus, side by side: the gradient-noise correlation $\rho(\Delta)$ and the design effect $R(W')$ for
-# windows $W' \le W$ in both modes, the loss and the gradient's squared norm by chunk position, and what changes
-# in the design-effect reading. Intervals are 95% document bootstraps ([Efron & Tibshirani 1993](#References)),
-# **paired**: each draw resamples the documents once and uses the same documents in both modes, so the interval
-# of a difference (causal − standalone) leaves out what varies between documents in the same way in both modes
-# ([docs/methods.md](../docs/methods.md#standalone-vs-causal)).
+# **Terms.** $\rho(\Delta)$ is the correlation of the gradient noise of two chunks $\Delta$ tokens apart in one
+# document; $R(W')$, the *design effect*, is the noise of the mean gradient of a contiguous $W'$-token block
+# relative to that of $W'/C$ independent chunks ([Kish 1965](#References)). *Position means*: with context the mean
+# gradient $G_k$ of chunk position $k$ can change with $k$; pages 03–04's estimators measure noise around one mean
+# of all positions, so a drifting $G_k$ enters $\rho$ as a spurious correlation (a steady drift makes it negative
+# at long lags). The *centred* estimators measure noise around each position's own mean, estimated from pairs of
+# different documents so that no document is compared with itself
+# ([methods](../docs/methods.md#standalone-vs-causal)). *Paired*: each bootstrap draw resamples the documents once
+# and uses them in both modes ([Efron & Tibshirani 1993](#References)). A comparison is *resolved* when Holm's
+# step-down over every comparison the page states ([Holm 1979](#References)) rejects it; one that is not is *not
+# resolved*, never "no difference".
 
 # %% tags=["parameters"]
 causal_dir = "data/results"  # directory of causal result files (docgrad probe --context causal; searched recursively)
@@ -49,51 +52,37 @@ from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 ROOT = setup()
 
 import altair as alt
-import pandas as pd
 from IPython.display import Markdown, display
 
 from docgrad import models as model_registry
 from docgrad.presentation import causal
 from docgrad.results import positions
-from docgrad.presentation.charts import corpus_color
 
-# %% [markdown]
-# ## What is measured
-#
-# Which of the requested corpora have a causal result at this window, and for those that do not, why. The
-# committed causal results (16 documents per corpus, $W = 4096$) take several hours of CPU; the README says how
-# to run them (`make probe-causal`).
-
-# %%
 page_model = model_registry.result_model(model)
 pc = positions.page_comparisons(causal_dir, standalone_dir, page_model.model, page_model.revision, chunk, window,
                                 corpora, resamples, seed)
 comps = pc.comparisons
 measured = pc.measured
-m_chunks = window // chunk
-lines = [f"- model **{page_model.label}** (`{page_model.model}` at `{page_model.revision}`); C = {chunk} tokens, "
-         f"W = {window} tokens ({m_chunks} chunks per window); causal results from `{causal_dir}`, standalone "
-         f"from `{standalone_dir}`; {resamples} paired bootstrap resamples",
-         f"- **measured**: {', '.join(f'{k} ({comps[k].n_docs} documents)' for k in measured) or 'none'}"]
-lines += [f"- **not measured yet: {k}**: {why}" for k, why in pc.not_measured.items()]
-if not measured:
-    lines.append(f"\n**Nothing is measured yet.** There is no causal result of {page_model.label} at W = {window} "
-                 f"for {', '.join(corpora)}: every section below is empty until the causal probe has run "
-                 "(`make probe-causal`, several hours on 2 CPU cores, resumable; then `docgrad run 06`). The "
-                 "standalone proxy of pages 03 and 04 stands unchecked against real context.")
-elif pc.not_measured:
-    lines.append(f"\nOnly {', '.join(measured)} {'is' if len(measured) == 1 else 'are'} compared below; "
-                 f"{', '.join(pc.not_measured)} {'is' if len(pc.not_measured) == 1 else 'are'} not measured yet.")
-display(Markdown("\n".join(lines)))
+family = positions.comparison_family(comps)
+
+# %% tags=["hide-input"]
+box_facts, box = causal.result_box(pc, family, page_model.label)
+display(Markdown(box))
+
+# %% [markdown]
+# ## What is measured
+
+# %%
+display(Markdown("\n".join(causal.measured_lines(pc, page_model.label, causal_dir, standalone_dir, resamples))))
 order = [k for k in corpora if k in measured]
-modes = [positions.STANDALONE_MODE, positions.CAUSAL_MODE, positions.DIFFERENCE]
+modes = list(causal.FIGURE_MODES)
 mode_color = alt.Color("mode:N", title="gradients", sort=modes, scale=alt.Scale(domain=modes))
 
 
 def side_by_side(frame, x, y, x_title, value_title, name, ref=0.0, log_x=False):
-    """Both modes (top row, a rule at `ref`) and their difference with its paired interval (bottom row, a rule at
-    0), one column per corpus; hover for values."""
-    diff = frame["mode"] == positions.DIFFERENCE
+    """Both modes (top row, a rule at `ref`) and the two differences with their paired intervals (bottom row, a
+    rule at 0), one column per corpus; hover for values."""
+    diff = frame["mode"].isin([causal.CENTRED_DIFFERENCE, causal.UNCENTRED_DIFFERENCE])
     frame = frame.assign(panel=["causal − standalone" if d else value_title for d in diff],
                          ref=[0.0 if d else ref for d in diff])
     xs = alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log", base=2) if log_x else alt.Scale(domainMin=0))
@@ -112,111 +101,96 @@ def side_by_side(frame, x, y, x_title, value_title, name, ref=0.0, log_x=False):
 
 
 # %% [markdown]
-# ## ρ(Δ) in both modes
+# ## ρ(Δ) and R(W′) in both modes
 #
-# In the causal context the chunk positions of a window are not exchangeable: chunk $k$ has $k$ chunks of
-# context, so its loss and gradient change with $k$. $\rho(\Delta)$ pools them as the standalone estimator does,
-# weighting the $m-\Delta/C$ start positions of lag $\Delta$ equally: it is a covariance averaged over start
-# positions relative to the noise $\sigma^2$ of a chunk at a uniformly random position of the window, not an
-# average of per-position correlations ([docs/methods.md](../docs/methods.md#causal-context)). Top row: each
-# mode with its interval; bottom row: causal − standalone with its paired interval (0 dashed).
+# Top rows: the centred estimators in each mode with 95% intervals; bottom rows: causal − standalone, centred and
+# uncentred (pages 03–04's estimator), with paired 95% intervals (0 dashed). At the whole window
+# $R(W) = 1 + \frac{2}{m}\sum_{l=1}^{m-1}(m-l)\,\rho(l)$ holds exactly for both estimators.
 
 # %%
 if measured:
-    rho = causal.rho_by_mode_frame(comps)
-    side_by_side(rho, "lag_tokens", "rho", "distance Δ between chunks (tokens)", "ρ(Δ)", "06_rho_by_mode")
+    side_by_side(causal.rho_by_mode_frame(comps), "lag_tokens", "rho", "distance Δ between chunks (tokens)",
+                 "ρ(Δ), centred", "06_rho_by_mode")
+    side_by_side(causal.R_by_mode_frame(comps), "W_tokens", "R", "window W′ (tokens)", "R(W′), centred",
+                 "06_R_by_mode", ref=1.0, log_x=True)
 else:
     display(Markdown("*Not measured yet: no causal result to show.*"))
 
 # %% [markdown]
-# ## R(W′) for windows up to W
+# ## Every comparison the page states
 #
-# Kish's design effect ([Kish 1965](#References))
-# $R(W') = 1 + \frac{2}{m'}\sum_{l=1}^{m'-1}(m'-l)\,\rho(l)$ for blocks of $m' = W'/C$ chunks, up to the causal
-# window. In the causal context $R(W)$ compares the noise of a window's mean chunk gradient (what one $W$-token
-# training sequence contributes) with that of $m$ independent chunks, each at a random position of a window.
+# Per corpus: the centred $\rho$ difference at every lag, the centred $R$ difference at every window $W' > C$
+# ($R(C) = 1$ in both modes), the ratio of the *window noise* $\sigma^2 R(W)/m$ (the noise of a window's mean
+# chunk gradient, what one $W$-token training sequence contributes; centring does not change it) and the
+# difference of the last chunk's loss. All of them form one family under Holm at family-wise level 5%: each has
+# a two-sided bootstrap p-value from its paired draws and its interval at the level Holm tests it at. The
+# uncentred difference is shown beside the centred one; it is not tested.
 
 # %%
 if measured:
-    R_by = causal.R_by_mode_frame(comps)
-    side_by_side(R_by, "W_tokens", "R", "window W′ (tokens)", "R(W′)", "06_R_by_mode", ref=1.0, log_x=True)
-    summary = pd.DataFrame([{
-        "corpus": k, "documents": c.n_docs,
-        f"R({window}) standalone": c.standalone.R[window], "lo (s)": c.standalone.interval("R", window)[0],
-        "hi (s)": c.standalone.interval("R", window)[1],
-        f"R({window}) causal": c.causal.R[window], "lo (c)": c.causal.interval("R", window)[0],
-        "hi (c)": c.causal.interval("R", window)[1],
-        "difference": c.difference["R"][window], "lo (d)": (c.difference["R_ci"].get(window) or (None,))[0],
-        "hi (d)": (c.difference["R_ci"].get(window) or (None, None))[1],
-        "σ² causal / standalone": c.ratio["sigma2"],
-        "window noise causal / standalone": c.ratio["window_noise"]} for k, c in comps.items()]).set_index("corpus")
-    display(summary.round(3))
+    display(causal.family_frame(family, comps))
 else:
     display(Markdown("*Not measured yet.*"))
 
 # %% [markdown]
-# ## Loss and gradient norm by chunk position
+# ## Loss, gradient norm and position means by chunk position
 #
-# Mean loss (nats per target token) and mean squared gradient norm $\lVert g_{d,k}\rVert^2$ at each chunk
-# position $k$ of the window, over the documents, in both modes with their intervals. Chunk 0 has no context in
-# either mode (the same $C-1$ targets; the two agree to float rounding); from chunk 1 on, the causal chunk also
-# predicts its first token from the chunk before it ($C$ targets against $C-1$ standalone). Context should lower
-# the later chunks' loss.
+# Mean loss (nats per target token), mean squared gradient norm $\lVert g_{d,k}\rVert^2$ and the squared norm of
+# the position mean $\lVert G_k\rVert^2$ (from pairs of different documents) at each chunk position $k$, in both
+# modes with 95% intervals. Chunk 0 has no context in either mode. Below: $\lVert G_k\rVert^2$ at the first and
+# last chunk, the share $\sigma^2_\mathrm{pos}/\sigma^2$ of the noise that is spread of the position means, and
+# the position-mean term $\mu$ of $\rho$ at the longest lag (uncentred $\rho = (\sigma^2_c/\sigma^2)\rho_c + \mu$,
+# [methods](../docs/methods.md#standalone-vs-causal)).
 
 # %%
 if measured:
     pos = causal.position_frame(comps)
     both_modes = pos[pos["mode"] != positions.DIFFERENCE].assign(
-        quantity=lambda f: f["quantity"].map({"loss": "mean loss (nats/token)", "sqnorm": "mean |g|²"}))
+        quantity=lambda f: f["quantity"].map(causal.QUANTITY_LABELS))
     xk = alt.X("position:O", title="chunk position k in the window", axis=alt.Axis(labelAngle=0))
     two = alt.Color("mode:N", title="gradients", sort=modes[:2], scale=alt.Scale(domain=modes[:2]))
     tip = ["corpus:N", "mode:N", "position:O", alt.Tooltip("value:Q", format=".4f"),
            alt.Tooltip("lo:Q", format=".4f", title="95% lo"), alt.Tooltip("hi:Q", format=".4f", title="95% hi")]
     chart_pos = alt.layer(
         alt.Chart().mark_errorbar(ticks=True).encode(x=xk, y=alt.Y("lo:Q", title=None), y2="hi:Q", color=two,
-                                                     xOffset=alt.XOffset("mode:N", sort=modes)),
+                                                     xOffset=alt.XOffset("mode:N", sort=modes[:2])),
         alt.Chart().mark_point(filled=True, size=50).encode(x=xk, y=alt.Y("value:Q", title=None,
                                                                           scale=alt.Scale(zero=False)),
                                                             color=two, tooltip=tip,
-                                                            xOffset=alt.XOffset("mode:N", sort=modes)),
+                                                            xOffset=alt.XOffset("mode:N", sort=modes[:2])),
         data=both_modes,
-    ).properties(width=200, height=170).facet(
+    ).properties(width=200, height=150).facet(
         column=alt.Column("corpus:N", sort=order, title=None),
-        row=alt.Row("quantity:N", title=None)).resolve_scale(y="independent")
+        row=alt.Row("quantity:N", sort=list(causal.QUANTITY_LABELS.values()), title=None),
+    ).resolve_scale(y="independent")
     display(save_chart(chart_pos, "06_loss_norm_by_position", figures_dir))
-    diff_pos = pos[pos["mode"] == positions.DIFFERENCE].pivot_table(
-        index=["corpus", "position"], columns="quantity", values=["value", "lo", "hi"], sort=False)
-    display(Markdown("Causal − standalone by position (paired intervals):"))
-    display(diff_pos.round(4))
+    display(causal.position_mean_frame(comps))
+    position_facts, position_line = causal.position_reading(comps)
+    display(Markdown(position_line))
 else:
+    position_facts = {}
     display(Markdown("*Not measured yet.*"))
 
 # %% [markdown]
-# ## What changes in the design-effect reading
+# ## Reading
 #
-# Computed from the numbers above, corpus by corpus: $R(W)$ in both modes and their difference (*resolved* when
-# its paired interval excludes 0), the effective number of independent chunks $m/R(W)$ a $W$-token window
-# carries, the per-chunk noise $\sigma^2$ and the noise of a window's mean gradient $\sigma^2 R(W)/m$ (causal /
-# standalone), and what context does to the loss of the window's last chunk. Then across corpora: the ordering by
-# $R(W)$ in each mode, each pair of corpora resolved by the bootstrap or not, and whether the two modes order any
-# resolved pair oppositely (`docgrad.presentation.causal.overall_reading`).
+# Per corpus, from the family above (`docgrad.presentation.causal.corpus_reading`): the resolved comparisons with
+# their intervals at Holm's level, and the others.
 
 # %%
-readings = {k: causal.mode_reading(c) for k, c in comps.items()}
-facts = {k: f for k, (f, _) in readings.items()}
-overall_facts, overall = causal.overall_reading(comps, pc.not_measured, window)
-text = [f"- {line}" for k in order for line in readings[k][1]]
-display(Markdown("\n".join(text) + "\n\n" + " ".join(overall)))
+reading_facts, reading_lines = causal.readings(pc, family)
+display(Markdown("\n".join(reading_lines)))
 
 # %%
 numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone_dir, "model": model,
                           "corpora": list(corpora), "chunk": chunk, "window": window, "resamples": resamples,
                           "seed": seed},
            "model": {"id": page_model.model, "revision": page_model.revision, "label": page_model.label},
-           "chunks_per_window": m_chunks, "measured": measured, "not_measured": pc.not_measured,
+           "chunks_per_window": window // chunk, "measured": measured, "not_measured": pc.not_measured,
            "causal_windows": pc.causal_windows, "nothing_measured": not measured,
-           "comparisons": {k: c.to_json() for k, c in comps.items()}, "readings": facts,
-           "overall": overall_facts}
+           "comparisons": {k: c.to_json() for k, c in comps.items()}, "family": causal.family_facts(family),
+           "result_box": box_facts, "positions": position_facts, "corpus_readings": reading_facts,
+           "readings": {k: causal.window_facts(c) for k, c in comps.items()}}
 _ = save_numbers("06_causal_context", numbers, figures_dir)
 
 # %% [markdown]
@@ -228,6 +202,8 @@ _ = save_numbers("06_causal_context", numbers, figures_dir)
 # - Kish, L. (1965). *Survey Sampling*. New York: Wiley. (Design effect.)
 # - Efron, B., & Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*. New York: Chapman & Hall.
 #   (Bootstrap; paired resampling of the same units in two conditions.)
+# - Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scandinavian Journal of
+#   Statistics* 6(2), 65–70. (Holm's step-down.)
 
 # %%
 versions()

@@ -462,23 +462,19 @@ def test_readme_bf16_numbers_match_the_executed_sketching_page():
 
 
 def test_readme_causal_numbers_match_the_executed_causal_page():
-    """The README quotes page 06's numbers for the causal cells; they must be what the page computed."""
-    r = json.loads((ROOT / "figures" / "06_causal_context.json").read_text())["readings"]
-    text = (ROOT / "README.md").read_text().split("The causal-context results")[1].split("```")[0]
-    text = " ".join(text.split())
-    p = r["PAPERS"]
-    f2 = lambda x: f"{x:.2f}"                                           # noqa: E731
-    assert (f"lower for PAPERS, {f2(p['R_causal'])} [{f2(p['R_causal_ci'][0])}, {f2(p['R_causal_ci'][1])}] against "
-            f"{f2(p['R_standalone'])} [{f2(p['R_standalone_ci'][0])}, {f2(p['R_standalone_ci'][1])}] standalone "
-            f"(difference {f2(p['R_difference'])}, 95% interval {f2(p['R_difference_ci'][0])} to "
-            f"{f2(p['R_difference_ci'][1])})") in text
-    assert p["R_difference_sign"] == -1 and all(r[k]["R_difference_sign"] == 0 for k in ("BOOKS", "CODE", "WEB"))
-    c = r["CODE"]
-    assert (f"BOOKS ({r['BOOKS']['R_difference']:+.2f}), CODE ({c['R_difference']:+.2f}, interval "
-            f"{c['R_difference_ci'][0]:+.2f} to {c['R_difference_ci'][1]:+.2f}) and WEB ({r['WEB']['R_difference']:+.2f})"
-            ) in text
-    assert (f"by {-r['WEB']['loss_last_difference']:.2f} (WEB) to {-p['loss_last_difference']:.2f} (PAPERS) nats"
-            ) in text
+    """The README quotes page 06's Holm family for the causal cells; it must be what the page computed."""
+    fam = json.loads((ROOT / "figures" / "06_causal_context.json").read_text())["family"]
+    text = " ".join((ROOT / "README.md").read_text().split("The causal-context results")[1].split("```")[0].split())
+    res = {(r["corpus"], r["quantity"], r["at"]): r for r in fam["rows"] if r["resolved"]}
+    assert f"{fam['size']} causal − standalone comparisons" in text and f"and {len(res)} are resolved" in text
+    R = res[("PAPERS", "R", 4096)]
+    assert (f"lower R(4,096), by {-R['value']:.3f} (Holm-level interval {-R['ci'][1]:.3f} to {-R['ci'][0]:.3f})"
+            in text)
+    assert f"{res[('PAPERS', 'window_noise', 4096)]['value']:.3f} times the window noise" in text
+    loss = sorted(-r["value"] for k, r in res.items() if k[1] == "loss_last")
+    assert {k[0] for k in res if k[1] == "loss_last"} == {"BOOKS", "CODE", "PAPERS"}
+    assert f"by {loss[0]:.3f} to {loss[-1]:.3f} nats per token" in text
+    assert not any(k[0] == "WEB" for k in res) and "nothing is resolved for WEB" in text
 
 
 @pytest.mark.parametrize("figure", sorted((ROOT / "figures").glob("*.png")), ids=lambda p: p.name)

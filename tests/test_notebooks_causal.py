@@ -46,9 +46,15 @@ def test_page_06_compares_the_measured_corpus_and_its_twin_holds_every_stated_nu
     assert twin["comparisons"]["BOOKS"]["chunks_per_window"] == 8
     for fig in ("06_rho_by_mode", "06_R_by_mode", "06_loss_norm_by_position"):
         assert (project / "figures" / f"{fig}.png").stat().st_size > 10_000
+    assert twin["family"]["size"] == 12 and twin["family"]["method"] == "Holm"       # 7 lags, 3 windows, 2 more
+    assert len(twin["family"]["claims"]) == 12 and set(twin["corpus_readings"]) == {"BOOKS", "CODE", "PAPERS", "WEB"}
+    assert twin["readings"]["BOOKS"]["R_causal"] == twin["comparisons"]["BOOKS"]["causal"]["R"]["4096"]
     nb = nbformat.read(project / "measured.ipynb", as_version=4)
     prose = generated_prose(nb)
-    assert any("not measured yet: CODE" in t for t in prose) and any("**BOOKS** (6 documents" in t for t in prose)
+    assert any("not measured yet: CODE" in t for t in prose) and any("BOOKS (6 documents)" in t for t in prose)
+    assert any(t.startswith("- **BOOKS**: ") and "of 12 resolved" in t for t in prose)
+    box = _result_box(nb)
+    assert "of the page's 12 causal − standalone comparisons" in box and "6 documents per corpus" in box
     values = json_numbers(twin)
     missing = [tok for text in prose for tok, x, tol, pct in stated_numbers(text)
                if not (pct and _found(values, x / 100, tol / 100)) and not _found(values, x, tol)]
@@ -62,8 +68,23 @@ def test_page_06_without_causal_results_runs_and_says_nothing_is_measured(projec
     twin = json.loads((project / "figures" / f"{PAGE}.json").read_text())
     assert twin["measured"] == [] and twin["nothing_measured"] is True and twin["comparisons"] == {}
     assert not list((project / "figures").glob("06_*.png"))
-    prose = "\n".join(generated_prose(nbformat.read(project / "empty.ipynb", as_version=4)))
+    nb = nbformat.read(project / "empty.ipynb", as_version=4)
+    prose = "\n".join(generated_prose(nb))
     assert "**Nothing is measured yet.**" in prose and "not measured yet: BOOKS" in prose
+    assert "Nothing is measured yet: no causal result at W = 4,096" in _result_box(nb)
+    assert twin["family"]["size"] == 0 and twin["result_box"]["status"] == "not measured"
+
+
+def _result_box(nb) -> str:
+    """The page's result box: the Markdown output of the first code cell after the setup, tagged hide-input, at
+    most 120 words."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    setup = next(i for i, c in enumerate(code) if "setup()" in c.source)
+    cell = code[setup + 1]
+    assert "hide-input" in cell.metadata.get("tags", [])
+    (text,) = [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
+    assert text.startswith("> **Result.**") and len(text.split()) <= 120 + 6          # + the Markdown markers
+    return text
 
 
 @pytest.mark.parametrize("params, match", [

@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from docgrad.core import bootstrap as bs
+from docgrad.core import orderings
 from docgrad.core.constants import GROUPS
 from docgrad.errors import AnalysisError, DocgradError
 from docgrad.presentation import causal as PC
+from docgrad.presentation import evidence as ev
 from docgrad.results import positions as P
 from docgrad.results.cells import load_cells
 from docgrad.results.format import result_stem, write_result
@@ -299,10 +301,11 @@ def test_page_comparisons_say_which_corpora_are_measured_and_why_the_others_are_
     assert "W = 1024 only" in pc.not_measured["CODE"] and "no causal result at W = 2048" in pc.not_measured["WEB"]
     assert "no standalone cell" in pc.not_measured["PAPERS"]
     assert pc.causal_windows == {"BOOKS": [2048], "CODE": [1024], "PAPERS": [2048]}
-    assert set(PC.rho_by_mode_frame(pc.comparisons)["mode"]) == {"standalone", "causal", P.DIFFERENCE}
+    assert set(PC.rho_by_mode_frame(pc.comparisons)["mode"]) == set(PC.FIGURE_MODES)
     pos = PC.position_frame(pc.comparisons)
-    assert len(pos) == 3 * 2 * 4 and pos["lo"].notna().all()
-    assert len(PC.R_by_mode_frame(pc.comparisons)) == 3 * 3
+    assert len(pos) == 3 * 3 * 4 and pos["lo"].notna().all()            # 3 modes x (loss, sqnorm, mean_norm) x 4
+    assert set(pos["quantity"]) == set(PC.QUANTITY_LABELS)
+    assert len(PC.R_by_mode_frame(pc.comparisons)) == 4 * 3
     empty = P.page_comparisons(root / "sa", root / "sa", MODEL, REV, C, 4 * C, ["BOOKS"], 40)
     assert empty.measured == [] and "no causal result" in empty.not_measured["BOOKS"]
     assert PC.rho_by_mode_frame({}).empty
@@ -325,16 +328,6 @@ def test_page_comparisons_refuse_parameters_a_page_cannot_use(pair, kw, match):
     args.update(kw)
     with pytest.raises(AnalysisError, match=match):
         P.page_comparisons(**args)
-
-
-def test_the_reading_states_only_numbers_it_returns(pair):
-    cmp = P.compare_modes(pair["causal"], pair["standalone"], resamples=100)
-    facts, lines = PC.mode_reading(cmp)
-    values = json_numbers(json.loads(json.dumps(facts)))
-    for tok, x, tol, pct in stated_numbers(" ".join(lines)):
-        assert any(abs(v - x) <= tol * 1.0001 + 1e-12 for v in values), tok
-    assert facts["R_causal"] == cmp.causal.R[4 * C] and facts["chunks_per_window"] == 4
-    assert lines[0].startswith("**BOOKS** (7 documents, W = 2048 tokens = 4 chunks)")
 
 
 # --- docgrad analyze --context ------------------------------------------------------------------------------
@@ -368,27 +361,367 @@ def test_analyze_cli_reads_one_context_and_says_which(pair, tmp_path, capsys):
     assert "no causal result files (3 standalone file(s) there" in capsys.readouterr().err
 
 
-def test_overall_reading_resolves_pairs_of_corpora_from_the_modes_own_draws(pair):
-    root, n = pair["root"], pair["n_docs"]
-    rng = np.random.default_rng(11)
-    flat = lambda rows: 0.3 + rng.standard_normal((rows, 24))            # noqa: E731 - no document component
-    write(root / "sa", "WEB", flat(n * 8), n, 8)
-    write(root / "ca", "WEB", flat(n * 4), n, 4, "causal", 4 * C)
-    pc = P.page_comparisons(root / "ca", root / "sa", MODEL, REV, C, 4 * C, ["BOOKS", "WEB"], 200)
-    comps = pc.comparisons
-    for mode in P.MODES:                          # the draws are those of each mode's own interval
-        for k, c in comps.items():
-            assert list(c.estimates(mode).interval("R", 4 * C)) == pytest.approx(
-                bs.percentile_ci(c.R_window_draws[mode]))
-    facts, lines = PC.overall_reading(comps, ["PAPERS"])
-    text = " ".join(lines)
-    assert facts["pairs"] == {"standalone": {"BOOKS|WEB": "BOOKS > WEB"}, "causal": {"BOOKS|WEB": "BOOKS > WEB"}}
-    assert facts["agreement"] == {"BOOKS|WEB": "agree"} and "No pair of corpora is ordered oppositely" in text
-    assert "Resolved by the bootstrap (causal): BOOKS > WEB." in text and "Not measured yet: PAPERS" in text
-    swapped = {k: replace(c, R_window_draws={"standalone": c.R_window_draws["standalone"],
-                                             "causal": (c.R_window_draws["causal"] * (-1 if k == "BOOKS" else 1))})
-               for k, c in comps.items()}
-    facts, lines = PC.overall_reading(swapped)
-    assert facts["agreement"] == {"BOOKS|WEB": "disagree"}
-    assert "The two modes order BOOKS vs WEB oppositely, each resolved." in lines
-    assert PC.overall_reading({})[1][0].startswith("**Nothing is measured yet**")
+# --- centring by position means ------------------------------------------------------------------------------
+
+def _naive_centred(K, doc, chunk, src, shard):
+    """Reference: the centred estimators of docs/methods.md#standalone-vs-causal applied literally to an explicit
+    Gram of drawn rows (labels as test_stats._naive): W averages each drawn copy's own pairs, M every ordered pair
+    of copies of different documents in one file."""
+    m = chunk.max() + 1
+    copies = np.unique(doc)
+    W, M = np.zeros((m, m)), np.zeros((m, m))
+    for k in range(m):
+        for q in range(m):
+            r, c = chunk == k, chunk == q
+            W[k, q] = np.mean([K[(doc == i) & r][:, (doc == i) & c].item() for i in copies])
+            vals = [K[np.flatnonzero((doc == i) & r)[0], np.flatnonzero((doc == j) & c)[0]]
+                    for i in copies for j in copies
+                    if src[doc == i][0] != src[doc == j][0] and shard[doc == i][0] == shard[doc == j][0]]
+            M[k, q] = np.mean(vals)
+    Cv = W - M
+    sigma2 = np.trace(Cv) / m
+    S = M.mean()
+    pooled = sigma2 + np.trace(M) / m - S
+    rho = np.array([np.mean(np.diagonal(Cv, l)) / sigma2 for l in range(1, m)])
+    term = np.array([(np.mean(np.diagonal(M, l)) - S) / pooled for l in range(1, m)])
+    R = [np.mean([Cv[i * b:(i + 1) * b, i * b:(i + 1) * b].sum() for i in range(m // b)]) / b**2 / (sigma2 / b)
+         for b in bs.block_sizes(m)]
+    return {"sigma2": sigma2, "rho": rho, "R": np.array(R), "mean_norm": np.diag(M), "position_term": term,
+            "sigma2_pos": pooled - sigma2, "S_cross": S}
+
+
+def test_position_pairs_hold_the_gram_blocks_within_files_and_zero_across(pair):
+    n, mf, m = pair["n_docs"], pair["m_full"], pair["m"]
+    sub = P.first_chunks(pair["standalone"], m)
+    pp = P.position_pairs(sub)
+    K = pair["Xs"] @ pair["Xs"].T
+    assert pp.Q.shape == (n, n, m, m) and pp.doc_ids == sub.doc_ids and pp.m == m
+    for d, e in ((0, 0), (0, 2), (3, 5), (6, 6)):                            # within a file (3, 3, 1 documents)
+        np.testing.assert_allclose(pp.Q[d, e], K[np.ix_(np.arange(d * mf, d * mf + m), np.arange(e * mf, e * mf + m))],
+                                   rtol=1e-12)
+        assert pp.pairs[d, e] == 1
+    assert not pp.Q[0, 3].any() and pp.pairs[0, 3] == 0 and pp.pairs[5, 6] == 0   # across files: never computed
+    with pytest.raises(AnalysisError, match="has no files"):
+        P.position_pairs(replace(sub, shards=[]))
+
+
+def test_centred_estimate_equals_the_definitions_on_explicitly_resampled_documents(pair):
+    """Files of 3, 3 and 1 documents; draws with repeated documents (copies never pair)."""
+    n, mf, m = pair["n_docs"], pair["m_full"], pair["m"]
+    sub = P.first_chunks(pair["standalone"], m)
+    pp = P.position_pairs(sub)
+    Ks = (pair["Xs"] @ pair["Xs"].T)[np.ix_(rows_of(n, mf, m), rows_of(n, mf, m))]
+    idx = bs.resample_indices(np.random.default_rng(5), n, 12)
+    idx[0] = np.arange(n)
+    idx[1] = [0, 0, 0, 5, 5, 6, 2]
+    got = P.centred_estimate(pp, bs.counts_from_indices(idx, n), bs.block_sizes(m))
+    for b, draw in enumerate(idx):
+        want = _naive_centred(*_explicit_resample(Ks, n, m, pair["shard_of_doc"], draw))
+        for key, v in want.items():
+            np.testing.assert_allclose(got[key][b], v, rtol=1e-9, atol=1e-12, err_msg=f"{key} draw {b}")
+
+
+def test_centred_estimates_split_the_pooled_ones_exactly_draw_by_draw(pair):
+    """sigma2 = sigma2_c + sigma2_pos, rho = (sigma2_c / sigma2) rho_c + mu, R(mC) sigma2 = R_c(mC) sigma2_c,
+    S_cross = the mean of M, against docgrad.core.bootstrap.estimate on the same draws; R_c(C) = 1 and the
+    identity R_c(mC) = 1 + (2/m) sum (m - l) rho_c(l)."""
+    cell, m = pair["causal"], pair["m"]
+    counts = bs.counts_from_indices(bs.resample_indices(np.random.default_rng(8), pair["n_docs"], 50), pair["n_docs"])
+    c = P.centred_estimate(P.position_pairs(cell), counts, cell.sums["all"].sizes)
+    u = bs.estimate(cell.sums["all"], counts, C)
+    np.testing.assert_allclose(c["S_cross"], u["S_cross"], rtol=1e-10)
+    np.testing.assert_allclose(c["sigma2_pooled"], u["sigma2"], rtol=1e-10)
+    np.testing.assert_allclose(c["sigma2"] + c["sigma2_pos"], u["sigma2"], rtol=1e-10)
+    np.testing.assert_allclose((c["sigma2"] / u["sigma2"])[:, None] * c["rho"] + c["position_term"], u["rho"],
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(c["R"][:, -1] * c["sigma2"], u["R"][:, -1] * u["sigma2"], rtol=1e-9)
+    np.testing.assert_allclose(c["R"][:, 0], 1.0, rtol=1e-12)
+    l = np.arange(1, m)
+    np.testing.assert_allclose(c["R"][:, -1], 1 + 2 / m * (c["rho"] * (m - l)).sum(axis=1), rtol=1e-9)
+
+
+def test_centring_is_the_leave_one_document_out_covariance_and_ignores_a_shift_per_position():
+    """One file: the centred sigma2 is D/(D-1) times the plug-in one (the own-document bias removed), rho_c the
+    plug-in correlation; adding the same vector a_k to every document's chunk k leaves every centred statistic
+    unchanged and moves the pooled rho."""
+    D, m, dim = 9, 6, 20
+    X = gradients(4, D, m, dim=dim)
+    shift = np.outer(np.arange(m) ** 1.5, np.random.default_rng(1).standard_normal(dim)) * 0.8
+    Y = X + np.tile(shift, (D, 1))
+
+    def stats(Z):
+        K = Z @ Z.T
+        pp = P.PositionPairs(K.reshape(D, m, D, m).transpose(0, 2, 1, 3).copy(), np.ones((D, D)), list(range(D)))
+        sums = bs.assemble([bs.shard_block_sums(K, D, m)], m)
+        return P.centred_estimate(pp, np.ones((1, D)), sums.sizes), bs.estimate(sums, np.ones((1, D)), C)
+
+    (cx, ux), (cy, uy) = stats(X), stats(Y)
+    Z = X.reshape(D, m, dim)
+    E = Z - Z.mean(axis=0)                                                  # plug-in centring (own document in)
+    plug = np.einsum("dkx,dqx->kq", E, E) / D
+    assert cx["sigma2"][0] == pytest.approx(D / (D - 1) * np.trace(plug) / m, rel=1e-10)
+    np.testing.assert_allclose(cx["rho"][0], [np.mean(np.diagonal(plug, l)) / (np.trace(plug) / m)
+                                              for l in range(1, m)], rtol=1e-9)
+    for key in ("sigma2", "rho", "R"):
+        np.testing.assert_allclose(cy[key], cx[key], rtol=1e-9, atol=1e-12)
+    assert cy["sigma2_pos"][0] > 10 * abs(cx["sigma2_pos"][0])
+    assert uy["rho"][0, -1] < ux["rho"][0, -1] - 0.1                       # the pooled long lag goes negative
+
+
+def test_centred_estimate_in_batches_equals_one_pass(pair, monkeypatch):
+    pp = P.position_pairs(pair["causal"])
+    counts = bs.counts_from_indices(bs.resample_indices(np.random.default_rng(2), pair["n_docs"], 37), pair["n_docs"])
+    whole = P.centred_estimate(pp, counts, [1, 2, 4])
+    monkeypatch.setattr(P, "CENTRED_BATCH_ENTRIES", 5 * 7 * 7 * 16)         # 5 draws per batch
+    parts = P.centred_estimate(pp, counts, [1, 2, 4])
+    for k, v in whole.items():
+        np.testing.assert_allclose(parts[k], v, rtol=1e-12, atol=1e-14)
+
+
+def test_centred_estimate_refuses_weights_of_the_wrong_shape(pair):
+    pp = P.position_pairs(pair["causal"])
+    with pytest.raises(AnalysisError, match="weights must be \\(draws x 7 documents\\)"):
+        P.centred_estimate(pp, np.ones((2, 5)), [1, 2, 4])
+
+
+def test_compare_modes_centred_differences_are_paired_draw_by_draw(pair):
+    n, mf, m = pair["n_docs"], pair["m_full"], pair["m"]
+    idx = bs.resample_indices(np.random.default_rng(21), n, 60)
+    idx[0] = np.arange(n)
+    cmp = P.compare_modes(pair["causal"], pair["standalone"], indices=idx)
+    sizes = bs.block_sizes(m)
+    cs = P.centred_estimate(P.position_pairs(P.first_chunks(pair["standalone"], m)), bs.counts_from_indices(idx, n),
+                            sizes)
+    cc = P.centred_estimate(P.position_pairs(pair["causal"]), bs.counts_from_indices(idx, n), sizes)
+    lags = [l * C for l in range(1, m)]
+    for j, lag in enumerate(lags):
+        assert cmp.difference["rho_centred"][lag] == pytest.approx(cc["rho"][0, j] - cs["rho"][0, j], abs=1e-12)
+        d = cc["rho"][:, j] - cs["rho"][:, j]                    # a draw with no cross pair is NaN and dropped
+        np.testing.assert_allclose(cmp.difference["rho_centred_ci"][lag],
+                                   np.percentile(d[np.isfinite(d)], [2.5, 97.5]), rtol=1e-9)
+        d = cc["position_term"][:, j] - cs["position_term"][:, j]
+        np.testing.assert_allclose(cmp.difference["position_term_ci"][lag],
+                                   np.percentile(d[np.isfinite(d)], [2.5, 97.5]), rtol=1e-9)
+        assert cmp.centred["causal"].rho[lag] == pytest.approx(cc["rho"][0, j])
+    np.testing.assert_allclose(cmp.centred["standalone"].mean_norm.value, cs["mean_norm"][0], rtol=1e-12)
+    np.testing.assert_allclose(cmp.positions[P.DIFFERENCE]["mean_norm"].value, cc["mean_norm"][0] - cs["mean_norm"][0],
+                               rtol=1e-9, atol=1e-12)
+    assert cmp.ratio["sigma2_centred"] == pytest.approx(cc["sigma2"][0] / cs["sigma2"][0])
+    keys = sorted(cmp.family_draws)
+    assert keys == sorted([("rho", l) for l in lags] + [("R", 2 * C), ("R", 4 * C)] + [("window_noise", m * C),
+                                                                                         ("loss_last", (m - 1) * C)])
+    pt, dr = cmp.family_draws[("R", 4 * C)]
+    assert pt == pytest.approx(cmp.difference["R_centred"][4 * C]) and dr.shape == (60,)
+    np.testing.assert_allclose(dr, cc["R"][:, -1] - cs["R"][:, -1], rtol=1e-12)
+    back = json.loads(json.dumps(cmp.to_json()))
+    assert back["centred"]["causal"]["rho"][str(C)] == pytest.approx(cmp.centred["causal"].rho[C])
+    assert set(back["difference"]) >= {"rho_centred", "R_centred_ci", "position_term"}
+
+
+def test_identical_gradients_give_zero_centred_differences_in_every_draw(tmp_path):
+    n, mf, m = 6, 8, 4
+    Xs = gradients(5, n, mf)
+    write(tmp_path / "sa", "CODE", Xs, n, mf, seed=1)
+    ls = np.random.default_rng(1).uniform(2, 4, n * mf)
+    write(tmp_path / "ca", "CODE", Xs[rows_of(n, mf, m)], n, m, "causal", m * C, loss=ls[rows_of(n, mf, m)])
+    cmp = P.compare_modes(one(tmp_path / "ca", "causal"), one(tmp_path / "sa"), resamples=100, seed=1)
+    for key in ("rho_centred_ci", "R_centred_ci", "position_term_ci"):
+        assert all(abs(lo) < 1e-12 and abs(hi) < 1e-12 for lo, hi in cmp.difference[key].values())
+    fam = P.comparison_family({"CODE": cmp})
+    assert fam.n_resolved == 0 and all(r["p"] == 1.0 for r in fam.rows)
+
+
+@pytest.fixture
+def drift(tmp_path_factory):
+    """WEB-like: the causal gradients are the standalone ones of chunks 0..m-1 plus a position mean that grows
+    along the window (the same vector for every document), one file per mode."""
+    n, mf, m, dim = 16, 8, 8, 24
+    Xs = gradients(31, n, mf, dim=dim)
+    a = np.outer(np.arange(m) / (m - 1), np.random.default_rng(2).standard_normal(dim)) * 1.6
+    Xc = Xs[rows_of(n, mf, m)] + np.tile(a, (n, 1))
+    ls = np.random.default_rng(3).uniform(2, 4, n * mf)
+    root = tmp_path_factory.mktemp("drift")
+    write(root / "sa", "WEB", Xs, n, mf, loss=ls)
+    write(root / "ca", "WEB", Xc, n, m, "causal", m * C, loss=ls[rows_of(n, mf, m)])
+    return P.compare_modes(one(root / "ca", "causal"), one(root / "sa"), resamples=400, seed=2)
+
+
+def test_a_drifting_position_mean_moves_the_pooled_rho_and_not_the_centred_one(drift):
+    long = 7 * C
+    lo, hi = drift.difference["rho_ci"][long]
+    assert hi < 0                                                         # pooled: a resolved negative long lag
+    assert drift.difference["position_term"][long] < 0
+    for lag, v in drift.difference["rho_centred"].items():                # centred: exactly 0 at the estimate
+        assert abs(v) < 1e-9, lag
+    norm = drift.centred["causal"].mean_norm.value
+    assert norm[-1] > norm[0] + 1                                         # |G_k|^2 grows along the window
+    fam = P.comparison_family({"WEB": drift})
+    assert not any(r["resolved"] for r in fam.rows if r["quantity"] in ("rho", "R"))
+
+
+def test_comparison_family_is_holm_over_every_stated_comparison_of_every_corpus(pair, drift):
+    comps = {"BOOKS": P.compare_modes(pair["causal"], pair["standalone"], resamples=400, seed=3), "WEB": drift}
+    fam = P.comparison_family(comps)
+    sizes = [len(c.family_draws) for c in comps.values()]
+    assert fam.size == sum(sizes)
+    assert [r["corpus"] for r in fam.rows] == ["BOOKS"] * sizes[0] + ["WEB"] * sizes[1]
+    assert [r["quantity"] for r in fam.for_corpus("WEB")] == ["rho"] * 7 + ["R"] * 3 + ["window_noise", "loss_last"]
+    pvals, rows = [], []
+    for k, c in comps.items():
+        for r in fam.for_corpus(k):
+            pt, dr = c.family_draws[(r["quantity"], r["at"])]
+            null = 1.0 if r["quantity"] == "window_noise" else 0.0
+            assert r["value"] == pytest.approx(pt) and r["null"] == null and r["draws"] == np.isfinite(dr).sum()
+            dr = dr[np.isfinite(dr)]                         # BOOKS: a draw from three files may lack cross pairs
+            pvals.append(orderings.bootstrap_p(dr - null))
+            q = r["level"] / 2
+            np.testing.assert_allclose(r["ci"], np.quantile(dr, [q, 1 - q]), rtol=1e-9)
+            np.testing.assert_allclose(r["ci95"], np.percentile(dr, [2.5, 97.5]), rtol=1e-9)
+            rows.append(r)
+    holm = orderings.holm(pvals)
+    for r, h, p in zip(rows, holm, pvals):
+        assert r["p"] == p and r["level"] == h["level"] and r["rank"] == h["rank"]
+        excl = r["ci"][0] > r["null"] or r["ci"][1] < r["null"]
+        assert r["resolved"] == (h["resolved"] and excl)
+    back = json.loads(json.dumps(fam.to_json()))
+    assert back["size"] == fam.size and back["method"] == "Holm" and back["alpha"] == 0.05
+    assert P.comparison_family({}).size == 0
+    no_draws = P.compare_modes(pair["causal"], pair["standalone"], resamples=0)
+    assert no_draws.family_draws == {} and P.comparison_family({"BOOKS": no_draws}).size == 0
+
+
+# --- page 06 in words (docgrad.presentation.causal) ------------------------------------------------------------
+
+def _row(quantity="rho", at=512, value=-0.03, ci=(-0.05, -0.01), resolved=True, p=0.0, level=0.001, corpus="BOOKS"):
+    null = 1.0 if quantity == "window_noise" else 0.0
+    return {"corpus": corpus, "quantity": quantity, "at": at, "value": value, "null": null,
+            "ci95": list(ci or (None, None)),
+            "p": p, "draws": 2000, "rank": 1, "level": level, "ci": None if ci is None else list(ci),
+            "resolved": resolved, "sign": int(np.sign(value - null)) if resolved else 0}
+
+
+@pytest.mark.parametrize("row, status, words", [
+    (_row(), ev.RESOLVED, "Centred ρ(512) is lower for causal context than for standalone chunks: difference "
+                          "-0.0300 [-0.0500, -0.0100] (Holm over 12 comparisons, interval at 99.90%)."),
+    (_row(ci=(-0.05, 0.01), resolved=False, p=0.2), ev.NOT_RESOLVED, "does not separate causal context from "
+                                                                     "standalone chunks: the difference -0.0300"),
+    (_row(resolved=False, p=0.004), ev.NOT_RESOLVED, "after Holm's step-down (difference -0.0300 [-0.0500, "
+                                                     "-0.0100], p = 0.0040)"),
+    (_row(ci=None, resolved=False, p=float("nan")), ev.NOT_MEASURED, "not measured"),
+    (_row("window_noise", 4096, 0.8, (0.7, 0.9)), ev.RESOLVED, "The window noise σ²R(W)/m (causal / standalone) is "
+                                                               "lower with context: 0.800 [0.700, 0.900] excludes 1"),
+    (_row("window_noise", 4096, 1.1, (0.9, 1.3), False, 0.3), ev.NOT_RESOLVED, "is not resolved: 1.10 [0.900, 1.30]"),
+    (_row("window_noise", 4096, 1.1, None, False), ev.NOT_MEASURED, "not measured"),
+    (_row("loss_last", 3584, -0.25, (-0.3, -0.2)), ev.RESOLVED, "The last-chunk loss is lower for causal context"),
+])
+def test_family_claim_is_resolved_only_when_holm_resolves_it(row, status, words):
+    c = PC.family_claim(row, 12)
+    assert c.status == status and words in c.text, c.text
+    assert "no difference" not in c.text and "equivalent" not in c.text
+
+
+def _family(rows):
+    return P.Family(rows)
+
+
+def test_corpus_reading_says_resolved_not_resolved_and_not_measured():
+    rows = [_row(at=512), _row(at=1024, ci=(-0.05, 0.01), resolved=False, p=0.3),
+            _row("R", 1024, 0.02, (-0.01, 0.05), False, 0.4), _row("window_noise", 4096, 0.8, (0.7, 0.9)),
+            _row("loss_last", 3584, -0.25, (-0.3, -0.2))]
+    c = PC.corpus_reading("BOOKS", _family(rows))
+    assert c.status == ev.RESOLVED
+    assert c.text == ("**BOOKS**: 3 of 5 resolved: ρ(512) -0.0300 [-0.0500, -0.0100]; window noise ×0.800 "
+                      "[0.700, 0.900]; last-chunk loss -0.250 [-0.300, -0.200] nats; not resolved: ρ(1024), R(1024).")
+    none = [_row(at=512, ci=(-0.05, 0.01), resolved=False, p=0.3), _row(at=1024, ci=(-0.05, 0.01), resolved=False),
+            _row("R", 1024, 0.02, (-0.01, 0.05), False, 0.4)]
+    c = PC.corpus_reading("WEB", _family([dict(r, corpus="WEB") for r in none]))
+    assert c.status == ev.NOT_RESOLVED
+    assert c.text == "**WEB**: 0 of 3 resolved; not resolved: ρ at all 2 lags, R(1024)."
+    c = PC.corpus_reading("PAPERS", _family(rows), "no causal result at W = 4096 yet")
+    assert c.status == ev.NOT_MEASURED and "not measured: no causal result at W = 4096 yet" in c.text
+
+
+def _page(comps, not_measured=None, window=4 * C):
+    return P.PageComparisons(comps, not_measured or {}, {}, window, C, MODEL, REV)
+
+
+def test_result_box_states_the_family_what_was_measured_and_the_caveat(pair, drift):
+    comps = {"BOOKS": P.compare_modes(pair["causal"], pair["standalone"], resamples=200, seed=3)}
+    pc = _page(comps, {"CODE": "no causal result"})
+    fam = P.comparison_family(comps)
+    facts, box = PC.result_box(pc, fam, "SmolLM2-135M-Instruct")
+    assert box.startswith("> **Result.** ") and "**Measured:** SmolLM2-135M-Instruct (4-bit quantised)" in box
+    assert f"of the page's {fam.size} causal − standalone comparisons" in box and "**Caveat:** 7 documents" in box
+    assert "first 2,048 tokens of 7 documents per corpus" in box
+    assert facts["size"] == fam.size and facts["status"] in (ev.RESOLVED, ev.NOT_RESOLVED)
+    assert sum(len(x.split()) for x in box.split("\n")) <= ev.RESULT_BOX_WORDS
+    resolved = [dict(r, resolved=True, sign=-1, ci=[-0.5, -0.1], value=-0.3) for r in fam.rows]
+    facts, box = PC.result_box(pc, P.Family(resolved), "SmolLM2-135M-Instruct")
+    assert facts["status"] == ev.RESOLVED and "BOOKS: R(1024) -0.300 [-0.500, -0.100]" in box
+    assert "ρ lower at 3 of 3 lags" in box
+    quiet = [dict(r, resolved=False, sign=0) for r in fam.rows]
+    facts, box = PC.result_box(pc, P.Family(quiet), "SmolLM2-135M-Instruct")
+    assert facts["status"] == ev.NOT_RESOLVED and "Nothing resolved for BOOKS." in box
+    many = {f"C{i}": comps["BOOKS"] for i in range(6)}                     # too much to list: counts only
+    rows = [dict(r, corpus=k, resolved=True, sign=-1, ci=[-0.5, -0.1], value=-0.3) for k in many for r in fam.rows]
+    facts, box = PC.result_box(_page(many), P.Family(rows), "SmolLM2-135M-Instruct")
+    n = fam.size
+    assert f"C0: {n} of {n}." in box and sum(len(x.split()) for x in box.split("\n")) <= ev.RESULT_BOX_WORDS
+    facts, box = PC.result_box(_page({}, {"BOOKS": "none"}), P.Family([]), "SmolLM2-135M-Instruct")
+    assert facts["status"] == ev.NOT_MEASURED and "Nothing is measured yet" in box and "BOOKS" in box
+
+
+def test_measured_lines_say_what_is_and_is_not_measured(pair):
+    comps = {"BOOKS": P.compare_modes(pair["causal"], pair["standalone"], resamples=0)}
+    lines = PC.measured_lines(_page(comps, {"WEB": "no causal result at W = 2048"}), "L", "ca", "sa", 0)
+    assert "**measured**: BOOKS (7 documents)" in lines[1] and "**not measured yet: WEB**" in lines[2]
+    assert lines[-1] == "\nCompared below: BOOKS; not measured yet: WEB."
+    lines = PC.measured_lines(_page({}, {"BOOKS": "none"}), "L", "ca", "sa", 0)
+    assert "**measured**: none" in lines[1] and lines[-1].startswith("\n**Nothing is measured yet.**")
+    assert not PC.measured_lines(_page(comps), "L", "ca", "sa", 0)[-1].startswith("\n")
+
+
+def test_page_words_state_only_numbers_they_return(drift):
+    comps = {"WEB": drift}
+    fam = P.comparison_family(comps)
+    facts, line = PC.position_reading(comps)
+    box_facts, box = PC.result_box(_page(comps, window=8 * C), fam, "SmolLM2-135M-Instruct")
+    read_facts, lines = PC.readings(_page(comps, {"CODE": "none"}, 8 * C), fam)
+    twin = json.loads(json.dumps({"c": drift.to_json(), "f": PC.family_facts(fam), "p": facts, "b": box_facts,
+                                  "r": read_facts, "window": 8 * C, "resamples": 400}))
+    values = json_numbers(twin)
+    for text in (line, box, *lines):
+        for tok, x, tol, pct in stated_numbers(text):
+            assert any(abs(v - x) <= tol * 1.0001 + 1e-12 or (pct and abs(v - x / 100) <= tol / 100 * 1.0001)
+                       for v in values), (tok, text)
+    assert "WEB" in line and "position-mean term μ" in line and facts["WEB"]["lag"] == 7 * C
+    d = drift.difference
+    assert facts["WEB"]["rest"] == pytest.approx(d["rho"][7 * C] - d["position_term"][7 * C])
+    assert read_facts["CODE"]["status"] == ev.NOT_MEASURED and len(lines) == 2
+    assert PC.position_reading({})[0] == {}
+
+
+def test_tables_have_three_significant_figures_and_no_empty_cells(drift):
+    fam = P.comparison_family({"WEB": drift})
+    t = PC.family_frame(fam, {"WEB": drift})
+    assert len(t) == fam.size and not t.isna().any().any()
+    assert t.loc[("WEB", "window noise"), "uncentred, 95%"] == "same"
+    assert t.loc[("WEB", "ρ(512)"), "centred, 95%"] == ev.interval(drift.difference["rho_centred"][C],
+                                                                    drift.difference["rho_centred_ci"][C])
+    pm = PC.position_mean_frame({"WEB": drift})
+    assert len(pm) == 3 and not pm.isna().any().any()
+    assert PC.p_value({"p": 0.0, "draws": 2000}) == "< 0.0010" and PC.p_value({"p": 0.0123, "draws": 10}) == "0.012"
+    with pytest.raises(ValueError, match="unknown family quantity"):
+        PC.comparison_label("sigma2", 0)
+
+
+def test_window_facts_keep_the_readme_names_uncentred_and_centred(drift):
+    f = PC.window_facts(drift)
+    W = 8 * C
+    assert f["R_causal"] == drift.causal.R[W] and f["R_centred_causal"] == drift.centred["causal"].R[W]
+    assert f["R_difference_ci"] == list(drift.difference["R_ci"][W])
+    lo, hi = f["R_difference_ci"]
+    assert f["R_difference_sign"] == (1 if lo > 0 else -1 if hi < 0 else 0)
+    assert f["loss_last_difference"] == drift.positions[P.DIFFERENCE]["loss"].value[-1]
+    assert f["window_noise_ratio"] == pytest.approx(drift.ratio["window_noise"])
+    assert json.loads(json.dumps(f)) == f

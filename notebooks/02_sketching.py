@@ -65,6 +65,21 @@ from docgrad.core.constants import CONTROL
 from docgrad.core import groups
 from docgrad.core.sketch import SKETCH_NAME, storage_bytes
 from docgrad.core.constants import GROUPS
+from docgrad.measure import precision
+from docgrad.presentation.sketching import sketch_box
+
+g1_by_model = {}
+study = Study(results_dir, chunk=chunk, docs=parse_docs(documents))   # reads the result files once
+for m in models.result_models(g1_models):
+    shown, _ = study.page(m, [CONTROL])
+    g1_by_model[m.label] = {k: v for k, v in shown.gates["G1"].items() if k != "files"} | {
+        "files": [str(f) for f in shown.gates["G1"].get("files", [])]}
+prec = precision.read_record(precision_record)
+ref_model = models.result_model(model_name)
+prec_checks = precision.cell_checks(results_dir, ref_model.model, ref_model.revision)
+
+# %% tags=["hide-input"]
+display(Markdown(sketch_box(g1_by_model, prec, prec_checks, precision.R_EQUIVALENCE_MARGIN)))
 
 # %% [markdown]
 # ## Why a sketch
@@ -130,12 +145,6 @@ pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["me
 # cells):
 
 # %%
-g1_by_model = {}
-study = Study(results_dir, chunk=chunk, docs=parse_docs(documents))   # reads the result files once
-for m in models.result_models(g1_models):
-    shown, _ = study.page(m, [CONTROL])
-    g1_by_model[m.label] = {k: v for k, v in shown.gates["G1"].items() if k != "files"} | {
-        "files": [str(f) for f in shown.gates["G1"].get("files", [])]}
 pd.DataFrame([{"model": lab, "status": g["status"], "pairs": g.get("n_pairs"),
                "mean cosine error": g.get("mean_cos_diff"), "sd cosine error": g.get("sd_cos_diff"),
                "mean sketched/exact squared norm": g.get("mean_norm_ratio")} for lab, g in g1_by_model.items()])
@@ -208,11 +217,6 @@ speed_table
 # whatever bf16 cells sit in `results_dir`).
 
 # %%
-from docgrad.measure import precision
-
-prec = precision.read_record(precision_record)
-ref_model = models.result_model(model_name)
-prec_checks = precision.cell_checks(results_dir, ref_model.model, ref_model.revision)
 prec_rows = [{"corpus": c, "chunks": r["gate"]["chunks"], "median cosine": r["gate"]["median_cosine"],
               "smallest cosine": r["gate"]["min_cosine"], "median squared-norm ratio": r["gate"]["median_sqnorm_ratio"],
               **{f"cosine {g}": v for g, v in r["gate"]["median_cosine_by_group"].items() if g != "all"}}
@@ -235,6 +239,7 @@ pd.DataFrame(precision.context_rows(prec, prec_contexts))
 
 # %%
 numbers = {
+    "result_box": sketch_box(g1_by_model, prec, prec_checks, precision.R_EQUIVALENCE_MARGIN),
     "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": SKETCH_NAME,
     "threads": res["threads"], "parameters": n_params, "group_sizes": sizes, "storage": mem,
     "g1": g1, "g1_by_model": g1_by_model, "bucket_sweep": probe_bench.bucket_sweep(res), "speed": speed,

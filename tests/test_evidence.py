@@ -86,3 +86,16 @@ def test_result_box_refuses_more_than_its_word_limit():
     assert box.startswith("> **Result.**") and "**Caveat:** one caveat" in box
     with pytest.raises(ValueError, match="more than 10"):
         ev.result_box(["word " * 20], "m", "c", limit=10)
+
+
+def test_sketch_box_calls_bf16_equivalent_only_within_a_margin():
+    from docgrad.presentation.sketching import sketch_box
+
+    g1 = {"m": {"pass": True, "mean_cos_diff": -0.00026, "sd_cos_diff": 0.0011, "n_pairs": 511},
+          "x": {"pass": None, "summary": "no WEB cell"}}
+    rec = {"gate": {"median_cosine": 0.9996, "chunks": 32, "tail_cosine": 0.99}, "tail": [{}, {}]}
+    checks = {"BOOKS": {"diff": -0.09, "diff_ci": [-0.26, 0.01]}}
+    box = sketch_box(g1, rec, checks)
+    assert "passes G1" in box and "G1 not evaluated (no WEB cell)" in box and "2 below 0.99" in box
+    assert "not resolved" in box and "not shown equivalent" in box
+    assert "equivalent within the stated margin" in sketch_box(g1, rec, checks, margin=0.3)

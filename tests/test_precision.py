@@ -319,17 +319,23 @@ def test_cell_checks_pair_each_bf16_cell_with_its_float32_cell_at_16k(tmp_path):
     assert c["documents"] == n and c["files"][0].endswith("BOOKS_c512_d0-4_bfloat16.npz")
 
 
-def test_reading_says_float32_stays_the_default_unless_both_checks_pass():
+def test_reading_calls_bf16_equivalent_only_within_a_margin_stated_in_advance():
     ok = {"BOOKS": {"R": 4.3, "R_reference": 4.25, "diff": 0.05, "diff_ci": [-0.1, 0.2], "within": True,
                     "documents": 16}}
-    text = " ".join(PR.fidelity_reading(record(), ok))
-    assert "passes the gate" in text and "contains 0" in text and "passes both checks" in text
-    assert "has not passed both checks" in " ".join(PR.fidelity_reading(record(), {}))
+    text = " ".join(PR.fidelity_reading(record(), ok))            # no margin: an interval with 0 is not resolved
+    assert "passes the gate" in text and "not resolved" in text and "no equivalence margin" in text
+    assert "not shown equivalent" in text and "may be probed" not in text
+    inside = " ".join(PR.fidelity_reading(record(), ok, margin=0.3))
+    assert "equivalent." in inside and "may be probed with --dtype bfloat16" in inside
+    wide = " ".join(PR.fidelity_reading(record(), ok, margin=0.15))
+    assert "reaches beyond the margin ±0.15" in wide and "not shown equivalent" in wide
     assert "has not been made" in " ".join(PR.fidelity_reading(record(), {}))
     bad = {"BOOKS": {**ok["BOOKS"], "diff_ci": [0.01, 0.2], "within": False}}
-    assert "excludes 0" in " ".join(PR.fidelity_reading(record(), bad))
-    assert "has not passed both checks" in " ".join(PR.fidelity_reading(record(), bad))
-    assert "fails the gate" in " ".join(PR.fidelity_reading(record(passes=False), ok))
+    assert "excludes 0" in " ".join(PR.fidelity_reading(record(), bad, margin=0.15))
+    assert "not shown equivalent" in " ".join(PR.fidelity_reading(record(), bad, margin=0.15))
+    assert "equivalent." in " ".join(PR.fidelity_reading(record(), bad, margin=0.3))   # smaller than the margin
+    assert "fails the gate" in " ".join(PR.fidelity_reading(record(passes=False), ok, margin=0.3))
+    assert "may be probed" not in " ".join(PR.fidelity_reading(record(passes=False), ok, margin=0.3))
 
 
 def test_read_record_refuses_a_missing_or_foreign_file(tmp_path):

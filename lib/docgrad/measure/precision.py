@@ -118,6 +118,9 @@ def _cos_ratio(parts) -> tuple[float, float]:
     return gh / np.sqrt(gg * hh) if hh > 0 else np.nan, hh / gg
 
 
+R_EQUIVALENCE_MARGIN = None   # the margin on R(16K) for "bf16 = float32": none was stated before the check
+
+
 def fidelity_gate(fid: dict, threshold: float = GATE_COSINE) -> dict:
     """The bf16 gate on a gradient_fidelity result: median all-parameter cosine >= threshold. Also the
     median per group, the smallest cosine, the median and largest squared-norm ratio, the mean loss
@@ -436,9 +439,12 @@ def cell_checks(results_dir, model: str, revision: str, dtype: str = BFLOAT16, w
     return out
 
 
-def fidelity_reading(record: dict, checks: dict) -> list[str]:
+def fidelity_reading(record: dict, checks: dict, margin: float | None = R_EQUIVALENCE_MARGIN) -> list[str]:
     """Sentences on bf16's fidelity, from a precision record and cell_checks: the gate, the cell-level check
-    per corpus (or that none was run), and what the project does with it."""
+    per corpus (or that none was run), and what the project does with it. "No difference" needs an equivalence
+    margin stated before the check (docs/methods.md#evidence-rules): bf16 is called equivalent at the level of
+    R(16K) only when every paired interval lies inside (-margin, +margin); without a margin an interval that
+    contains 0 leaves the question open, and float32 stays the arithmetic of new cells."""
     g = record["gate"]
     dt = record["dtype"]
     out = [f"Per chunk, over {g['chunks']} chunks of real text, the {dt} gradient has a median cosine of "
@@ -452,20 +458,27 @@ def fidelity_reading(record: dict, checks: dict) -> list[str]:
         out.append(f"The median hides a tail: {len(tail)} of the {g['chunks']} chunks ({names}) fall below a cosine of "
                    f"{g['tail_cosine']}, with bf16 squared norms up to {worst:.2f} times the float32 ones, so only "
                    "the check on a whole cell can say whether the study's numbers move.")
+    equivalent = []
     for c, d in checks.items():
         if d["diff_ci"] is None:
             out.append(f"{c}: R(16K) is {d['R']:.2f} in {dt} against {d['R_reference']:.2f} in float32 (no interval).")
             continue
         lo, hi = d["diff_ci"]
+        inside = margin is not None and -margin < lo and hi < margin
+        equivalent.append(inside)
         out.append(f"{c} ({d['documents']} documents): R(16K) is {d['R']:.2f} in {dt} against {d['R_reference']:.2f} "
                    f"in float32; the paired difference {d['diff']:+.2f} [{lo:+.2f}, {hi:+.2f}] "
-                   f"{'contains 0' if d['within'] else 'excludes 0'}.")
-    cell_ok = bool(checks) and all(d["within"] for d in checks.values())
+                   + (f"lies inside the margin ±{margin} stated in advance: equivalent." if inside else
+                      "excludes 0: bf16 moves R(16K)." if not d["within"] else
+                      "contains 0, but no equivalence margin was stated before the check, so it does not show that "
+                      "bf16 leaves R(16K) unchanged: not resolved." if margin is None else
+                      f"contains 0 but reaches beyond the margin ±{margin} stated in advance: not resolved."))
     if not checks:
         out.append(f"No {dt} cell has been probed, so the check at the level of R(16K) has not been made.")
-    if g["passes"] and cell_ok:
-        out.append(f"{dt} passes both checks: new cells may be probed with --dtype {dt}. The committed cells stay "
-                   "float32, so that every cell of the study has the same arithmetic, and float32 stays the default.")
+    if g["passes"] and equivalent and all(equivalent):
+        out.append(f"{dt} passes the per-chunk gate and is equivalent at the level of R(16K): new cells may be "
+                   f"probed with --dtype {dt}. The committed cells stay float32, and float32 stays the default.")
     else:
-        out.append(f"{dt} has not passed both checks, so float32 stays the default and every committed cell is float32.")
+        out.append(f"{dt} is not shown equivalent to float32, so float32 stays the default and every committed "
+                   "cell is float32.")
     return out

@@ -16,28 +16,10 @@
 # %% [markdown]
 # # Batch composition, measured as gradient noise
 #
-# A batch-composition study (u/residual_cartographer, "Completed batch composition study: structured grouping
-# misses replication rule", 2026-10-14) regrouped training rows four ways (identity, random, balanced and
-# coherent by per-row unigram surprise, within windows of 32 microbatches) and found no difference in final loss
-# worth replicating. It could only describe its batches lexically: "These are lexical statistics, not measured
-# gradient variances." The Gram matrices measured here are a sufficient statistic for the gradient noise of
-# *any* batch built from the measured chunks, so this page measures what that study could not: how much each
-# rule changes the gradient noise of a batch, beside how much it changes the lexical statistic.
-#
-# For a partition of the $n$ chunks into batches $B$ of $b$ chunks, the gradient noise is the mean squared
-# deviation of the batch-mean gradients from the overall mean,
-#
-# $$V = \operatorname{mean}_B \lvert g_B - \bar g\rvert^2
-#   = \operatorname{mean}_B \frac{\mathbf 1_B^\top K \mathbf 1_B}{b^2} - \frac{\mathbf 1^\top K \mathbf 1}{n^2},$$
-#
-# and under uniformly random batches (sampling without replacement) its expectation is
-# $\frac{n-b}{b(n-1)}\,s^2$ with $s^2$ the mean of $\lvert g_i-\bar g\rvert^2$. The ratio
-# $V/\mathrm{E}\,V_\text{random}$ is the rule's design effect: above 1 the rule's batches are noisier than random
-# ones, below 1 quieter. The same formula with the Gram $K = s s^\top$ of a scalar score gives the lexical
-# statistic, the between-batch variance of mean unigram surprise relative to random. Rules: **identity**
-# (consecutive chunks of one document), **random**, **balanced** (sort by score, $b$ strata, one chunk from each
-# per batch), **coherent** (sorted, grouped consecutively). Definitions:
-# [docs/methods.md](../docs/methods.md#batch-composition).
+# A batch-composition study ([u/residual_cartographer 2026](#References)) regrouped training rows four ways by
+# their unigram surprise and found no learning difference worth replicating; it could describe its batches only
+# lexically. The Gram matrices measured here give the gradient noise of any batch built from their chunks, so this
+# page measures both for the study's four rules.
 
 # %% tags=["parameters"]
 results_dir = "data/results"  # directory of result files (searched recursively)
@@ -61,14 +43,13 @@ import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad.results import batching
-from docgrad.results import stats
+from docgrad.errors import AnalysisError
+from docgrad.presentation import batch_reading, evidence
+from docgrad.presentation.charts import corpus_color, highlight, legend_pick
+from docgrad.results import batching, stats
 from docgrad.results.format import parse_docs
 from docgrad.results.study import Study
-from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.errors import AnalysisError
 
-# %%
 study = Study(results_dir, resamples, seed, docs=parse_docs(documents))   # reads the result files once
 cells = [c for c in study.cells.values() if c.model in models and c.corpus in corpora]
 cells.sort(key=lambda c: (models.index(c.model), c.revision, corpora.index(c.corpus), c.chunk))
@@ -88,30 +69,45 @@ for cell in cells:
                      "chunks_per_document": inputs.m, "vocab_size": inputs.vocab_size,
                      "unigram_surprise": inputs.surprise_note or "available", "synthetic": any(
                          bool(sh.meta.get("synthetic")) for sh in cell.shards)})
-present = {c["corpus"] for c in measured}
-lines = [f"- results directory: `{results_dir}`; models: {', '.join(f'`{m}`' for m in models)}; batch sizes "
-         f"{batch_sizes} chunks; window: {'the whole cell' if window == 0 else f'{window} chunks'}; balanced and "
-         f"coherent sort by {'mean unigram surprise' if score == 'unigram' else 'the model loss'}; seed {seed}; "
-         f"{resamples} document-bootstrap resamples",
-         f"- cells measured: {', '.join(c['cell'] for c in measured) or 'none'}",
-         f"- corpora without a cell: {', '.join(k for k in corpora if k not in present) or 'none'}",
-         f"- models without a cell: {', '.join(m for m in models if not any(c.model == m for c in cells)) or 'none'}"]
-lines += [f"- refused: {name}: {why}" for name, why in refused.items()]
-lines += [f"- {corpus}: unigram surprise {note}" for corpus, note in notes.items()]
-if any(c["synthetic"] for c in measured):
-    lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers illustrate the pipeline")
-display(Markdown("\n".join(lines)))
+tests = batching.rule_tests(rows)             # the page's family: Holm over every comparison it states
+summary = batching.summary(rows, tests, comparisons)
+reading = batch_reading.reading(summary) + [batch_reading.interval_note(summary["rules"], resamples)]
+box = batch_reading.result_box(summary, models, max((c["documents"] for c in measured), default=0), batch_sizes)
+
+# %% tags=["hide-input"]
+display(Markdown(box))
 
 # %% [markdown]
-# ## Gradient noise and lexical statistic, rule by rule
+# **Terms.** A cell's chunks (16 documents of 32 chunks of 512 tokens) are cut into batches of $b$ chunks. The
+# *gradient noise* of a partition is how far the batch-mean gradients $g_B$ stray from the mean $\bar g$,
+# $V = \operatorname{mean}_B \lvert g_B - \bar g\rvert^2$, exact from the Gram matrix of the chunks' gradients. A
+# rule is reported by its *ratio to random*, $V$ over its expectation for uniformly shuffled batches: above 1
+# noisier than random, below 1 quieter. The *lexical ratio* is the same ratio for the chunks' mean *unigram
+# surprise* (the average $-\log p$ of their tokens under the cell's token frequencies), the statistic the study
+# reported. **Identity**: consecutive chunks of one document. **Balanced**: chunks sorted by surprise, cut into $b$
+# strata, one chunk of each per batch (taken in expectation over the strata's shuffles). **Coherent**: $b$
+# neighbours in sorted order.
 #
-# Each rule's ratio to random batches, for the gradients (solid) and for the mean unigram surprise (dashed),
-# against the batch size $b$ (log scales; 1 = random). Brackets and bars are 95% document-bootstrap
-# intervals. Hover for values; click a legend entry to highlight a corpus.
+# A difference is *resolved* when its interval excludes 0 after Holm's step-down over
+# every comparison the page makes, each rule against random and identity against coherent per corpus and $b$
+# ([Holm 1979](#References)); rules on one cell are compared on the same resampled documents (*paired*). Brackets:
+# 95% intervals from resampling documents, the surprise and the rule recomputed on each resample, centred on the
+# estimate ([methods](../docs/methods.md#batch-composition)).
+
+# %% tags=["hide-input"]
+display(Markdown("\n".join(batch_reading.inputs_lines(results_dir, models, batch_sizes, window, score, seed, resamples,
+                                                      measured, corpora, refused, notes))))
+
+# %% [markdown]
+# ## Rule by rule
+#
+# Each rule's ratio to random for the gradients (solid) and the surprise (dashed), against $b$ (log scales; 1 =
+# random), with 95% intervals. Hover for values; click a legend entry to highlight a corpus. In the table, `*`
+# marks a gradient-noise ratio resolved from random's.
 
 # %%
 df = batching.frame(rows)
-order = [k for k in corpora if k in present]
+order = [k for k in corpora if k in {c["corpus"] for c in measured}]
 long = pd.concat([
     df.assign(measure="gradient noise", ratio=df["gradient"], lo=df["gradient_lo"], hi=df["gradient_hi"]),
     df.assign(measure="unigram surprise (lexical)", ratio=df["lexical"], lo=df["lexical_lo"], hi=df["lexical_hi"]),
@@ -125,8 +121,8 @@ yR = alt.Y("ratio:Q", title="ratio to random batches", scale=alt.Scale(type="log
 xb = alt.X("b:Q", title="batch size b (chunks)", scale=alt.Scale(type="log", base=2),
            axis=alt.Axis(values=batch_sizes))
 dash = alt.StrokeDash("measure:N", sort=measures, title=None)
-tip = ["corpus:N", "rule:N", "measure:N", "b:Q", alt.Tooltip("ratio:Q", format=".3f"),
-       alt.Tooltip("lo:Q", format=".3f", title="95% lo"), alt.Tooltip("hi:Q", format=".3f", title="95% hi")]
+tip = ["corpus:N", "rule:N", "measure:N", "b:Q", alt.Tooltip("ratio:Q", format=".3g"),
+       alt.Tooltip("lo:Q", format=".3g", title="95% lo"), alt.Tooltip("hi:Q", format=".3g", title="95% hi")]
 base = alt.Chart(long)
 chart_rules = alt.layer(  # the legend selection lives on the first layer that encodes the corpus colour
     base.mark_line(point=True).encode(x=xb, y=yR, color=color, strokeDash=dash, tooltip=tip,
@@ -142,14 +138,14 @@ chart_rules = chart_rules.facet(**facet)
 if len(long):
     display(save_chart(chart_rules, "05_ratio_by_batch_size", figures_dir))
 with pd.option_context("display.max_colwidth", 80):
-    display(batching.table(rows, notes))
+    display(batch_reading.table(rows, tests, notes))
 
 # %% [markdown]
-# ## Does the lexical statistic predict the gradient noise?
+# ## Does the lexical ratio predict the gradient noise?
 #
-# Every (corpus, $b$, rule) as one point: how far the rule moves the lexical statistic (x) against how far it
-# moves the gradient noise (y). If lexical balance predicted gradient-noise balance, the points would lie along
-# the diagonal $y = x$; a flat cloud near $y = 1$ means the gradients barely notice what the surprise sort does.
+# Every (corpus, $b$, rule) as one point: the lexical ratio (x) against the gradient-noise ratio (y). Points on the
+# diagonal would mean the gradient noise moves as the lexical statistic does; a flat cloud near $y = 1$ means it
+# barely notices the sort.
 
 # %%
 pts = df[(df["rule"] != "random") & df["lexical"].notna()].copy()
@@ -165,59 +161,60 @@ chart_scatter = alt.layer(
         y=alt.Y("gradient:Q", scale=log, title="gradient-noise ratio to random"),
         color=corpus_color(order), shape=alt.Shape("rule:N", sort=["identity", "balanced", "coherent"]),
         opacity=highlight(pick2),
-        tooltip=["corpus:N", "rule:N", "b:Q", alt.Tooltip("lexical:Q", format=".3f"),
-                 alt.Tooltip("gradient:Q", format=".3f")]).add_params(pick2),
+        tooltip=["corpus:N", "rule:N", "b:Q", alt.Tooltip("lexical:Q", format=".3g"),
+                 alt.Tooltip("gradient:Q", format=".3g")]).add_params(pick2),
 ).properties(width=420, height=320)
 if len(pts):
     display(save_chart(chart_scatter, "05_lexical_vs_gradient", figures_dir))
-else:
-    display(Markdown("No lexical ratios to plot: the unigram surprise is not available for any cell."))
 
 # %% [markdown]
 # ## Identity batches and R(bC)
 #
-# A batch of $b$ consecutive chunks of one document is the block of notebook 04's design effect $R(bC)$. The two
-# estimates differ only in how they estimate $\lvert\bar g\rvert^2$: here the cell's own mean gradient
-# ($Q = \mathbf 1^\top K\mathbf 1/n^2$, which includes every chunk's squared norm and within-document pairs) with the
-# finite-population factor $(n-1)/(n-b)$ of sampling without replacement; there $S_\text{cross}$, the mean over
-# pairs of different documents. `R_from_identity` converts this page's ratio to notebook 04's estimator.
+# Identity's batches are page 04's blocks of $b$ consecutive chunks. Its ratio and page 04's design effect $R(bC)$
+# differ only in the estimate of $\lvert\bar g\rvert^2$ and a finite-population factor; converting one into the
+# other reproduces $R(bC)$ ([methods](../docs/methods.md#batch-composition)).
 
 # %%
-cmp_df = pd.DataFrame(comparisons)
-if len(cmp_df):
-    cmp_df = cmp_df[["corpus", "b", "identity", "R_bC", "rel_diff", "R_from_identity", "fpc", "Q", "S_cross"]]
-cmp_df
+batch_reading.identity_table(comparisons)
 
 # %% [markdown]
 # ## Reading
 
-# %%
-summary = batching.summary(rows, comparisons)
-reading = batching.composition_reading(summary)
-display(Markdown("\n\n".join(reading) or "No cells to read."))
+# %% tags=["hide-input"]
+display(Markdown(evidence.claims_markdown(reading)))
 
 # %% [markdown]
 # ## What was measured, and what not
 #
-# - **Chunks, not training rows.** The batches are made of the 512 measured 512-token chunks of each cell (16
-#   documents × 32 chunks), each a standalone sequence through SmolLM2-135M-Instruct at fixed weights: the
-#   gradient noise of one step, not the course of training, momentum or the optimizer the study used.
-# - **Unigram surprise as the study defines it**, on this cell: add-one counts over every target token of the
-#   cell's chunks (16 × 32 × 511), vocabulary from the corpus manifest's tokenizer record, FP64 mean of
-#   $-\log p$ over each chunk's 511 targets. The study counted over its whole training stream and used
-#   2048-token rows and 64-row batches in windows of 32 batches; here the default window is the whole cell.
-# - **One cell per file.** A batch mixing documents of different result files would need Gram entries that
-#   were never computed, so a cell of several files is refused (listed above), not approximated.
-# - **Intervals.** Documents are resampled as in notebook 04 (same documents drawn for the same seed); a document
-#   drawn twice counts as two documents, whose chunk pairs get the resample's cross-document mean. Random is the
-#   reference (ratio 1 exactly); its Monte-Carlo draws show how far a single random partition strays.
+# - **Chunks at fixed weights.** A batch is made of measured chunks, each a standalone sequence through the model
+#   at fixed weights: the noise of one step, not training, momentum or the study's optimizer.
+# - **Surprise on the cell.** Token frequencies are counted over the cell's own chunks; the study counted its whole
+#   training stream and batched packed rows of many documents.
+# - **One result file per cell.** A batch mixing documents of two files needs Gram entries that were never
+#   computed, so such a cell is refused (listed above), not approximated.
+# - **Documents, not sources.** BOOKS's documents share a few sources (Bible books, Austen novels): its intervals
+#   describe these documents.
+# - **One model.** The page reads the models of its `models` parameter (SmolLM2-135M-Instruct); sorting by surprise
+#   needs that model's own span cache.
 
 # %%
 numbers = {"results_dir": results_dir, "models": models, "corpora": corpora, "batch_sizes": batch_sizes,
            "window": window, "score": score, "seed": seed, "resamples": resamples, "measured": measured,
            "refused": refused, "lexical_notes": notes, "composition_study": batching.COMPOSITION_STUDY,
-           "rows": rows, "identity_vs_R": comparisons, "summary": summary, "reading": reading}
+           "rows": rows, "identity_vs_R": comparisons, "tests": tests, "summary": summary,
+           "comparison_claims": [c.text for c in batch_reading.comparison_claims(tests)],
+           "result_box": box, "reading": [str(c) for c in reading]}
 _ = save_numbers("05_batch_composition", numbers, figures_dir)
+
+# %% [markdown]
+# ## References
+#
+# - u/residual_cartographer (2026-10-14). *Completed batch composition study: structured grouping misses
+#   replication rule.* The four partition rules and lexical ratios this page repeats.
+# - Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scandinavian Journal of Statistics*
+#   6(2), 65–70.
+# - Cochran, W. G. (1977). *Sampling Techniques* (3rd ed.). New York: Wiley. (Random batches as samples without
+#   replacement.)
 
 # %%
 versions()

@@ -1,5 +1,7 @@
-"""Batch composition as gradient noise: the formula against explicit vectors, random's closed form against
-enumeration and Monte Carlo, identity against R(bC), the rules, the bootstrap's copies, scores and the reading."""
+"""Batch composition as gradient noise: the formula against explicit vectors, random's and balanced's closed forms
+against enumeration and Monte Carlo, scalar scores against their Gram, identity against R(bC), the rules, the
+bootstrap's copies and re-estimated scores, centred intervals that contain their estimate, the paired Holm family
+and the summary the page reads."""
 
 import itertools
 import json
@@ -9,6 +11,7 @@ import numpy as np
 import pytest
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import GROUPS
+from docgrad.core.orderings import resolve_differences
 from docgrad.errors import AnalysisError
 from docgrad.results import batching as B
 from docgrad.results import stats
@@ -92,6 +95,67 @@ def test_scalar_score_gives_the_ratio_of_between_batch_variances():
     assert float(pop.noise(batches)) == pytest.approx(np.var(means), rel=1e-10)
     srs = np.var(s) / 8 * (64 - 8) / (64 - 1)             # variance of a mean of 8 drawn without replacement
     assert float(pop.ratio(batches)) == pytest.approx(np.var(means) / srs, rel=1e-10)
+
+
+@pytest.mark.parametrize("window", [0, 16])
+def test_balanced_closed_form_equals_the_average_over_every_within_stratum_permutation(window):
+    """D = 4 documents of 4 chunks, b = 2: each window's 2 strata of n_w/2 chunks, every pairing enumerated."""
+    X = _vectors(D=4, m=4, p=6, seed=20)
+    score = np.random.default_rng(21).standard_normal(16)
+    pop = B.Population.of(X @ X.T, 4, window=window)
+    ordered = B.sorted_order(score, 2, window)
+    w = 16 if window == 0 else window
+    per_window = []
+    for a in range(0, 16, w):
+        lo, hi = ordered[a:a + w].reshape(2, w // 2)
+        per_window.append([np.stack([lo, hi[list(p)]], axis=1) for p in itertools.permutations(range(w // 2))])
+    vs = [float(pop.noise(np.concatenate(c))) for c in itertools.product(*per_window)]
+    assert float(pop.balanced_noise(ordered, 2)) == pytest.approx(np.mean(vs), rel=1e-12)
+
+
+def test_balanced_closed_form_matches_monte_carlo_with_copies_in_the_list():
+    X = _vectors(D=5, m=8, p=12, seed=22)
+    slots = np.array([0, 0, 1, 3, 4, 4])                                # two documents drawn twice
+    pop = B.Population.of(X @ X.T, 8, slots)
+    score = np.random.default_rng(23).standard_normal(48)
+    draws = B.partition("balanced", np.broadcast_to(score, (20000, 48)), 4, 0, np.random.default_rng(24))
+    v = pop.noise(draws)
+    assert abs(v.mean() - float(pop.balanced_noise(B.sorted_order(score, 4), 4))) < 3 * v.std() / np.sqrt(len(v))
+
+
+@pytest.mark.parametrize("window", [0, 16])
+@pytest.mark.parametrize("b", [2, 4, 8])
+def test_scores_equal_the_population_of_their_gram(b, window):
+    """Scores computes from x what Population computes from x x' (copies keep their scores), per resample."""
+    rng = np.random.default_rng(25)
+    x = rng.gamma(2.0, 1.0, (3, 48))                         # three lists with their own scores
+    batches = B.partition("random", x, b, window, np.random.default_rng(26))
+    ordered = B.sorted_order(x, b, window)
+    sc = B.Scores.of(x, window)
+    for i in range(3):
+        pop = B.Population.of(np.outer(x[i], x[i]), 8, window=window)
+        assert float(sc.noise(batches)[i]) == pytest.approx(float(pop.noise(batches[i])), rel=1e-10)
+        assert float(sc.random_noise(b)[i]) == pytest.approx(float(pop.random_noise(b)), rel=1e-10)
+        assert float(sc.balanced_noise(ordered, b)[i]) == pytest.approx(
+            float(pop.balanced_noise(ordered[i], b)), rel=1e-10)
+
+
+def test_excess_by_pairs_splits_the_noise_above_random_exactly():
+    X = _vectors(D=6, m=8)
+    K = X @ X.T
+    pop = B.Population.of(K, 8, window=16)
+    for rule in ("identity", "coherent", "random"):
+        bt = B.partition(rule, np.random.default_rng(27).standard_normal(48), 4, 16, np.random.default_rng(28))
+        parts = B.excess_by_pairs(K, 8, bt, 16)
+        assert sum(parts.values()) == pytest.approx(float(pop.noise(bt) - pop.random_noise(4)), rel=1e-10)
+    ident = B.excess_by_pairs(K, 8, B.partition("identity", np.zeros(48), 4), 0)
+    assert ident["same_document"] > 0 > ident["cross_document"]          # identity never pairs two documents
+
+
+def test_same_document_share_is_one_for_identity_and_its_expectation_for_random():
+    assert B.same_document_share(B.partition("identity", np.zeros(64), 4), 8) == 1.0
+    draws = B.partition("random", np.zeros((4000, 64)), 4, 0, np.random.default_rng(29))
+    assert B.same_document_share(draws, 8) == pytest.approx(7 / 63, rel=0.02)
 
 
 # --- identity and R(bC) -------------------------------------------------------------------------------------
@@ -215,6 +279,75 @@ def test_bootstrap_draws_the_documents_docgrad_stats_draws(tmp_path):
     assert np.array_equal(ours, theirs)
 
 
+def test_centred_draws_put_their_median_on_the_estimate_so_every_interval_contains_it():
+    draws = np.random.default_rng(30).normal(0.8, 0.1, 401)              # biased low, as copies make them
+    for log in (True, False):
+        c = B.centred(1.25, draws, log=log)
+        assert np.median(c) == pytest.approx(1.25)
+        lo, hi = bs.percentile_ci(c, 0.95)
+        assert lo <= 1.25 <= hi
+        assert bs.percentile_ci(draws, 0.95)[1] < 1.25                   # the raw percentile interval excludes it
+    assert np.allclose(B.centred(2.0, np.array([1.0, 2.0, 4.0])), [1.0, 2.0, 4.0])
+    assert np.allclose(B.centred(3.0, np.array([1.0, 2.0, 4.0])), [1.5, 3.0, 6.0])          # log: x point/median
+    assert np.allclose(B.centred(3.0, np.array([1.0, 2.0, 4.0]), log=False), [2.0, 3.0, 5.0])
+    assert np.isnan(B.centred(float("nan"), draws)).all()
+
+
+def test_resample_surprise_is_unigram_surprise_of_the_resampled_spans():
+    spans = np.random.default_rng(31).integers(0, 40, size=(4, 48))
+    t = B.chunk_targets(spans, 8)
+    assert np.allclose(B.resample_surprise(t, np.arange(4)[None], 64)[0], B.unigram_surprise(spans, 8, 64).ravel(),
+                       rtol=0, atol=1e-15)
+    slots = np.array([[0, 0, 2, 3], [1, 1, 1, 2]])                      # copies counted twice
+    got = B.resample_surprise(t, slots, 64)
+    for i, row in enumerate(slots):
+        assert np.allclose(got[i], B.unigram_surprise(spans[row], 8, 64).ravel(), rtol=1e-14)
+
+
+def test_the_bootstrap_re_applies_the_rule_to_each_resample():
+    """A resample's ratio is the rule applied to that resample's own (re-estimated) scores, one population each:
+    balanced in expectation, coherent on the resample's sorted order (the vectorised path against a loop)."""
+    spans = np.random.default_rng(32).integers(0, 30, size=(6, 8 * C))
+    X = _vectors(D=6, m=8, p=16, seed=33)
+    s = B.unigram_surprise(spans, C, 64).ravel()
+    ci = B.CellInputs("t/m", "r0", "BOOKS", C, list(range(6)), 8, X @ X.T, -s, s, vocab_size=64,
+                      targets=B.chunk_targets(spans, C))
+    rows = B.measure(ci, sizes=(4,), rules=("balanced", "coherent"), resamples=40, seed=3)
+    slots = B.bootstrap_slots(6, 40, np.random.default_rng([3, zlib.crc32(ci.name.encode())]))
+    for r in rows:
+        for i in (0, 17):
+            pop = B.Population.of(X @ X.T, 8, slots[i])
+            si = B.resample_surprise(ci.targets, slots[i][None], 64)[0]
+            want = (pop.balanced_ratio(B.sorted_order(si, 4), 4) if r.rule == "balanced"
+                    else pop.ratio(B.partition("coherent", si, 4)))
+            lexical = B.Scores.of(si)
+            want_lex = (lexical.balanced_ratio(B.sorted_order(si, 4), 4) if r.rule == "balanced"
+                        else lexical.ratio(B.partition("coherent", si, 4)))
+            assert r.gradient_boot[i] == pytest.approx(float(want), rel=1e-10, nan_ok=True)
+            assert r.lexical_boot[i] == pytest.approx(float(want_lex), rel=1e-10, nan_ok=True)
+
+
+def _inputs(D=8, m=16, seed=16):
+    """Surprise at the document level: sorting by it groups chunks of one document, and a resample's copies tie."""
+    X = _vectors(D=D, m=m, p=24, seed=seed)
+    surprise = np.repeat(np.arange(D, dtype=float), m) + np.random.default_rng(seed).normal(0, 0.3, D * m)
+    return B.CellInputs("t/m", "r0", "BOOKS", C, list(range(D)), m, X @ X.T, -surprise, surprise)
+
+
+def test_every_interval_contains_its_estimate_where_the_percentile_interval_did_not():
+    """Copies of a document tie on every score, so sorted rules batch a chunk with its copy and the resampled
+    ratios sit below the estimate: the old percentile interval of the raw draws excludes coherent's estimate here;
+    the centred interval contains every estimate, gradient and lexical."""
+    rows = B.measure(_inputs(seed=0), sizes=(4, 8), resamples=200, seed=1)
+    raw = {id(r): bs.percentile_ci(r.gradient_boot, 0.95) for r in rows if r.gradient_boot is not None}
+    old = [r for r in rows if id(r) in raw and not raw[id(r)][0] <= r.gradient <= raw[id(r)][1]]
+    assert {(r.rule, r.b) for r in old} >= {("coherent", 4), ("coherent", 8)}
+    for r in rows:
+        for value, ci in ((r.gradient, r.gradient_ci), (r.lexical, r.lexical_ci)):
+            if ci[0] is not None:
+                assert ci[0] <= value <= ci[1], (r.rule, r.b)
+
+
 # --- a cell's inputs ----------------------------------------------------------------------------------------
 
 def test_cell_gram_has_the_exact_squared_norms_and_refuses_a_cell_of_several_files(tmp_path):
@@ -281,13 +414,7 @@ def test_span_cache_gives_surprise_only_for_the_spans_the_result_file_measured(t
     assert ci.surprise is None and "documents [1] are not the ones the result file measured" in ci.surprise_note
 
 
-# --- measure and reading ------------------------------------------------------------------------------------
-
-def _inputs(D=8, m=16, seed=16):
-    X = _vectors(D=D, m=m, p=24, seed=seed)
-    surprise = np.repeat(np.arange(D, dtype=float), m) + np.random.default_rng(seed).normal(0, 0.3, D * m)
-    return B.CellInputs("t/m", "r0", "BOOKS", C, list(range(D)), m, X @ X.T, -surprise, surprise)
-
+# --- measure, the Holm family and the summary -----------------------------------------------------------
 
 def test_measure_is_reproducible_per_seed_and_random_is_the_reference():
     ci = _inputs()
@@ -296,11 +423,16 @@ def test_measure_is_reproducible_per_seed_and_random_is_the_reference():
     rand = [r for r in a if r.rule == "random"]
     assert all(r.gradient == r.lexical == r.loss == 1.0 and r.gradient_ci == (None, None) for r in rand)
     assert all(0.8 < r.gradient_draws_mean < 1.2 and r.gradient_draws[0] < 1 < r.gradient_draws[1] for r in rand)
+    assert all(r.same_document == pytest.approx(15 / 127) for r in rand)
     bal, coh = (next(r for r in a if r.rule == k and r.b == 8) for k in ("balanced", "coherent"))
     assert bal.lexical < 0.2 and coh.lexical > 5           # surprise is document-level here: sorting separates it
-    assert coh.gradient > 1 and bal.gradient_ci[0] <= bal.gradient_ci[1]
+    assert coh.gradient > 1 and bal.gradient_ci[0] <= bal.gradient <= bal.gradient_ci[1]
+    assert coh.same_document > 0.5 and coh.same_document_excess > 0.5
     other = B.measure(ci, sizes=(8,), resamples=60, seed=2)
-    assert next(r for r in other if r.rule == "balanced").gradient != bal.gradient      # another seed, another draw
+    obal = next(r for r in other if r.rule == "balanced")
+    assert obal.gradient == bal.gradient                   # balanced is its expectation: no seed in the estimate
+    assert obal.gradient_ci != bal.gradient_ci             # another seed, other resamples
+    assert "gradient_boot" not in bal.to_json() and isinstance(bal.gradient_boot, np.ndarray)
 
 
 def test_measure_refuses_too_few_resamples_and_unknown_scores():
@@ -311,45 +443,72 @@ def test_measure_refuses_too_few_resamples_and_unknown_scores():
         B.measure(ci, score="entropy")
 
 
-def _row(corpus, b, rule, g, lex, ci=(0.9, 1.1), boot=None):
-    return B.RuleRatio("t/m", "r0", corpus, b, rule, 0, "unigram", g, ci, boot, None, None, lex, (None, None), None,
-                       1.0, 1.0, 1.0, 100)
+def test_rule_tests_pair_two_rules_on_the_same_resamples_and_follow_holm():
+    """With one score per document, increasing along the list (ties broken by position), coherent's batches are
+    identity's in the cell and in every resample (copies tie and stay in list order): on paired resamples their
+    difference is exactly 0 in every draw, so identity vs coherent is never resolved."""
+    X = _vectors(D=8, m=16, p=24, seed=34)
+    s = np.repeat(np.arange(8.0), 16)
+    ci = B.CellInputs("t/m", "r0", "BOOKS", C, list(range(8)), 16, X @ X.T, s, s)
+    rows = B.measure(ci, sizes=(4, 8), resamples=100, seed=5)
+    tests = B.rule_tests(rows)
+    assert [(t["b"], t["rule"], t["against"]) for t in tests] == [
+        (b, r, a) for b in (4, 8) for r, a in sorted(B.VERSUS, key=lambda v: B.RULES.index(v[0]))]
+    same = [t for t in tests if t["against"] == "coherent"]
+    assert all(t["diff"] == 0 and np.allclose(t["ci"], 0, atol=1e-12) and not t["resolved"] for t in same)
+    ident = next(t for t in tests if t["rule"] == "identity" and t["against"] == "random" and t["b"] == 8)
+    r = next(r for r in rows if r.rule == "identity" and r.b == 8)
+    assert ident["diff"] == pytest.approx(r.gradient - 1)
+    assert ident["ci95"] == pytest.approx([x - 1 for x in r.gradient_ci])
+    by = {(x.rule, x.b): x for x in rows}
+    family = {}
+    for i, t in enumerate(tests):
+        rr = by[(t["rule"], t["b"])]
+        family[i] = (t["diff"], B.centred(rr.gradient, rr.gradient_boot) - 1 if t["against"] == "random" else
+                     B.centred(t["diff"], rr.gradient_boot - by[("coherent", t["b"])].gradient_boot, log=False))
+    want = resolve_differences(family)
+    assert [t["resolved"] for t in tests] == [want[i]["resolved"] for i in range(len(tests))]
+    assert [t["ci"] for t in tests] == [want[i]["ci"] for i in range(len(tests))]
+    assert all(t["ci"][0] <= t["diff"] <= t["ci"][1] for t in tests)
 
 
-def test_reading_says_lexical_balance_does_not_predict_gradient_noise_when_the_gradient_barely_moves():
+def _row(corpus, b, rule, g, lex, ci=(0.9, 1.1), boot=None, lci=(None, None), gboot=None, lboot=None):
+    return B.RuleRatio("t/m", "r0", corpus, b, rule, 0, "unigram", g, ci, boot, None, None, lex, lci, None,
+                       1.0, 1.0, 1.0, 100, gradient_boot=gboot, lexical_boot=lboot)
+
+
+def test_power_draws_are_the_median_over_cells_of_each_resamples_power():
+    rng = np.random.default_rng(35)
+    rows = [_row("BOOKS", b, "coherent", g, lx, gboot=g * rng.uniform(0.9, 1.1, 50),
+                 lboot=lx * rng.uniform(0.9, 1.1, 50))
+            for b, g, lx in ((4, 1.2, 4.0), (8, 1.5, 8.0), (16, 2.0, 16.0))]
+    got = B.power_draws(rows)
+    g = [B.centred(r.gradient, r.gradient_boot) for r in rows]
+    lx = [B.centred(r.lexical, r.lexical_boot) for r in rows]
+    want = [np.median([np.log(g[k][i]) / np.log(lx[k][i]) for k in range(3)]) for i in range(50)]
+    assert np.allclose(got, want)
+    assert B.power_draws([_row("BOOKS", 4, "coherent", 1.2, 4.0)]) is None
+
+
+def test_summary_counts_what_holm_resolves_and_scopes_the_study_to_the_measured_range():
     rows = [_row("BOOKS", 8, "identity", 3.0, 8.0, (2.5, 3.5)), _row("BOOKS", 8, "balanced", 0.98, 0.05),
-            _row("BOOKS", 8, "coherent", 1.2, 8.0, (1.1, 1.3)), _row("WEB", 8, "identity", 1.01, 1.0)]
-    s = B.summary(rows)
-    assert s["rules"]["balanced"]["elasticity_median"] == pytest.approx(np.log(0.98) / np.log(0.05))
-    text = "\n".join(B.composition_reading(s))
-    assert "does not predict gradient-noise balance" in text
-    assert "BOOKS 3.00× [2.50, 3.50] vs coherent 1.20× and balanced 0.98×" in text
-    assert "Identity exceeds coherent in 1 of 1" in text and "WEB control identity is 1.01–1.01×" in text
-    implied = B.COMPOSITION_STUDY["balanced"] ** (np.log(0.98) / np.log(0.05))
-    assert s["composition_study_implied"]["balanced"] == pytest.approx(implied)
-    assert f"gradient-noise change of about {implied - 1:+.0%} (balanced)" in text
-    assert "barely changes the gradient noise" in text and "like document contiguity (up to 3.0× here)" in text
-
-
-def test_reading_says_lexical_balance_predicts_when_the_gradient_follows_it():
-    rows = [_row("BOOKS", 8, "identity", 3.0, 8.0), _row("BOOKS", 8, "balanced", 0.3, 0.1, (0.2, 0.4)),
-            _row("BOOKS", 8, "coherent", 4.0, 8.0, (3.0, 5.0))]
-    text = "\n".join(B.composition_reading(B.summary(rows)))
-    assert "**Lexical balance predicts gradient-noise balance.**" in text
-    assert "1 of 1 balanced and 1 of 1 coherent" in text
-    assert "a learning effect could have shown" in text and "barely" not in text
-
-
-def test_table_shows_estimate_and_interval_and_the_note_where_surprise_is_missing():
-    rows = [_row("BOOKS", 8, "identity", 3.0, 8.0, (2.5, 3.5)), _row("CODE", 8, "identity", 2.0, None)]
-    t = B.table(rows, {"CODE": "not available (span cache missing: docgrad corpora build --corpus CODE)"})
-    assert t.loc[("BOOKS", 8), ("identity", "gradient noise")] == "3.000 [2.500, 3.500]"
-    assert t.loc[("CODE", 8), ("identity", "lexical")].startswith("not available (span cache missing")
-
-
-def test_reading_names_a_loss_sort_and_then_leaves_the_surprise_study_out():
-    rows = [_row("BOOKS", 8, "identity", 3.0, 8.0), _row("BOOKS", 8, "balanced", 0.98, 0.5),
-            _row("BOOKS", 8, "coherent", 1.2, 2.0, (1.1, 1.3))]
-    rows = [B.RuleRatio(**{**r.__dict__, "score": "loss"}) for r in rows]
-    text = "\n".join(B.composition_reading(B.summary(rows)))
-    assert "Balanced batches (sorted by model loss)" in text and "null result" not in text
+            _row("BOOKS", 8, "coherent", 1.2, 8.0, (1.1, 1.3)), _row("WEB", 8, "identity", 1.01, 1.0),
+            _row("WEB", 8, "coherent", 1.05, 8.0)]
+    tests = [{"model": "t/m", "revision": "r0", "corpus": c, "b": 8, "rule": r, "against": a, "diff": d,
+              "resolved": res} for c, r, a, d, res in (("BOOKS", "identity", "random", 2.0, True),
+                                                       ("BOOKS", "balanced", "random", -0.02, False),
+                                                       ("BOOKS", "coherent", "random", 0.2, True),
+                                                       ("WEB", "coherent", "random", 0.05, False),
+                                                       ("BOOKS", "identity", "coherent", 1.8, True))]
+    s = B.summary(rows, tests)
+    assert s["family"] == 5
+    assert s["rules"]["coherent"]["above"] == 1 and s["rules"]["coherent"]["tested"] == 2
+    assert s["rules"]["balanced"]["below"] == 0 and s["rules"]["identity"]["highest_studied"]["corpus"] == "BOOKS"
+    assert s["identity_vs_coherent"] == {"tested": 1, "above": 1, "below": 0}
+    assert s["rules"]["balanced"]["power"] == pytest.approx(np.log(0.98) / np.log(0.05))
+    study = s["study"]
+    assert study["measured_b"] == [8, 8] and not study["b_inside"] and study["closest"] == "WEB"
+    coh = study["rules"]["coherent"]
+    assert not coh["lexical_inside"] and coh["measured_lexical"] == [8.0, 8.0]
+    assert coh["corpora"]["BOOKS"]["implied"] == pytest.approx(58.4895 ** (np.log(1.2) / np.log(8.0)))
+    assert study["rules"]["balanced"]["lexical_inside"] is False      # 0.067 is not inside [0.05, 0.05]

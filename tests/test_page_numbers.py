@@ -1,4 +1,4 @@
-"""Every number the generated prose of pages 03, 03b, 04, 04b, 04c and 06 states is in the page's JSON twin (figures/NN_name.json):
+"""Every number the generated prose of pages 03 to 06 states is in the page's JSON twin (figures/NN_name.json):
 no typed numbers, and a re-execution with other parameters can be diffed on what the page says."""
 
 import bisect
@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("03_correlation_by_lag", "03b_documents_and_sources", "04_design_effect", "04b_what_drives_R",
-         "04c_beside_the_published_study", "06_causal_context")
+         "04c_beside_the_published_study", "05_batch_composition", "06_causal_context")
 
 # a decimal (with a point), a percentage, or an integer with thousands separators; not part of a word, a
 # version string ("0.28.1") or a name ("SmolLM2-135M", "16K", "Q4_1")

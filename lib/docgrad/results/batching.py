@@ -26,15 +26,26 @@ Rules (that study's definitions, applied inside each window of n_w chunks, posit
   coherent  the same sorted order cut into consecutive batches of b
 Batch order and order within a batch do not change V, so they are not drawn.
 
+Balanced is taken in expectation over its within-stratum permutations (`Population.balanced_noise`, closed form,
+as random's E V_random is): a batch holds one chunk of each of the b strata, so a pair of chunks of different strata
+shares a batch with probability 1 / (n_w / b) and a pair of one stratum never does,
+
+    E sum_{B in w} 1_B' K 1_B = tr K_w + (b / n_w) (1_w' K 1_w - sum_s 1_s' K 1_s).
+
 Scores: per-chunk mean unigram surprise (add-one counts over every target token of the cell's chunks, FP64 mean of
--log p over the chunk's C-1 targets; `unigram_surprise`) and the per-chunk model loss from the result file.
+-log p over the chunk's C-1 targets; `unigram_surprise`) and the per-chunk model loss from the result file; a
+scalar score's V is computed from the score itself (`Scores`), which is the Gram s s' of `Population`.
 
 Document bootstrap (`measure`): a resample draws the cell's D documents with replacement (the documents
-docgrad.results.stats draws for the same seed and cell), lists them in ascending order, applies the rule with fresh
-randomness and recomputes V / E V_random. A document drawn twice gives two copies that count as distinct
-documents: chunk pairs across copies get the resample's cross-document mean inner product S (as docgrad.core.bootstrap
-never pairs a document with its own copy), while a copy keeps its chunks' scores (so sorted rules batch copies
-together, which pulls their resampled ratios toward 1; `summary` measures by how much).
+docgrad.results.stats draws for the same seed and cell), lists them in ascending order and repeats the whole
+procedure on it: the unigram surprise re-estimated from the resample's counts (`resample_surprise`), the rule
+re-applied to the resample's scores, V / E V_random recomputed. A document drawn twice gives two copies that count
+as distinct documents: chunk pairs across copies get the resample's cross-document mean inner product S (as
+docgrad.core.bootstrap never pairs a document with its own copy), while the copies tie on every score, so sorted
+rules batch a chunk with its copy and the resampled ratios sit nearer 1 than the estimate. The interval is
+therefore the percentile interval of the draws centred on the estimate (`centred`: multiplied by estimate /
+median), which always contains it and keeps the draws' spread. Every rule of one cell uses the same resamples, so
+two rules compare on paired draws (`rule_tests`: Holm over the page's comparisons).
 
 Identity and R(bC) (`identity_to_R`): with b dividing the chunks per document m, identity's ratio is
     ratio = (n - 1)/(n - b) * b (A - Q)/(T - Q),   R(bC) = b (A - S)/(T - S)   (docgrad.core.bootstrap),
@@ -53,6 +64,7 @@ import numpy as np
 
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import ALL, BOOTSTRAP_SEED, CI_LEVEL, CONTROL
+from docgrad.core.orderings import ALPHA, resolve_differences
 from docgrad.corpora import build as corpora
 from docgrad.errors import AnalysisError
 from docgrad.results.cells import Cell
@@ -61,7 +73,7 @@ from docgrad.results.stats import check_resamples
 RULES = ("identity", "random", "balanced", "coherent")
 SCORES = ("unigram", "loss")
 DEFAULT_RESAMPLES = 500        # document-bootstrap resamples of the page (2000 take a few seconds per cell)
-_BLOCK = 256                   # resamples per vectorised block (bounds the gathered (block, n/b, b, b) array)
+_BLOCK_ENTRIES = 2**24         # Gram entries gathered per vectorised block (16.8 M float64: 134 MB)
 
 
 # --- partitions ---------------------------------------------------------------------------------------------
@@ -78,6 +90,14 @@ def window_bounds(n: int, b: int, window: int = 0) -> list[tuple[int, int]]:
     return [(a, min(a + w, n)) for a in range(0, n, w)]
 
 
+def sorted_order(scores: np.ndarray, b: int, window: int = 0) -> np.ndarray:
+    """Positions into the chunk list sorted by score ascending inside each window, ties broken by position (a
+    stable sort): scores (..., n) -> (..., n) int, the order balanced cuts into strata and coherent into batches."""
+    scores = np.asarray(scores, dtype=float)
+    return np.concatenate([a + np.argsort(scores[..., a:e], axis=-1, kind="stable")
+                           for a, e in window_bounds(scores.shape[-1], b, window)], axis=-1)
+
+
 def partition(rule: str, scores: np.ndarray, b: int, window: int = 0,
               rng: np.random.Generator | None = None) -> np.ndarray:
     """Batches of a rule as positions into the chunk list: scores (..., n) -> (..., n/b, b) int.
@@ -90,6 +110,7 @@ def partition(rule: str, scores: np.ndarray, b: int, window: int = 0,
         raise AnalysisError(f"unknown batching rule {rule!r}: expected one of {', '.join(RULES)}")
     if rule in ("random", "balanced") and rng is None:
         raise AnalysisError(f"rule {rule!r} draws at random: pass a seeded numpy Generator")
+    ordered = sorted_order(scores, b, window) if rule in ("balanced", "coherent") else None
     out = []
     for a, e in window_bounds(n, b, window):
         nw, nb = e - a, (e - a) // b
@@ -98,15 +119,49 @@ def partition(rule: str, scores: np.ndarray, b: int, window: int = 0,
             batches = pos.reshape(lead + (nb, b))
         elif rule == "random":
             batches = rng.permuted(pos, axis=-1).reshape(lead + (nb, b))
-        else:
-            ordered = a + np.argsort(scores[..., a:e], axis=-1, kind="stable")   # stable: ties keep list order
-            if rule == "coherent":
-                batches = ordered.reshape(lead + (nb, b))
-            else:                                                                # b strata of nb chunks each
-                strata = rng.permuted(ordered.reshape(lead + (b, nb)), axis=-1)
-                batches = np.swapaxes(strata, -1, -2)
+        elif rule == "coherent":
+            batches = ordered[..., a:e].reshape(lead + (nb, b))
+        else:                                                                    # b strata of nb chunks each
+            strata = rng.permuted(ordered[..., a:e].reshape(lead + (b, nb)), axis=-1)
+            batches = np.swapaxes(strata, -1, -2)
         out.append(np.asarray(batches))
     return np.concatenate(out, axis=-2)
+
+
+def strata(ordered: np.ndarray, b: int, bounds: list[tuple[int, int]]) -> list[np.ndarray]:
+    """Balanced's b strata in each window: the window's slice of the sorted order (sorted_order), (..., b, n_w / b)."""
+    return [ordered[..., a:e].reshape(ordered.shape[:-1] + (b, (e - a) // b)) for a, e in bounds]
+
+
+def same_document_share(batches: np.ndarray, m: int) -> float:
+    """The share of a partition's within-batch pairs of chunks (rows (document, chunk), m per document) whose two
+    chunks come from one document (random batches of one window of n chunks: (m - 1) / (n - 1))."""
+    doc = np.asarray(batches) // m
+    b = doc.shape[-1]
+    same = (doc[..., :, None] == doc[..., None, :]).sum(axis=(-2, -1)) - b
+    return float(same.sum() / (same.size * b * (b - 1)))
+
+
+def excess_by_pairs(K: np.ndarray, m: int, batches: np.ndarray, window: int = 0) -> dict:
+    """V - E V_random of one partition of a Gram K (rows (document, chunk), m per document), split exactly by the
+    pairs it comes from: a pair i != j of one window shares a batch with probability (b - 1)/(n_w - 1) under random
+    batches, so
+
+        V - E V_random = (n/b)^-1 b^-2 sum_{i != j} (1[i, j share a batch] - (b - 1)/(n_w - 1)) K_ij,
+
+    summed over the pairs of one document ('same_document') and of different documents ('cross_document')."""
+    K = np.asarray(K, dtype=float)
+    batches = np.asarray(batches)
+    n, b = len(K), batches.shape[-1]
+    together = np.zeros((n, n))
+    for B in batches.reshape(-1, b):
+        together[np.ix_(B, B)] = 1.0
+    for a, e in window_bounds(n, b, window):
+        together[a:e, a:e] -= (b - 1) / (e - a - 1)
+    np.fill_diagonal(together, 0.0)
+    part = together * K / ((n // b) * b**2)
+    same = (np.arange(n) // m)[:, None] == (np.arange(n) // m)[None, :]
+    return {"same_document": float(part[same].sum()), "cross_document": float(part[~same].sum())}
 
 
 # --- gradient noise of a partition ---------------------------------------------------------------------------
@@ -171,29 +226,48 @@ class Population:
         """(..., n) the list's chunks as rows of K."""
         return (self.slots[..., :, None] * self.m + np.arange(self.m)).reshape(self.slots.shape[:-1] + (self.n,))
 
+    def group_sums(self, groups: np.ndarray) -> np.ndarray:
+        """1_G' K 1_G of each group of list positions, copy pairs at S: groups (..., nG, g) -> (..., nG)."""
+        nG, g = groups.shape[-2:]
+        lead = np.broadcast_shapes(groups.shape[:-2], self.slots.shape[:-1])
+        pos = np.broadcast_to(groups, lead + (nG, g)).reshape(-1, nG, g)
+        chunks = np.broadcast_to(self.chunks, lead + (self.n,)).reshape(-1, self.n)
+        S = np.broadcast_to(self.S, lead).reshape(-1)
+        step = max(1, _BLOCK_ENTRIES // (nG * g * g))
+        sums = [self._group_sums(pos[i:i + step], chunks[i:i + step], S[i:i + step]) for i in range(0, len(pos), step)]
+        return np.concatenate(sums).reshape(lead + (nG,))
+
+    def _group_sums(self, pos: np.ndarray, chunks: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """group_sums of one block: pos (L, nG, g), chunks (L, n), S (L,) -> (L, nG)."""
+        ids = np.take_along_axis(chunks, pos.reshape(len(pos), -1), axis=1).reshape(pos.shape)
+        Kb = self.K[ids[..., :, None], ids[..., None, :]]                       # (L, nG, g, g)
+        slot, doc = pos // self.m, ids // self.m
+        if self.independent_copies:
+            copies = (doc[..., :, None] == doc[..., None, :]) & (slot[..., :, None] != slot[..., None, :])
+            Kb = np.where(copies, S[:, None, None, None], Kb)
+        return Kb.sum(axis=(-2, -1))
+
+    def _mean_term(self) -> np.ndarray:
+        """(1/n) sum_w 1_w'K1_w / n_w: the windows' mean |gbar_w|^2, subtracted from every V."""
+        return (self.win_sum / self.sizes).sum(axis=-1) / self.n
+
     def noise(self, batches: np.ndarray) -> np.ndarray:
         """V = mean_B 1_B'K1_B / b^2 - (1/n) sum_w 1_w'K1_w / n_w for batches (..., n/b, b) of list positions."""
         b = batches.shape[-1]
         if batches.shape[-2] * b != self.n:
             raise AnalysisError(f"batches {batches.shape} do not partition the {self.n} chunks")
         window_bounds(self.n, b, self.window)
-        lead = np.broadcast_shapes(batches.shape[:-2], self.slots.shape[:-1])
-        pos = np.broadcast_to(batches, lead + batches.shape[-2:]).reshape((-1,) + batches.shape[-2:])
-        chunks = np.broadcast_to(self.chunks, lead + (self.n,)).reshape(-1, self.n)
-        S = np.broadcast_to(self.S, lead).reshape(-1)
-        within = np.concatenate([self._batch_sums(pos[i:i + _BLOCK], chunks[i:i + _BLOCK], S[i:i + _BLOCK])
-                                 for i in range(0, len(pos), _BLOCK)]).reshape(lead) / b**2
-        return within - (self.win_sum / self.sizes).sum(axis=-1) / self.n
+        return self.group_sums(batches).mean(axis=-1) / b**2 - self._mean_term()
 
-    def _batch_sums(self, pos: np.ndarray, chunks: np.ndarray, S: np.ndarray) -> np.ndarray:
-        """Mean over batches of 1_B'K1_B, copy pairs set to S; pos (L, nB, b), chunks (L, n), S (L,)."""
-        ids = np.take_along_axis(chunks, pos.reshape(len(pos), -1), axis=1).reshape(pos.shape)
-        Kb = self.K[ids[..., :, None], ids[..., None, :]]                       # (L, nB, b, b)
-        slot, doc = pos // self.m, ids // self.m
-        copies = (doc[..., :, None] == doc[..., None, :]) & (slot[..., :, None] != slot[..., None, :])
-        if self.independent_copies:
-            Kb = np.where(copies, S[:, None, None, None], Kb)
-        return Kb.sum(axis=(-2, -1)).mean(axis=-1)
+    def balanced_noise(self, ordered: np.ndarray, b: int) -> np.ndarray:
+        """E V over balanced's within-stratum permutations, for the sorted order (..., n) of sorted_order:
+        (n/b)^-1 sum_w [tr K_w + (b/n_w)(1_w'K1_w - sum_s 1_s'K1_s)] / b^2 - (1/n) sum_w 1_w'K1_w / n_w."""
+        bounds = window_bounds(self.n, b, self.window)
+        total = 0.0
+        for j, st in enumerate(strata(np.asarray(ordered), b, bounds)):
+            ss = self.group_sums(st).sum(axis=-1)
+            total = total + self.win_trace[..., j] + (self.win_sum[..., j] - ss) / st.shape[-1]
+        return total / (self.n // b) / b**2 - self._mean_term()
 
     def random_noise(self, b: int) -> np.ndarray:
         """E V_random = sum_w (n_w/n) (n_w - b)/(b (n_w - 1)) s2_w, s2_w = (tr K_w - 1_w'K1_w/n_w)/n_w."""
@@ -203,10 +277,84 @@ class Population:
 
     def ratio(self, batches: np.ndarray) -> np.ndarray:
         """The partition's design effect V / E V_random (NaN where E V_random is 0)."""
-        e = self.random_noise(batches.shape[-1])
-        v = self.noise(batches)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(e > 0, v / np.where(e > 0, e, 1), np.nan)
+        return _design_effect(self.noise(batches), self.random_noise(batches.shape[-1]))
+
+    def balanced_ratio(self, ordered: np.ndarray, b: int) -> np.ndarray:
+        """Balanced's design effect in expectation, E V_balanced / E V_random."""
+        return _design_effect(self.balanced_noise(ordered, b), self.random_noise(b))
+
+
+def _design_effect(v, e) -> np.ndarray:
+    """V / E V_random, NaN where E V_random is 0."""
+    v, e = np.asarray(v, dtype=float), np.asarray(e, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(e > 0, v / np.where(e > 0, e, 1), np.nan)
+
+
+@dataclass(frozen=True)
+class Scores:
+    """A scalar score per chunk over lists of chunks (x: (..., n), leading axes independent lists, e.g. resamples
+    with their own re-estimated scores), cut into windows of `window` chunks: V, E V_random and balanced's E V of
+    the batch-mean score, the same numbers as Population with the Gram x x' (a copy keeps its own scores)."""
+
+    x: np.ndarray
+    window: int
+
+    @classmethod
+    def of(cls, x: np.ndarray, window: int = 0) -> "Scores":
+        x = np.asarray(x, dtype=float)
+        n = x.shape[-1]
+        return cls(x, n if window <= 0 or window >= n else int(window))
+
+    @property
+    def n(self) -> int:
+        return self.x.shape[-1]
+
+    def _windows(self) -> list[np.ndarray]:
+        return [self.x[..., a:a + self.window] for a in range(0, self.n, self.window)]
+
+    def _mean_term(self) -> np.ndarray:
+        return sum(w.sum(axis=-1) ** 2 / w.shape[-1] for w in self._windows()) / self.n
+
+    def noise(self, batches: np.ndarray) -> np.ndarray:
+        """V = mean_B (batch-mean score - its window's mean)^2 for batches (..., n/b, b) of list positions."""
+        b = batches.shape[-1]
+        if batches.shape[-2] * b != self.n:
+            raise AnalysisError(f"batches {batches.shape} do not partition the {self.n} chunks")
+        window_bounds(self.n, b, self.window)
+        lead = np.broadcast_shapes(batches.shape[:-2], self.x.shape[:-1])
+        flat = np.broadcast_to(batches, lead + batches.shape[-2:]).reshape(lead + (-1,))
+        sums = np.take_along_axis(np.broadcast_to(self.x, lead + (self.n,)), flat, axis=-1).reshape(
+            lead + batches.shape[-2:]).sum(axis=-1)
+        return (sums**2).mean(axis=-1) / b**2 - self._mean_term()
+
+    def balanced_noise(self, ordered: np.ndarray, b: int) -> np.ndarray:
+        """E V over balanced's within-stratum permutations (Population.balanced_noise with K = x x')."""
+        bounds = window_bounds(self.n, b, self.window)
+        ordered = np.asarray(ordered)
+        lead = np.broadcast_shapes(ordered.shape[:-1], self.x.shape[:-1])
+        xs = np.take_along_axis(np.broadcast_to(self.x, lead + (self.n,)), np.broadcast_to(ordered, lead + (self.n,)),
+                                axis=-1)
+        total = 0.0
+        for (a, e), st in zip(bounds, strata(xs, b, bounds)):
+            w = xs[..., a:e]
+            cross = w.sum(axis=-1) ** 2 - (st.sum(axis=-1) ** 2).sum(axis=-1)      # pairs of different strata
+            total = total + (w**2).sum(axis=-1) + cross * b / (e - a)
+        return total / (self.n // b) / b**2 - self._mean_term()
+
+    def random_noise(self, b: int) -> np.ndarray:
+        """E V_random = sum_w (n_w/n) (n_w - b)/(b (n_w - 1)) s2_w with s2_w the window's variance of the score."""
+        out = 0.0
+        for w in self._windows():
+            nw = w.shape[-1]
+            out = out + nw / self.n * (nw - b) / (b * (nw - 1)) * w.var(axis=-1)
+        return out
+
+    def ratio(self, batches: np.ndarray) -> np.ndarray:
+        return _design_effect(self.noise(batches), self.random_noise(batches.shape[-1]))
+
+    def balanced_ratio(self, ordered: np.ndarray, b: int) -> np.ndarray:
+        return _design_effect(self.balanced_noise(ordered, b), self.random_noise(b))
 
 
 # --- a cell's inputs ---------------------------------------------------------------------------------------
@@ -227,6 +375,7 @@ class CellInputs:
     surprise: np.ndarray | None = field(default=None, repr=False)   # (n,) unigram surprise, None if unavailable
     surprise_note: str = ""                                  # why the surprise is not available
     vocab_size: int | None = None
+    targets: np.ndarray | None = field(default=None, repr=False)    # (D, m, C-1) target tokens (chunk_targets)
 
     @property
     def name(self) -> str:
@@ -261,23 +410,46 @@ def cell_gram(cell: Cell, group: str = ALL) -> np.ndarray:
     return K[np.ix_(order, order)]
 
 
+def chunk_targets(spans: np.ndarray, chunk: int) -> np.ndarray:
+    """The target tokens of every chunk, (D, L) token spans -> (D, m, C-1), m = L // chunk: tokens 1..C-1 of each
+    chunk (the tokens its loss scores)."""
+    spans = np.asarray(spans)
+    D, L = spans.shape
+    m = L // chunk
+    if m < 1 or chunk < 2:
+        raise AnalysisError(f"spans of {L} tokens hold no chunk of {chunk} tokens with a target")
+    return spans[:, :m * chunk].reshape(D, m, chunk)[:, :, 1:].astype(np.int64)
+
+
 def unigram_surprise(spans: np.ndarray, chunk: int, vocab_size: int) -> np.ndarray:
     """Per-chunk mean unigram surprise, (D, L) token spans -> (D, m), m = L // chunk.
 
     Targets are tokens 1..C-1 of each chunk (the tokens its loss scores); counts c[v] run over every target of
     every chunk (N = D m (C-1) tokens), p[v] = (c[v] + 1) / (N + V), and a chunk's score is the FP64 mean of
     -log p[y] over its targets."""
-    spans = np.asarray(spans)
-    D, L = spans.shape
-    m = L // chunk
-    if m < 1 or chunk < 2:
-        raise AnalysisError(f"spans of {L} tokens hold no chunk of {chunk} tokens with a target")
-    targets = spans[:, :m * chunk].reshape(D, m, chunk)[:, :, 1:].astype(np.int64)
+    targets = chunk_targets(spans, chunk)
     if targets.min() < 0 or targets.max() >= vocab_size:
         raise AnalysisError(f"token ids span [{targets.min()}, {targets.max()}], outside a vocabulary of {vocab_size}")
     counts = np.bincount(targets.ravel(), minlength=vocab_size).astype(np.float64)
     logp = np.log(counts + 1.0) - np.log(targets.size + float(vocab_size))
     return -logp[targets].mean(axis=-1)
+
+
+def resample_surprise(targets: np.ndarray, slots: np.ndarray, vocab_size: int) -> np.ndarray:
+    """unigram_surprise of each resample's own documents: targets (D, m, C-1) of chunk_targets, slots (L, S)
+    document ids (repeats allowed) -> (L, S m) scores, the counts c[v] over the resample's targets (a document
+    drawn twice counted twice)."""
+    targets = np.asarray(targets)
+    slots = np.asarray(slots)
+    D, m, T = targets.shape
+    doc_counts = np.stack([np.bincount(t.ravel(), minlength=vocab_size) for t in targets]).astype(np.float64)
+    flat = slots.reshape(-1, slots.shape[-1])
+    out = np.empty(flat.shape + (m,))
+    log_total = np.log(flat.shape[-1] * m * T + float(vocab_size))
+    for i, row in enumerate(flat):
+        logp = np.log(np.bincount(row, minlength=D) @ doc_counts + 1.0) - log_total
+        out[i] = -logp[targets[row]].mean(axis=-1)
+    return out.reshape(slots.shape[:-1] + (slots.shape[-1] * m,))
 
 
 def cell_inputs(cell: Cell, manifest: str | Path = "data/corpora/manifest.json",
@@ -315,14 +487,15 @@ def cell_inputs(cell: Cell, manifest: str | Path = "data/corpora/manifest.json",
     s = unigram_surprise(tokens, cell.chunk, int(V))
     if s.shape[1] != cell.m:
         raise AnalysisError(f"{cell.corpus}: spans give {s.shape[1]} chunks per document, the cell has {cell.m}")
-    return CellInputs(**base, surprise=s.reshape(-1), vocab_size=int(V))
+    return CellInputs(**base, surprise=s.reshape(-1), vocab_size=int(V), targets=chunk_targets(tokens, cell.chunk))
 
 
 # --- measurement with intervals ---------------------------------------------------------------------------
 
 def rule_rng(seed: int, name: str, b: int, rule: str, stream: int) -> np.random.Generator:
-    """Generator of one (cell, batch size, rule) and stream (0: the measured partition, 1: bootstrap, 2: draws),
-    independent of which other cells, sizes and rules are computed."""
+    """Generator of one (cell, batch size, rule) and stream (2: the Monte-Carlo draws of random and balanced on
+    the measured cell; 0 and 1, once the measured partition and the bootstrap, are no longer drawn: balanced is
+    taken in expectation), independent of which other cells, sizes and rules are computed."""
     return np.random.default_rng([int(seed), zlib.crc32(name.encode()), int(b), RULES.index(rule), int(stream)])
 
 
@@ -331,15 +504,36 @@ def bootstrap_slots(D: int, resamples: int, rng: np.random.Generator) -> np.ndar
     return np.sort(bs.resample_indices(rng, D, resamples), axis=1)
 
 
+def centred(point: float, draws: np.ndarray, log: bool = True) -> np.ndarray:
+    """Bootstrap draws moved so that their median is the point estimate: multiplied by point / median (log=True,
+    for a ratio; where point and median are positive) or shifted by point - median. Any percentile interval of the
+    result contains the estimate (the median lies between two symmetric percentiles) and keeps the draws' spread
+    on that scale. NaN draws stay NaN; no finite draw or no finite point: all NaN."""
+    d = np.asarray(draws, dtype=float)
+    fin = d[np.isfinite(d)]
+    if not fin.size or point is None or not np.isfinite(point):
+        return np.full(d.shape, np.nan)
+    med = float(np.median(fin))
+    if log and point > 0 and med > 0:
+        return d * (float(point) / med)
+    return d + (float(point) - med)
+
+
 @dataclass(frozen=True)
 class RuleRatio:
     """One rule at one batch size on one cell: the design effect V / E V_random of its batches for the gradients,
     the unigram surprise (lexical; None without the span cache) and the per-chunk loss.
 
-    random is the reference: its ratios are 1 (the closed form) and it has no bootstrap interval. *_ci: 95%
-    document-bootstrap interval. *_draws: 95% range over `resamples` repeated draws of the rule's randomness on
-    the measured cell (random: the Monte-Carlo distribution of single random partitions; balanced: of the
-    within-stratum permutations; identity and coherent draw nothing: None)."""
+    random is the reference: its ratios are 1 (the closed form) and it has no bootstrap interval; balanced is its
+    expectation over the within-stratum permutations (closed form). *_ci: 95% document-bootstrap interval, the
+    draws centred on the estimate (`centred`); gradient_boot_median: the draws' own median before centring.
+    *_draws: 95% range over `resamples` repeated draws of the rule's randomness on the measured cell (random: the
+    Monte-Carlo distribution of single random partitions; balanced: of single within-stratum permutations;
+    identity and coherent draw nothing: None). same_document: share of within-batch chunk pairs from one document
+    (identity, coherent; random: its expectation; balanced: None); same_document_excess: the share of the
+    gradient noise above random's, V - E V_random, that pairs of one document carry (excess_by_pairs; identity,
+    coherent). *_boot: the raw bootstrap draws (not written
+    to JSON), for paired comparisons (rule_tests)."""
 
     model: str
     revision: str
@@ -357,12 +551,17 @@ class RuleRatio:
     lexical_ci: tuple
     lexical_draws: tuple | None
     loss: float
-    noise: float                 # V of the measured partition (random: E V_random)
+    noise: float                 # V of the measured partition (balanced: E V; random: E V_random)
     random_noise: float          # E V_random
     resamples: int
+    same_document: float | None = None
+    same_document_excess: float | None = None
+    gradient_boot: np.ndarray | None = field(default=None, repr=False, compare=False)
+    lexical_boot: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()
+                if not k.endswith("_boot")}
 
 
 def measure(ci: CellInputs, sizes=(4, 8, 16, 32), rules=RULES, window: int = 0, score: str = "unigram",
@@ -371,20 +570,28 @@ def measure(ci: CellInputs, sizes=(4, 8, 16, 32), rules=RULES, window: int = 0, 
     bootstrap and the spread of the rules' random draws; `resamples` (0, or >= MIN_RESAMPLES) serves both.
 
     `score` ('unigram' or 'loss') orders balanced and coherent; without it (no span cache) they are left out.
-    Randomness: the documents drawn are docgrad.results.stats.cell_rng's for (seed, cell); each (b, rule) has its own
-    generators (rule_rng)."""
+    In each resample the unigram surprise is re-estimated from the resample's own counts when the cell's target
+    tokens are known (ci.targets; else each copy keeps its document's scores) and the rule is re-applied to the
+    resample's scores. Randomness: the documents drawn are docgrad.results.stats.cell_rng's for (seed, cell), the
+    same for every rule and batch size (paired); each (b, rule) has its own generator for its draws (rule_rng)."""
     resamples = check_resamples(resamples)
     order = ci.scores(score)
     rules = [r for r in rules if order is not None or r in ("identity", "random")]
-    grams = {"gradient": ci.gram, "lexical": _outer(ci.surprise), "loss": _outer(ci.loss)}
-    pops = {k: Population.of(K, ci.m, window=window) for k, K in grams.items() if K is not None}
+    pops = {"gradient": Population.of(ci.gram, ci.m, window=window), "loss": Scores.of(ci.loss, window)}
+    if ci.surprise is not None:
+        pops["lexical"] = Scores.of(ci.surprise, window)
     boot, boot_order = {}, None
     if resamples:
         docs_rng = np.random.default_rng([int(seed), zlib.crc32(ci.name.encode())])   # = stats.cell_rng
         slots = bootstrap_slots(len(ci.doc_ids), resamples, docs_rng)
-        boot = {k: Population.of(pops[k].K, ci.m, slots, window, independent_copies=k == "gradient")
-                for k in ("gradient", "lexical") if k in pops}
-        boot_order = None if order is None else order[boot["gradient"].chunks]
+        boot["gradient"] = Population.of(ci.gram, ci.m, slots, window)
+        chunks = boot["gradient"].chunks
+        if ci.surprise is not None:
+            redo = ci.targets is not None and ci.vocab_size
+            boot["lexical"] = Scores.of(resample_surprise(ci.targets, slots, ci.vocab_size) if redo
+                                        else ci.surprise[chunks], window)
+        if order is not None:
+            boot_order = boot["lexical"].x if score == "unigram" else ci.loss[chunks]
     order = np.zeros(ci.n) if order is None else order
     rows = []
     for b in sizes:
@@ -393,31 +600,42 @@ def measure(ci: CellInputs, sizes=(4, 8, 16, 32), rules=RULES, window: int = 0, 
     return rows
 
 
-def _outer(s: np.ndarray | None) -> np.ndarray | None:
-    """The Gram of a scalar score (its V is the between-batch variance of the batch-mean score)."""
-    return None if s is None else np.outer(s, s)
+def _rule_ratios(pops: dict, rule: str, scores: np.ndarray, b: int, window: int,
+                 rng: np.random.Generator | None) -> tuple[dict, np.ndarray | None]:
+    """The rule's ratio for every population (balanced: in expectation) and its batches (balanced: None)."""
+    if rule == "balanced":
+        ordered = sorted_order(scores, b, window)
+        return {k: p.balanced_ratio(ordered, b) for k, p in pops.items()}, None
+    batches = partition(rule, scores, b, window, rng)
+    return {k: p.ratio(batches) for k, p in pops.items()}, batches
 
 
 def _rule_row(ci, pops, boot, order, boot_order, b, rule, window, score, resamples, seed) -> RuleRatio:
     """measure() for one (b, rule)."""
-    batches = partition(rule, order, b, window, rule_rng(seed, ci.name, b, rule, 0))
-    g, e = pops["gradient"], float(pops["gradient"].random_noise(b))
+    e = float(pops["gradient"].random_noise(b))
+    same = excess = None
     if rule == "random":
         point = {k: 1.0 for k in pops}
-        noise = e
+        same = (ci.m - 1) / (pops["gradient"].window - 1)
     else:
-        point = {k: float(p.ratio(batches)) for k, p in pops.items()}
-        noise = float(g.noise(batches))
+        ratios, batches = _rule_ratios(pops, rule, order, b, window, None)
+        point = {k: float(v) for k, v in ratios.items()}
+        if batches is not None:
+            same = same_document_share(batches, ci.m)
+            parts = excess_by_pairs(ci.gram, ci.m, batches, window)
+            total = parts["same_document"] + parts["cross_document"]
+            excess = parts["same_document"] / total if total != 0 else None
     ci_ = {"gradient": (None, None), "lexical": (None, None)}
+    raw = {"gradient": None, "lexical": None}
     draws = {"gradient": None, "lexical": None}
     draws_mean = boot_median = None
     if resamples and rule != "random":
         scores = np.broadcast_to(order, (resamples, ci.n)) if boot_order is None else boot_order
-        rb = partition(rule, scores, b, window, rule_rng(seed, ci.name, b, rule, 1))
-        for k, p in boot.items():
-            r = p.ratio(rb)
-            ci_[k] = tuple(bs.percentile_ci(r, CI_LEVEL))
-            boot_median = float(np.nanmedian(r)) if k == "gradient" else boot_median
+        ratios, _ = _rule_ratios(boot, rule, scores, b, window, None)
+        for k, r in ratios.items():
+            raw[k] = r
+            ci_[k] = tuple(bs.percentile_ci(centred(point[k], r), CI_LEVEL))
+        boot_median = float(np.nanmedian(raw["gradient"]))
     if resamples and rule in ("random", "balanced"):
         rd = partition(rule, np.broadcast_to(order, (resamples, ci.n)), b, window, rule_rng(seed, ci.name, b, rule, 2))
         for k in draws:
@@ -427,7 +645,41 @@ def _rule_row(ci, pops, boot, order, boot_order, b, rule, window, score, resampl
                 draws_mean = float(np.mean(r)) if k == "gradient" else draws_mean
     return RuleRatio(ci.model, ci.revision, ci.corpus, b, rule, int(window), score, point["gradient"],
                      ci_["gradient"], boot_median, draws["gradient"], draws_mean, point.get("lexical"), ci_["lexical"],
-                     draws["lexical"], point["loss"], noise, e, resamples)
+                     draws["lexical"], point["loss"], point["gradient"] * e, e, resamples, same, excess,
+                     raw["gradient"], raw["lexical"])
+
+
+VERSUS = (("identity", "random"), ("balanced", "random"), ("coherent", "random"), ("identity", "coherent"))
+
+
+def rule_tests(rows: list[RuleRatio], alpha: float = ALPHA) -> list[dict]:
+    """The page's family of gradient-noise comparisons under Holm (docgrad.core.orderings.resolve_differences):
+    on every (cell, b), identity, balanced and coherent against random (difference: ratio - 1; random's noise is
+    E V_random of the same resample) and identity against coherent (difference of the ratios, paired: both rules
+    on the same resampled documents). Draws are centred on the point difference (`centred`: the ratio's draws on
+    the log scale, a difference of two rules' paired draws additively). One record per comparison, in row order:
+    model, revision, corpus, b, rule, against, diff, p, rank, level, resolved, sign, ci (at Holm's level) and
+    ci95 (95%)."""
+    by = {(r.model, r.revision, r.corpus, r.b, r.rule): r for r in rows}
+    family, meta = {}, {}
+    for r in rows:
+        for rule, against in VERSUS:
+            if r.rule != rule or r.gradient_boot is None:
+                continue
+            if against == "random":
+                diff, d = r.gradient - 1, centred(r.gradient, r.gradient_boot) - 1
+            else:
+                o = by.get((r.model, r.revision, r.corpus, r.b, against))
+                if o is None or o.gradient_boot is None:
+                    continue
+                diff = r.gradient - o.gradient
+                d = centred(diff, r.gradient_boot - o.gradient_boot, log=False)
+            key = (r.model, r.revision, r.corpus, r.b, rule, against)
+            family[key] = (diff, d)
+            meta[key] = {"model": r.model, "revision": r.revision, "corpus": r.corpus, "b": r.b, "rule": rule,
+                         "against": against}
+    res = resolve_differences(family, alpha) if family else {}
+    return [{**meta[k], **res[k], "ci95": bs.percentile_ci(family[k][1], CI_LEVEL)} for k in family]
 
 
 # --- identity against R(bC) -----------------------------------------------------------------------------------
@@ -484,9 +736,9 @@ def frame(rows: list[RuleRatio]):
 
 # --- reading -----------------------------------------------------------------------------------------------
 
-# The batch-composition study's lexical ratios to (one) random partition, 64-row batches (cited in the docstring)
-COMPOSITION_STUDY = {"balanced": 0.06704, "coherent": 58.4895, "b": 64, "window_batches": 32}
-SMALL_CHANGE = 0.1   # reading: a gradient-noise change below 10% counts as "barely changes"
+# The batch-composition study's lexical ratios to (one) random partition, 64-row batches of 2,048-token packed rows
+# in windows of 32 batches (cited in the module docstring)
+COMPOSITION_STUDY = {"balanced": 0.06704, "coherent": 58.4895, "b": 64, "window_batches": 32, "row_tokens": 2048}
 WEAK_POWER = 0.5     # reading: below this median power the gradient noise moves less than the square root of the
                      # lexical change, and lexical balance "does not predict gradient-noise balance in size"
 
@@ -499,187 +751,120 @@ def elasticity(gradient: float, lexical: float) -> float:
     return float(np.log(gradient) / np.log(lexical))
 
 
-def summary(rows: list[RuleRatio], comparisons: list[dict] = (), control: str = CONTROL) -> dict:
-    """The numbers the page's reading states, from measure() rows (and compare_identity() rows)."""
-    out: dict = {"rules": {}, "identity": {}, "control": control,
+def power_draws(rows: list[RuleRatio]) -> np.ndarray | None:
+    """Bootstrap draws of the median over `rows` of elasticity(gradient, lexical): per resample, each row's centred
+    gradient and lexical draws (one resample of its cell: paired) give its power, and the median is taken over the
+    rows (cells are resampled independently, so resample i of every cell is one joint draw). None without draws."""
+    if not rows or any(r.gradient_boot is None or r.lexical_boot is None for r in rows):
+        return None
+    g = np.stack([centred(r.gradient, r.gradient_boot) for r in rows])
+    lex = np.stack([centred(r.lexical, r.lexical_boot) for r in rows])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.where((g > 0) & (lex > 0) & (lex != 1), np.log(np.abs(g)) / np.log(np.abs(lex)), np.nan)
+    ok = np.isfinite(e).any(axis=0)
+    out = np.full(e.shape[1], np.nan)
+    out[ok] = np.nanmedian(e[:, ok], axis=0)
+    return out
+
+
+def _median_power(rows: list[RuleRatio]) -> tuple[float | None, list]:
+    e = np.array([elasticity(r.gradient, r.lexical) for r in rows])
+    draws = power_draws(rows)
+    point = float(np.nanmedian(e)) if np.isfinite(e).any() else None
+    ci = bs.percentile_ci(centred(point, draws, log=False), CI_LEVEL) if draws is not None and point is not None \
+        else [None, None]
+    return point, ci
+
+
+def _at(r: RuleRatio) -> dict:
+    return {"corpus": r.corpus, "b": r.b, "ratio": r.gradient, "ci": list(r.gradient_ci)}
+
+
+def summary(rows: list[RuleRatio], tests: list[dict] = (), comparisons: list[dict] = (),
+            control: str = CONTROL) -> dict:
+    """The numbers the page's reading states, from measure() rows, rule_tests() records and compare_identity()
+    rows: per rule its range of ratios (lowest and highest cell with their intervals), its lexical range, how many
+    cells Holm resolves below / above random, the median power with its interval; identity against coherent; the
+    random draws' spread; identity against R(bC); and the batch-composition study's setting against the measured
+    range (`study`)."""
+    out: dict = {"rules": {}, "control": control, "family": len(tests),
                  "score": next((r.score for r in rows if r.rule in ("balanced", "coherent")), None)}
-    for rule, side in (("balanced", -1), ("coherent", 1)):
-        rs = [r for r in rows if r.rule == rule and r.lexical is not None]
+    vs_random = {(t["model"], t["revision"], t["corpus"], t["b"], t["rule"]): t for t in tests
+                 if t["against"] == "random"}
+    for rule in ("identity", "balanced", "coherent"):
+        rs = [r for r in rows if r.rule == rule]
         if not rs:
             continue
-        e = np.array([elasticity(r.gradient, r.lexical) for r in rs])
-        beyond = [r for r in rs if r.gradient_ci[0] is not None
-                  and (r.gradient_ci[1] < 1 if side < 0 else r.gradient_ci[0] > 1)]
-        keep = [(r.gradient - 1, r.gradient_boot_median - 1) for r in rs
-                if r.gradient_boot_median is not None and abs(r.gradient - 1) > 0.02]
-        out["rules"][rule] = {
-            "cells": len(rs), "lexical_range": [min(r.lexical for r in rs), max(r.lexical for r in rs)],
-            "gradient_range": [min(r.gradient for r in rs), max(r.gradient for r in rs)],
-            "elasticity_median": float(np.nanmedian(e)) if np.isfinite(e).any() else None,
-            "predicted_side": len(beyond), "with_interval": sum(r.gradient_ci[0] is not None for r in rs),
-            "boot_effect_kept": float(np.median([bm / pt for pt, bm in keep])) if keep else None}
-    rand = [r for r in rows if r.rule == "random" and r.gradient_draws is not None]
+        ts = [vs_random[k] for k in ((r.model, r.revision, r.corpus, r.b, rule) for r in rs) if k in vs_random]
+        lex = [r for r in rs if r.lexical is not None]
+        rec = {"cells": len(rs), "lowest": _at(min(rs, key=lambda r: r.gradient)),
+               "highest": _at(max(rs, key=lambda r: r.gradient)), "tested": len(ts),
+               "below": sum(t["resolved"] and t["diff"] < 0 for t in ts),
+               "above": sum(t["resolved"] and t["diff"] > 0 for t in ts),
+               "lexical_range": [min(r.lexical for r in lex), max(r.lexical for r in lex)] if lex else None,
+               "control_range": [min((r.gradient for r in rs if r.corpus == control), default=None),
+                                 max((r.gradient for r in rs if r.corpus == control), default=None)]}
+        studied = [r for r in rs if r.corpus != control]
+        if studied:
+            rec["highest_studied"] = _at(max(studied, key=lambda r: r.gradient))
+        if rule != "identity" and lex:
+            rec["power"], rec["power_ci"] = _median_power(lex)
+            keep = [(r.gradient - 1, r.gradient_boot_median - 1) for r in lex
+                    if r.gradient_boot_median is not None and abs(r.gradient - 1) > 0.02]
+            rec["boot_effect_kept"] = float(np.median([bm / pt for pt, bm in keep])) if keep else None
+        shares = [r.same_document for r in rs if r.same_document is not None]
+        if shares:
+            rec["same_document_range"] = [min(shares), max(shares)]
+        excess = {r.corpus: r.same_document_excess for r in rs if r.same_document_excess is not None
+                  and r.b == max(x.b for x in rs)}
+        if excess:
+            rec["same_document_excess_at_largest_b"] = excess
+        out["rules"][rule] = rec
+    vc = [t for t in tests if t["rule"] == "identity" and t["against"] == "coherent"]
+    out["identity_vs_coherent"] = {"tested": len(vc), "above": sum(t["resolved"] and t["diff"] > 0 for t in vc),
+                                   "below": sum(t["resolved"] and t["diff"] < 0 for t in vc)}
+    rand = [r for r in rows if r.rule == "random"]
+    if rand:
+        out["random_same_document"] = rand[0].same_document
+    rand = [r for r in rand if r.gradient_draws is not None]
     if rand:
         out["random_draws"] = {
             "gradient": [min(r.gradient_draws[0] for r in rand), max(r.gradient_draws[1] for r in rand)],
-            "lexical": [min(r.lexical_draws[0] for r in rand if r.lexical_draws),
-                        max(r.lexical_draws[1] for r in rand if r.lexical_draws)]
-            if any(r.lexical_draws for r in rand) else None,
             "gradient_mean_range": [min(r.gradient_draws_mean for r in rand), max(r.gradient_draws_mean for r in rand)]}
-    sizes = sorted({r.b for r in rows})
-    by = {(r.model, r.revision, r.corpus, r.b, r.rule): r for r in rows}
-    cells = list(dict.fromkeys((r.model, r.revision, r.corpus) for r in rows))
-    ident = []
-    for cell in cells:
-        for b in sizes:
-            i, c, bal = (by.get(cell + (b, rule)) for rule in ("identity", "coherent", "balanced"))
-            if i is None:
-                continue
-            ident.append({"corpus": cell[2], "b": b, "identity": i.gradient, "identity_ci": list(i.gradient_ci),
-                          "coherent": None if c is None else c.gradient,
-                          "balanced": None if bal is None else bal.gradient})
-    studied = [x for x in ident if x["corpus"] != control and x["coherent"] is not None]
-    out["identity"] = {
-        "at_largest_b": [x for x in ident if x["b"] == (sizes[-1] if sizes else None)],
-        "above_coherent": sum(x["identity"] > x["coherent"] for x in studied), "compared": len(studied),
-        "max": max((x["identity"] for x in ident if x["corpus"] != control), default=None),
-        "control_range": [min((x["identity"] for x in ident if x["corpus"] == control), default=None),
-                          max((x["identity"] for x in ident if x["corpus"] == control), default=None)],
-        "balanced_best_saving": max((1 - x["balanced"] for x in ident if x["balanced"] is not None), default=None)}
     if comparisons:
         d = [c["rel_diff"] for c in comparisons]
         err = [abs(c["R_from_identity"] / c["R_bC"] - 1) for c in comparisons]
         out["identity_vs_R"] = {"rel_diff_range": [min(d), max(d)], "max_conversion_error": max(err),
                                 "Q_over_S_cross": {c["corpus"]: c["Q"] / c["S_cross"] for c in comparisons}}
-    eb, ec = (out["rules"].get(k, {}).get("elasticity_median") for k in ("balanced", "coherent"))
-    out["composition_study_implied"] = {
-        "balanced": None if eb is None else float(COMPOSITION_STUDY["balanced"] ** eb),
-        "coherent": None if ec is None else float(COMPOSITION_STUDY["coherent"] ** ec)}
+    out["study"] = study_scope(rows, control)
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{x:+.0%}" if abs(x) >= 0.01 else f"{x:+.1%}"
-
-
-def composition_reading(s: dict) -> list[str]:
-    """Plain-words reading of summary(): does lexical balance predict gradient-noise balance, what
-    document-contiguous batching costs, and what that implies for the batch-composition study's null result."""
-    lines = []
-    bal, coh = s["rules"].get("balanced"), s["rules"].get("coherent")
-    if bal and coh:
-        eb, ec = bal["elasticity_median"], coh["elasticity_median"]
-        sort = " (sorted by model loss)" if s.get("score") == "loss" else ""
-        weak = max(abs(eb), abs(ec)) < WEAK_POWER
-        lines.append(
-            f"**Lexical balance {'does not predict' if weak else 'predicts'} gradient-noise balance"
-            f"{' in size' if weak else ''}.** Balanced batches{sort} cut the between-batch variance of mean unigram "
-            f"surprise to {bal['lexical_range'][0]:.3f}–{bal['lexical_range'][1]:.3f}× that of random batches, but "
-            f"the gradient noise only to {bal['gradient_range'][0]:.3f}–{bal['gradient_range'][1]:.3f}×; coherent "
-            f"batches raise the surprise variance {coh['lexical_range'][0]:.1f}–{coh['lexical_range'][1]:.1f}× and "
-            f"the gradient noise {coh['gradient_range'][0]:.2f}–{coh['gradient_range'][1]:.2f}×. On a log scale "
-            f"the gradient noise follows the lexical statistic with a median power of {eb:.3f} (balanced) and "
-            f"{ec:.3f} (coherent): a tenfold cut in surprise variance goes with {_pct(10 ** -eb - 1)} gradient "
-            f"noise, a tenfold rise with {_pct(10 ** ec - 1)}. The direction holds where the interval excludes 1: "
-            f"{bal['predicted_side']} of {bal['with_interval']} balanced and {coh['predicted_side']} of "
-            f"{coh['with_interval']} coherent (corpus, b) cells.")
-    idn = s["identity"]
-    top = [x for x in idn["at_largest_b"] if x["corpus"] != s["control"]]
-    if top:
-        b = top[0]["b"]
-        each = "; ".join(
-            f"{x['corpus']} {x['identity']:.2f}×"
-            + (f" [{x['identity_ci'][0]:.2f}, {x['identity_ci'][1]:.2f}]" if x["identity_ci"][0] is not None else "")
-            + (f" vs coherent {x['coherent']:.2f}× and balanced {x['balanced']:.2f}×" if x["coherent"] is not None
-               else "") for x in top)
-        most = idn["compared"] and idn["above_coherent"] == idn["compared"]
-        head = ("Document-contiguous batches cost more than either lexical rule" if most else
-                "What document-contiguous batches cost")
-        text = f"**{head}.** At b = {b}, identity batches carry {each} the gradient noise of random batches."
-        if idn["compared"]:
-            text += (f" Identity exceeds coherent in {idn['above_coherent']} of {idn['compared']} non-control "
-                     f"(corpus, b) cells")
-            if idn["balanced_best_saving"] is not None:
-                text += f", while balancing saves at most {idn['balanced_best_saving']:.1%} of random's noise"
-            text += "."
-        lo, hi = idn["control_range"]
-        if lo is not None:
-            text += f" In the {s['control']} control identity is {lo:.2f}–{hi:.2f}× (no long documents to share)."
-        lines.append(text)
-    rd = s.get("random_draws")
-    if rd:
-        text = (f"**Random batches are the reference** (ratio 1, the closed form; the mean of the Monte-Carlo draws "
-                f"is {rd['gradient_mean_range'][0]:.3f}–{rd['gradient_mean_range'][1]:.3f}). A single random "
-                f"partition lands anywhere in {rd['gradient'][0]:.2f}–{rd['gradient'][1]:.2f}× for the gradients")
-        if rd["lexical"]:
-            text += f" and {rd['lexical'][0]:.2f}–{rd['lexical'][1]:.2f}× for the surprise (95% ranges)"
-        lines.append(text + " at these cells' n/b batches: a ratio to a single random draw carries that spread "
-                     "(the study's thousands of batches make its random arm much steadier).")
-    cmp_ = s.get("identity_vs_R")
-    if cmp_:
-        q = ", ".join(f"{k} {v:.2f}" for k, v in cmp_["Q_over_S_cross"].items())
-        lines.append(
-            f"**Identity is R(bC) of notebook 04 up to the estimate of |ḡ|².** The two differ by "
-            f"{_pct(cmp_['rel_diff_range'][0])} to {_pct(cmp_['rel_diff_range'][1])}: here |ḡ|² is the cell's "
-            f"1ᵀK1/n² (Q/S_cross: {q}) with the finite-population factor (n−1)/(n−b); with S_cross and no factor "
-            f"the identity ratio reproduces R(bC) to {cmp_['max_conversion_error']:.0e}.")
-    imp = s["composition_study_implied"]
-    if bal and coh and imp["balanced"] is not None and s.get("score", "unigram") == "unigram":
-        text = (f"**For the batch-composition study's null result:** its balanced and coherent rules moved surprise "
-                f"variance to {COMPOSITION_STUDY['balanced']}× and {COMPOSITION_STUDY['coherent']}× of random. "
-                f"Carried over at the median powers measured here, that is a gradient-noise change of about "
-                f"{_pct(imp['balanced'] - 1)} (balanced) and {_pct(imp['coherent'] - 1)} (coherent). ")
-        if abs(imp["balanced"] - 1) < SMALL_CHANGE:
-            text += ("Balancing by surprise barely changes the gradient noise, so no measurable learning gain was to "
-                     "be expected from it")
-        else:
-            text += "Balancing by surprise changes the gradient noise enough that a learning effect could have shown"
-        if imp["coherent"] > 1:
-            text += "; coherent's small loss penalty is in the direction of its extra noise"
-        text += ". "
-        if idn["max"] is not None and idn["max"] > max(imp["coherent"], 1 / imp["balanced"]):
-            text += (f"The null says little about batch composition in general: a rule that moves the gradient "
-                     f"noise itself, like document contiguity (up to {idn['max']:.1f}× here), is the stronger test. ")
-        lines.append(text + "(Other model, row length and batch size: the powers, not the ratios, are carried over.)")
-    kept = {rule: r["boot_effect_kept"] for rule, r in s["rules"].items() if r["boot_effect_kept"] is not None}
-    if kept and min(kept.values()) < 0.9:
-        lines.append(
-            "*Intervals of the sorted rules lean toward 1:* in a bootstrap resample the copies of a document share "
-            "their scores, so sorted batches hold copies, which count as independent documents; the resamples keep "
-            "a median " + " and ".join(f"{v:.0%} ({k})" for k, v in kept.items()) + " of the estimated effect "
-            "(ratio − 1), so read the intervals as conservative about the distance from 1.")
-    return lines
-
-
-def _fmt(x, ci=None, digits=3) -> str:
-    if x is None or x != x:
-        return "n/a"
-    s = f"{x:.{digits}f}"
-    if ci is not None and ci[0] is not None:
-        s += f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-    return s
-
-
-def table(rows: list[RuleRatio], lexical_note: dict | None = None):
-    """Ratio to random per (cell, b) and rule: gradient noise and lexical (unigram surprise) statistic, each
-    'estimate [95% interval]'; lexical_note maps a corpus without surprise to the text shown instead."""
-    import pandas as pd
-
-    lexical_note = lexical_note or {}
-    models = {(r.model, r.revision) for r in rows}
-    recs: dict = {}
-    for r in rows:
-        if r.rule == "random":
+def study_scope(rows: list[RuleRatio], control: str = CONTROL) -> dict:
+    """The batch-composition study's setting against what was measured: its lexical ratios and batch size beside
+    the measured ranges (inside or outside), and per corpus the gradient-noise ratio its lexical ratio would give
+    at that corpus's median power over the batch sizes (an extrapolation wherever the setting lies outside the
+    measured range), with an interval from the power's draws. The control corpus is named as the closest analogue
+    of the study's packed rows of short documents."""
+    out: dict = {"study": COMPOSITION_STUDY, "closest": control,
+                 "measured_b": [min((r.b for r in rows), default=None), max((r.b for r in rows), default=None)],
+                 "rules": {}}
+    out["b_inside"] = out["measured_b"][1] is not None and out["measured_b"][0] <= COMPOSITION_STUDY["b"] \
+        <= out["measured_b"][1]
+    for rule in ("balanced", "coherent"):
+        rs = [r for r in rows if r.rule == rule and r.lexical is not None]
+        if not rs:
             continue
-        key = ((r.model.split("/")[-1],) if len(models) > 1 else ()) + (r.corpus, r.b)
-        rec = recs.setdefault(key, {})
-        rec[(r.rule, "gradient noise")] = _fmt(r.gradient, r.gradient_ci)
-        rec[(r.rule, "lexical")] = (_fmt(r.lexical, r.lexical_ci) if r.lexical is not None
-                                    else lexical_note.get(r.corpus, "not available"))
-    names = (["model"] if len(models) > 1 else []) + ["corpus", "b"]
-    cols = [(rule, m) for rule in ("identity", "balanced", "coherent") for m in ("gradient noise", "lexical")]
-    df = pd.DataFrame.from_dict(recs, orient="index")
-    df = df.reindex(columns=[c for c in cols if c in df.columns]).fillna("not formed (no unigram surprise)")
-    df.index = pd.MultiIndex.from_tuples(df.index, names=names)
-    df.columns = pd.MultiIndex.from_tuples(df.columns, names=["rule", "ratio to random"])
-    return df
+        lo, hi = min(r.lexical for r in rs), max(r.lexical for r in rs)
+        target = COMPOSITION_STUDY[rule]
+        per = {}
+        for corpus in dict.fromkeys(r.corpus for r in rs):
+            power, ci = _median_power([r for r in rs if r.corpus == corpus])
+            if power is None:
+                continue
+            per[corpus] = {"power": power, "implied": float(target ** power),
+                           "implied_ci": [None, None] if ci[0] is None else
+                           sorted([float(target ** ci[0]), float(target ** ci[1])])}
+        out["rules"][rule] = {"study_lexical": target, "measured_lexical": [lo, hi],
+                              "lexical_inside": bool(lo <= target <= hi), "corpora": per}
+    return out

@@ -1,0 +1,287 @@
+"""Page 05 in words: every sentence that states a conclusion about batch composition, each no stronger than its
+interval (docgrad.presentation.evidence; docs/methods.md#evidence-rules), and the page's tables.
+
+The numbers come from docgrad.results.batching: `measure` rows, the Holm family of `rule_tests` and `summary`. A
+comparison is *resolved* only when Holm over the page's family resolves it (its interval at Holm's level excludes
+0); rules compared on one cell use the same resampled documents (paired). The batch-composition study's setting
+was not measured, so what is said about it is scoped to the measured range (`study_claim`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from docgrad.presentation import evidence
+from docgrad.presentation.evidence import NOT_MEASURED, NOT_RESOLVED, RESOLVED, Claim, interval, sig
+from docgrad.results.batching import WEAK_POWER, RuleRatio
+
+DESCRIBED = "described"          # a point decomposition, stated with no interval and no test
+NAMES = {"identity": "Identity", "balanced": "Balanced", "coherent": "Coherent"}
+STUDY = "the batch-composition study"
+
+
+def _at(rec: Mapping) -> str:
+    return f"{interval(rec['ratio'], rec['ci'])} ({rec['corpus']}, b = {rec['b']})"
+
+
+def _family(k: int) -> str:
+    return f"Holm over {k} comparisons"
+
+
+def comparison_claims(tests: Sequence[Mapping]) -> list[Claim]:
+    """One evidence.difference claim per record of batching.rule_tests: resolved only when Holm resolves it (an
+    interval that excludes 0 after an earlier Holm step failed is not resolved). Against random the difference is
+    the ratio to random minus 1; against coherent, the difference of the two ratios (paired resamples)."""
+    k = len(tests)
+    out = []
+    for t in tests:
+        what = f"{t['corpus']}, b = {t['b']}: gradient noise (ratio to random)"
+        family = f"{_family(k)}, interval at {1 - t['level']:.2%}" + ("; paired resamples" if t["against"] != "random"
+                                                                    else "")
+        c = evidence.difference(what, t["rule"], t["against"], t["diff"], t["ci"], family=family)
+        if c.status == RESOLVED and not t["resolved"]:
+            c = Claim(NOT_RESOLVED, f"{what} does not separate {t['rule']} from {t['against']} after Holm's "
+                                    f"step-down (difference {interval(t['diff'], t['ci'])}).")
+        out.append(c)
+    return out
+
+
+def rule_claim(rule: str, rec: Mapping | None, family: int) -> Claim:
+    """One rule against random over the cells (summary()['rules'][rule]): in how many cells Holm resolves its
+    gradient noise below or above random's, and its range (lowest and highest cell, with their 95% intervals).
+    RESOLVED when some cell is resolved, NOT_RESOLVED when none is, NOT_MEASURED without a tested cell."""
+    name = NAMES.get(rule, rule)
+    if not rec or not rec.get("tested"):
+        return Claim(NOT_MEASURED, f"{name}: not measured against random (no bootstrap).")
+    n, below, above = rec["tested"], rec["below"], rec["above"]
+    span = f"{_at(rec['lowest'])} to {_at(rec['highest'])}"
+    if not below and not above:
+        return Claim(NOT_RESOLVED, f"{name}: gradient noise not resolved from random's in any of {n} cells "
+                                   f"({_family(family)}); {span}.")
+    sides = ([f"below random's in {below}"] if below else []) + ([f"above random's in {above}"] if above else [])
+    return Claim(RESOLVED, f"{name}: gradient noise {' and '.join(sides)} of {n} cells, not resolved in "
+                           f"{n - below - above} ({_family(family)}); {span}.")
+
+
+def identity_claim(rec: Mapping | None, vc: Mapping | None, family: int, control: str) -> Claim:
+    """Identity against random (as rule_claim) and against coherent on the same resamples
+    (summary()['identity_vs_coherent']), with its range in the control corpus. RESOLVED when Holm resolves some
+    comparison, NOT_RESOLVED when none, NOT_MEASURED without a tested cell."""
+    base = rule_claim("identity", rec, family)
+    if base.status == NOT_MEASURED:
+        return base
+    vc = vc or {}
+    if vc.get("tested"):
+        parts = ([f"above coherent in {vc['above']}"] if vc["above"] else []) + (
+            [f"below coherent in {vc['below']}"] if vc["below"] else [])
+        versus = (f"{' and '.join(parts)} of {vc['tested']} cells (paired resamples)" if parts else
+                  f"not resolved from coherent in any of {vc['tested']} cells (paired resamples)")
+        status = RESOLVED if parts or base.status == RESOLVED else NOT_RESOLVED
+    else:
+        versus, status = "not compared with coherent", base.status
+    lo, hi = rec.get("control_range", (None, None))
+    ctrl = f"; in the {control} control (short texts packed together) {sig(lo)}–{sig(hi)}" if lo is not None else ""
+    return Claim(status, base.text[:-1] + f"; {versus}{ctrl}.")
+
+
+def lexical_claim(rules: Mapping) -> Claim:
+    """Does the lexical ratio predict the gradient noise in size? The gate: the median power p (gradient ratio =
+    lexical ratio^p over the cells) below WEAK_POWER for balanced and for coherent, decided with its interval
+    (evidence.threshold_gate). RESOLVED ('does not predict') when both intervals lie below, NOT_RESOLVED ('predicts
+    at least as the square root') when some interval lies at or above, else NOT_RESOLVED saying the interval
+    straddles; NOT_MEASURED without both powers."""
+    bal, coh = rules.get("balanced") or {}, rules.get("coherent") or {}
+    if bal.get("power") is None or coh.get("power") is None or not bal.get("lexical_range"):
+        return Claim(NOT_MEASURED, "Lexical against gradient noise: not measured (no unigram surprise).")
+    gates = {k: evidence.threshold_gate(f"median power ({k})", r["power"], r.get("power_ci"), WEAK_POWER)
+             for k, r in (("balanced", bal), ("coherent", coh))}
+    head = (f"The gradient noise follows the lexical ratio with a median power p (gradient ratio = lexical ratio^p) of "
+            f"{interval(bal['power'], bal.get('power_ci'))} (balanced) and "
+            f"{interval(coh['power'], coh.get('power_ci'))} (coherent)")
+    statuses = {g.status for g in gates.values()}
+    if statuses == {evidence.PASSES}:
+        return Claim(RESOLVED, head + f", both intervals below {sig(WEAK_POWER, 1)}: the lexical ratio does not "
+                                      "predict the gradient noise in size.")
+    if evidence.STRADDLES in statuses or any(g.status == evidence.FAILS and "straddles" in g.text
+                                             for g in gates.values()):
+        return Claim(NOT_RESOLVED, head + f": an interval straddles {sig(WEAK_POWER, 1)}, so whether the lexical "
+                                          "ratio predicts the gradient noise in size is not resolved.")
+    return Claim(NOT_RESOLVED, head + f": at least {sig(WEAK_POWER, 1)} for " + " and ".join(
+        k for k, g in gates.items() if g.status == evidence.FAILS) + ", the gradient noise moves at least as the "
+        "square root of the lexical change there.")
+
+
+def document_pairs_claim(coherent: Mapping | None, control: str) -> Claim:
+    """Where coherent's extra noise comes from at the largest batch size: the share of V - E V_random carried by
+    pairs of chunks of one document (batching.excess_by_pairs), per corpus, the control named apart. A point
+    decomposition (DESCRIBED); NOT_MEASURED without it."""
+    excess = (coherent or {}).get("same_document_excess_at_largest_b") or {}
+    b = (coherent or {}).get("highest", {}).get("b")
+    if not excess:
+        return Claim(NOT_MEASURED, "Where coherent's extra noise comes from: not measured.")
+    studied = {k: v for k, v in excess.items() if k != control}
+    text = ("Pairs of chunks of one document carry " + ", ".join(f"{sig(100 * v)}% ({k})" for k, v in studied.items())
+            + f" of coherent's noise above random's at b = {b}")
+    if control in excess:
+        text += f", {sig(100 * excess[control])}% in {control}"
+    if any(v > 1 for v in excess.values()):
+        text += " (over 100%: its other pairs are quieter than random's)"
+    if studied and all(v > 0.5 for v in studied.values()):
+        text += ": sorting by surprise groups chunks of one document, and outside the control that is most of " \
+                "coherent's cost"
+    return Claim(DESCRIBED, text + ".")
+
+
+def study_claim(scope: Mapping, lexical: Claim | None = None) -> Claim:
+    """What the numbers say about the batch-composition study (summary()['study']): its setting against the measured
+    range (batch size, lexical ratios: inside or outside, each said); what the numbers do say (only when the
+    lexical gate `lexical` is RESOLVED: its lexical ratios overstate the change in gradient noise); the per-corpus
+    extrapolation at each corpus's median power (range over the corpora, the control named as the closest
+    analogue of packed rows); and what they do not say. Always NOT_MEASURED: the study's setting was not
+    measured; a shorter text when no coherent power is there."""
+    rules = scope.get("rules", {})
+    coh, bal = rules.get("coherent"), rules.get("balanced")
+    study = scope["study"]
+    closest = scope["closest"]
+    if not coh or not coh["corpora"]:
+        return Claim(NOT_MEASURED, f"For {STUDY}: not measured here (no coherent ratio with a lexical ratio).")
+    blo, bhi = scope["measured_b"]
+    where = [f"b = {study['b']} rows {'inside' if scope['b_inside'] else 'outside'} b = {blo}–{bhi}"]
+    for rule, rec in (("coherent", coh), ("balanced", bal)):
+        if rec:
+            lo, hi = rec["measured_lexical"]
+            where.append(f"{rule} lexical ratio {sig(rec['study_lexical'])} "
+                         f"{'inside' if rec['lexical_inside'] else 'outside'} {sig(lo)}–{sig(hi)}")
+    text = f"For {STUDY}, whose setting lies beyond what was measured ({'; '.join(where)})"
+    if lexical is not None and lexical.status == RESOLVED:
+        text += ", these numbers do say that on these chunks a lexical ratio overstates the change in gradient noise " \
+                "(powers above)"
+    per = coh["corpora"]
+    ends = sorted(per, key=lambda k: per[k]["implied"])
+    text += (f". Extrapolated at each corpus's median power, its coherent batches would carry "
+             f"{interval(per[ends[0]]['implied'], per[ends[0]]['implied_ci'])} ({ends[0]}) to "
+             f"{interval(per[ends[-1]]['implied'], per[ends[-1]]['implied_ci'])} ({ends[-1]}) times random's noise")
+    if closest in per:
+        text += f", {closest} (short texts packed like its 2,048-token rows) being the closest analogue"
+    if bal and bal["corpora"]:
+        vals = [v["implied"] for v in bal["corpora"].values()]
+        text += f"; balanced {sig(min(vals))}–{sig(max(vals))}"
+    return Claim(NOT_MEASURED, text + ". They do not say whether that noise changes a trained model's loss, nor "
+                                      "why the study's one training seed showed the loss differences it did.")
+
+
+def interval_note(rules: Mapping, resamples: int) -> str:
+    """How the intervals were made, with how far the raw resamples sat toward 1 (the bias the centring removes)."""
+    kept = {k: r["boot_effect_kept"] for k, r in rules.items() if r.get("boot_effect_kept") is not None}
+    text = f"Brackets: 95% intervals over {resamples} document resamples, centred on the estimate"
+    if kept:
+        text += (" (the raw resamples keep a median " + " and ".join(f"{sig(100 * v)}% ({k})" for k, v in kept.items())
+                 + " of the effect: a document drawn twice ties with its copy)")
+    return text + "."
+
+
+def result_box(summary: Mapping, models: Sequence[str], documents: int, sizes: Sequence[int]) -> str:
+    """The page's opening box (evidence.result_box): balanced's and coherent's gradient-noise ranges with the
+    intervals of their ends and what Holm resolves, beside the lexical ranges; identity's highest; what was
+    measured; the caveat (the study's setting lies outside the measured range)."""
+    rules = summary["rules"]
+    bal, coh, idn = rules.get("balanced"), rules.get("coherent"), rules.get("identity")
+    answer = []
+    if bal and coh and bal.get("lexical_range") and coh.get("lexical_range"):
+        answer.append(
+            f"Against random batches, sorting chunks by unigram surprise scales the variance of batch-mean surprise "
+            f"by {sig(coh['lexical_range'][0])}–{sig(coh['lexical_range'][1])} (coherent: sorted "
+            f"neighbours) and {sig(bal['lexical_range'][0])}–{sig(bal['lexical_range'][1])} (balanced: one chunk "
+            f"per stratum), gradient noise far less: coherent up to {_at(coh['highest'])}, higher in "
+            f"{coh['above']} of {coh['tested']} corpus–batch-size cells; balanced down to {_at(bal['lowest'])}, "
+            f"lower in {bal['below']} of {bal['tested']}.")
+    if idn and idn.get("highest_studied"):
+        answer.append(f"Consecutive chunks of one document: up to {_at(idn['highest_studied'])}.")
+    if not answer:
+        answer.append("No batching rule was measured.")
+    names = ", ".join(m.split("/")[-1] for m in models)
+    measured = (f"{names} (4-bit), {documents} documents per corpus, batches of b = {min(sizes)}–{max(sizes)} "
+                f"chunks of 512 tokens; Holm over {summary['family']} comparisons.")
+    caveat = ("the batch-composition study's 64-row batches and coherent surprise-variance ratio 58.5 lie outside "
+              "this range; fixed-weight noise says nothing of its training loss.")
+    return evidence.result_box(answer, measured, caveat)
+
+
+def inputs_lines(results_dir: str, models: Sequence[str], sizes: Sequence[int], window: int, score: str, seed: int,
+                 resamples: int, measured: Sequence[Mapping], corpora: Sequence[str], refused: Mapping[str, str],
+                 notes: Mapping[str, str]) -> list[str]:
+    """The page's inputs as Markdown bullets: what was read, which cells were measured, what is missing and why."""
+    window_text = "the whole cell" if window == 0 else f"{window} chunks"
+    score_text = "mean unigram surprise" if score == "unigram" else "the model loss"
+    present = {c["corpus"] for c in measured}
+    lines = [f"- `{results_dir}`, {', '.join(m.split('/')[-1] for m in models)}: "
+             f"{', '.join(c['corpus'] for c in measured) or 'no cell'}; b = {', '.join(map(str, sizes))} chunks; "
+             f"window {window_text}; sorted by {score_text}; seed {seed}; {resamples} resamples"]
+    missing = [k for k in corpora if k not in present]
+    if missing:
+        lines.append(f"- corpora without a cell: {', '.join(missing)}")
+    lines += [f"- refused: {name}: {why}" for name, why in refused.items()]
+    lines += [f"- {corpus}: unigram surprise {note}" for corpus, note in notes.items()]
+    if any(c.get("synthetic") for c in measured):
+        lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers illustrate the "
+                     "pipeline")
+    return lines
+
+
+def reading(summary: Mapping) -> list[Claim]:
+    """The page's reading, in order: balanced and coherent against random, identity against random and coherent,
+    lexical against gradient noise, where coherent's cost comes from, and the study scoped to the measured range
+    (only when the rules sort by unigram surprise, the study's score)."""
+    rules, k = summary["rules"], summary["family"]
+    out = [rule_claim(r, rules.get(r), k) for r in ("balanced", "coherent")]
+    out.append(identity_claim(rules.get("identity"), summary.get("identity_vs_coherent"), k, summary["control"]))
+    lexical = lexical_claim(rules)
+    out += [lexical, document_pairs_claim(rules.get("coherent"), summary["control"])]
+    if summary.get("score") == "unigram":
+        out.append(study_claim(summary["study"], lexical))
+    return out
+
+
+def _resolved_marks(tests: Sequence[Mapping]) -> dict:
+    return {(t["model"], t["corpus"], t["b"], t["rule"]): t["resolved"] for t in tests if t["against"] == "random"}
+
+
+def table(rows: Sequence[RuleRatio], tests: Sequence[Mapping] = (), lexical_note: Mapping[str, str] | None = None):
+    """Ratio to random per (corpus, b) and rule, 'estimate [95% interval]' at 3 significant figures, for the
+    gradient noise (* where Holm resolves it from random's) and the lexical statistic; the lexical columns only where
+    some cell has one; lexical_note maps a corpus without surprise to the text shown instead."""
+    import pandas as pd
+
+    lexical_note = lexical_note or {}
+    marks = _resolved_marks(tests)
+    models = {r.model for r in rows}
+    has_lex = any(r.lexical is not None for r in rows)
+    recs: dict = {}
+    for r in rows:
+        if r.rule == "random":
+            continue
+        key = ((r.model.split("/")[-1],) if len(models) > 1 else ()) + (r.corpus, r.b)
+        rec = recs.setdefault(key, {})
+        star = "*" if marks.get((r.model, r.corpus, r.b, r.rule)) else ""
+        rec[(r.rule, "gradient noise")] = interval(r.gradient, r.gradient_ci) + star
+        if has_lex:
+            rec[(r.rule, "lexical")] = (interval(r.lexical, r.lexical_ci) if r.lexical is not None
+                                        else lexical_note.get(r.corpus, "not available"))
+    names = (["model"] if len(models) > 1 else []) + ["corpus", "b"]
+    cols = [(rule, m) for rule in ("identity", "balanced", "coherent") for m in ("gradient noise", "lexical")]
+    df = pd.DataFrame.from_dict(recs, orient="index")
+    df = df.reindex(columns=[c for c in cols if c in df.columns]).fillna("not formed (no unigram surprise)")
+    df.index = pd.MultiIndex.from_tuples(df.index, names=names)
+    df.columns = pd.MultiIndex.from_tuples(df.columns, names=["rule", "ratio to random"])
+    return df
+
+
+def identity_table(comparisons: Sequence[Mapping]):
+    """Identity's ratio beside notebook 04's R(bC) (batching.compare_identity), at 3 significant figures: the two,
+    their relative difference and R(bC) recomputed from identity's ratio."""
+    import pandas as pd
+
+    return pd.DataFrame([{"corpus": c["corpus"], "b": c["b"], "identity": sig(c["identity"]), "R(bC)": sig(c["R_bC"]),
+                          "identity / R(bC) − 1": f"{sig(100 * c['rel_diff'])}%",
+                          "R(bC) from identity": sig(c["R_from_identity"])} for c in comparisons],
+                        columns=["corpus", "b", "identity", "R(bC)", "identity / R(bC) − 1", "R(bC) from identity"])

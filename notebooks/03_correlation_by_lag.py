@@ -82,7 +82,7 @@ display(Markdown("\n".join(tables.page_inputs_lines(results_dir, documents, chun
 # Hover a point for its value and interval; click a corpus in the legend to highlight it (shift-click for
 # several). The grey span marks the lags averaged into $\rho_\text{long}$.
 
-# %% tags=["headline"]
+# %%
 order = list(corpora)
 rho = pd.concat([tables.rho_frame(r) for r in reports.values()], ignore_index=True)
 rho["model_label"] = rho["model"].map(model_registry.model_label)

@@ -53,7 +53,7 @@ pages = {m.label: study.page(m, corpora) for m in page_models}
 reports = {lab: rep for lab, (rep, _) in pages.items()}
 decomps = {m.label: study.decompositions(m, [c.corpus for c in reports[m.label].cells]) for m in page_models}
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "headline"]
 display(Markdown(design_effect.result_box(reports, decomps)))
 
 # %% [markdown]
@@ -105,7 +105,7 @@ display(save_chart(chart_R, "04_R_by_window", figures_dir))
 
 # %% tags=["headline"]
 headline = tables.headline_table(list(reports.values()), published.cells(), published.r_rel(), sources=decomps)
-headline
+headline.set_index("corpus")
 
 # %% [markdown]
 # ## What it means for a batch

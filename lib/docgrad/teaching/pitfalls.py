@@ -177,6 +177,46 @@ def _dequantised_for_trainer(model):
         model.hf_quantizer, model.is_quantized = q, flag
 
 
+def _recording_trainer(model, docs, args, captured: dict, seen: list, with_doc: bool = False):
+    """A transformers Trainer over `docs` (one document per item, stacked by a plain collate) with SGD at
+    learning rate 0 and no printed log lines, that records the num_items_in_batch each compute_loss receives into
+    `seen` and the accumulated gradient at on_pre_optimizer_step into captured['grad']; with_doc, also each
+    item's document index (captured['doc']) and loss (captured['loss'])."""
+    import torch
+    from transformers import PrinterCallback, Trainer, TrainerCallback
+
+    class _Data(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(docs)
+
+        def __getitem__(self, i):
+            item = {"input_ids": docs[i]["input_ids"], "labels": docs[i]["labels"]}
+            return {**item, "doc": torch.tensor(i)} if with_doc else item
+
+    def collate(features):
+        return {k: torch.stack([f[k] for f in features]) for k in features[0]}
+
+    class _Capture(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            captured["grad"] = flat_grad(model).clone()
+
+    class _Recording(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if with_doc:
+                captured["doc"] = int(inputs.pop("doc")[0])
+            seen.append(None if num_items_in_batch is None else int(num_items_in_batch))
+            loss = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+            if with_doc:
+                captured["loss"] = float(loss.detach())
+            return loss
+
+    trainer = _Recording(model=model, args=args, train_dataset=_Data(), data_collator=collate,
+                         optimizers=(torch.optim.SGD(model.parameters(), lr=0.0), None), callbacks=[_Capture()])
+    trainer.remove_callback(PrinterCallback)             # no log line printed into the page
+    return trainer
+
+
 def trainer_accumulation(model, docs, use_num_items: bool = True, seed: int = 0, output_dir=None,
                          reference=None) -> dict:
     """One optimiser step of the real `transformers.Trainer` over `docs`: per-device batch size 1, gradient
@@ -192,8 +232,7 @@ def trainer_accumulation(model, docs, use_num_items: bool = True, seed: int = 0,
     Returns the num_items_in_batch values the Trainer passed, the relative difference and cosine."""
     import tempfile
 
-    import torch
-    from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+    from transformers import TrainingArguments
 
     if len(docs) < 1:
         raise PitfallError("trainer_accumulation needs at least one document")
@@ -201,36 +240,13 @@ def trainer_accumulation(model, docs, use_num_items: bool = True, seed: int = 0,
     seen: list = []
     captured: dict = {}
 
-    class _Data(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(docs)
-
-        def __getitem__(self, i):
-            return {"input_ids": docs[i]["input_ids"], "labels": docs[i]["labels"]}
-
-    def collate(features):
-        return {k: torch.stack([f[k] for f in features]) for k in features[0]}
-
-    class _Capture(TrainerCallback):
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-            captured["grad"] = flat_grad(model).clone()
-
-    class _Recording(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            seen.append(None if num_items_in_batch is None else int(num_items_in_batch))
-            return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                        num_items_in_batch=num_items_in_batch)
-
     with tempfile.TemporaryDirectory(prefix="docgrad-trainer-") as tmp, _dequantised_for_trainer(model):
         args = TrainingArguments(output_dir=output_dir or tmp, per_device_train_batch_size=1,
                                  gradient_accumulation_steps=len(docs), max_steps=1, learning_rate=0.0,
                                  max_grad_norm=0.0, weight_decay=0.0, report_to=[], use_cpu=True, seed=seed,
                                  data_seed=seed, logging_strategy="no", save_strategy="no", disable_tqdm=True,
                                  dataloader_num_workers=0, remove_unused_columns=False)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-        trainer = _Recording(model=model, args=args, train_dataset=_Data(), data_collator=collate,
-                             optimizers=(optimizer, None), callbacks=[_Capture()])
-        trainer.remove_callback(PrinterCallback)         # no log line printed into the page
+        trainer = _recording_trainer(model, docs, args, captured, seen)
         accepts = bool(trainer.model_accepts_loss_kwargs)
         if not use_num_items:
             trainer.model_accepts_loss_kwargs = False
@@ -976,35 +992,12 @@ def _ddp_worker(out: str, lengths, average_tokens: bool, seed: int, arch: str) -
     import tempfile
 
     import torch
-    from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+    from transformers import TrainingArguments
 
     rank = int(os.environ.get("RANK", "0"))
     model = tiny_model(arch, seed=seed)
     docs = make_documents(lengths, seed=seed + 1)
     seen, captured = [], {}
-
-    class _Data(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(docs)
-
-        def __getitem__(self, i):
-            return {"input_ids": docs[i]["input_ids"], "labels": docs[i]["labels"], "doc": torch.tensor(i)}
-
-    def collate(features):
-        return {k: torch.stack([f[k] for f in features]) for k in features[0]}
-
-    class _Capture(TrainerCallback):
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-            captured["grad"] = flat_grad(model).clone()
-
-    class _Recording(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            captured["doc"] = int(inputs.pop("doc")[0])
-            seen.append(None if num_items_in_batch is None else int(num_items_in_batch))
-            loss = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                        num_items_in_batch=num_items_in_batch)
-            captured["loss"] = float(loss.detach())
-            return loss
 
     with tempfile.TemporaryDirectory(prefix=f"docgrad-ddp-{rank}-") as tmp:
         args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=1, gradient_accumulation_steps=1,
@@ -1012,9 +1005,7 @@ def _ddp_worker(out: str, lengths, average_tokens: bool, seed: int, arch: str) -
                                  use_cpu=True, seed=seed, data_seed=seed, logging_strategy="no", save_strategy="no",
                                  disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False,
                                  average_tokens_across_devices=average_tokens, ddp_backend="gloo")
-        trainer = _Recording(model=model, args=args, train_dataset=_Data(), data_collator=collate,
-                             optimizers=(torch.optim.SGD(model.parameters(), lr=0.0), None), callbacks=[_Capture()])
-        trainer.remove_callback(PrinterCallback)
+        trainer = _recording_trainer(model, docs, args, captured, seen, with_doc=True)
         trainer.train()
         world = trainer.args.world_size
     with open(f"{out}.rank{rank}.json", "w") as f:

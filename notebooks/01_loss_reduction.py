@@ -24,6 +24,17 @@
 # real text. Exercises with worked solutions close the page; page 01b follows these mistakes into real training
 # setups.
 #
+# > **What to take away.**
+# > - A mean over tokens weighs documents by their number of supervised positions; a mean over documents weighs
+# >   them equally. Neither is wrong; pick the one that states what should matter, and write it down.
+# > - Padding is a tensor-shape device, not data: the mask must enter numerator and denominator, and must
+# >   describe a position's role, never its label value.
+# > - Splitting a batch must not change the objective: divide summed losses by the total valid-target count of
+# >   the whole batch (after the causal shift and the prompt mask), or weight microbatch means by their counts.
+# >   A mean of microbatch means is biased, not only noisy: it up-weights short documents, whose targets sit at
+# >   early, higher-loss positions.
+# > - An empty denominator is an error to report, not a zero loss.
+#
 # Every number stated on this page is computed by `docgrad.teaching.reduction` (tested in `tests/test_reduction.py`)
 # and saved to `figures/01_loss_reduction.json`. Re-execute with other documents, e.g.
 # `docgrad run 01 -p lengths "[3, 30]" -p labels "[1, 0]" -p padding "[27, 0]"`.
@@ -55,6 +66,7 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
+from docgrad.teaching import history
 from docgrad.teaching import reduction as R
 from docgrad.corpora.build import load_spans
 from docgrad.models import load_model, tiny_model
@@ -68,6 +80,10 @@ NUMBERS = {}
 def f(x, digits=6):
     """Format a computed number for the prose."""
     return f"{x:.{digits}g}"
+
+
+# %% tags=["hide-input"]
+display(Markdown(history.what_changed_when()))
 
 
 # %% [markdown]
@@ -154,8 +170,7 @@ points = alt.Chart(optima).mark_point(size=120, filled=True, shape="diamond").en
 objectives_chart = (lines + points).properties(
     width=560, height=340,
     title=alt.Title("Five objectives for the same two documents",
-                    subtitle="diamonds: optima; label 0 treated as padding has none (keeps falling as p → 1); "
-                             "click the legend to highlight"))
+                    subtitle="diamonds: optima; label 0 treated as padding has none (keeps falling as p → 1)"))
 save_chart(objectives_chart, "01_objectives_vs_p")
 
 # %% [markdown]
@@ -227,8 +242,10 @@ display(Markdown(f"At θ = {fd_theta} with h = {fd_step:g}, the token-mean gradi
 #
 # With two-class logits [0, θ] per position, softmax gives class 1 the probability sigmoid(θ), so
 # `cross_entropy` computes exactly ℓ. Targets equal to `ignore_index` (−100 by default) are excluded from the
-# loss and the gradient, and `reduction="mean"` divides by the number of targets that are *not* ignored (with no
-# class weights). Each objective is one expression; the gradients come from autograd:
+# loss and the gradient, and for **class-index targets** `reduction="mean"` divides by the number of targets that
+# are not ignored, or with class weights by the sum of the targets' weights
+# ([PyTorch, `CrossEntropyLoss`](https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html)).
+# Each objective is one expression; the gradients come from autograd:
 
 # %%
 torch_rows = pd.DataFrame(R.torch_objectives(batch, theta)).set_index("objective")
@@ -251,6 +268,18 @@ says: *{ignored['docgrad']}*
 """))
 
 # %% [markdown]
+# **Probability targets divide by the rows.** The same targets given as probabilities (one-hot rows, or soft
+# labels) are averaged over the number of rows N, with class weights too: the denominator is not the sum of the
+# targets' weights any more. Three rows, class weights [1, 4, 0.5]:
+
+# %% tags=["hide-input"]
+prob = R.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0], [0.0, 0.0, 3.0]], [1, 1, 2], [1.0, 4.0, 0.5])
+NUMBERS["probability_targets"] = prob
+display(Markdown(f"Weighted sum of the row losses {f(prob['weighted_sum'], 4)}: as class indices the mean divides "
+                 f"by the targets' weights, {f(prob['sum_of_target_weights'], 3)}, giving {f(prob['indices'], 4)}; "
+                 f"as one-hot probabilities by the {prob['n_rows']} rows, giving {f(prob['probabilities'], 4)}."))
+
+# %% [markdown]
 # ### 6b. Gradient accumulation on a causal language model
 #
 # A causal LM is trained on next-token targets: logits at position t predict token t + 1, so a document of n
@@ -265,7 +294,8 @@ says: *{ignored['docgrad']}*
 # * **average of means**: Σ_b (S_b / n_b) / B (what a loop that calls `loss.backward()` on each microbatch's
 #   mean, scaled by 1/B, computes);
 # * **normalised by the total count**: Σ_b S_b / N, i.e. each microbatch's summed loss divided by N before
-#   `backward()` (what transformers passes to the loss as `num_items_in_batch`).
+#   `backward()` (what transformers passes to the loss as `num_items_in_batch` since October 2024:
+#   [the fix explained](https://huggingface.co/blog/gradient_accumulation)).
 #
 # The model is a two-layer, 32-wide Llama (or GPT-NeoX) built from a config with random weights, and the tokens
 # are random; the algebra does not depend on either.
@@ -324,15 +354,17 @@ long_growth["quantity"] = long_growth["quantity"].map({
     "rel_discrepancy_averaged": "|g_avg − g_full| / |g_full| (average of means)",
     "total_variation": "total variation between microbatch weightings",
     "rel_discrepancy_num_items": "|g_items − g_full| / |g_full| (num_items_in_batch)"})
+long_growth = long_growth[long_growth["value"] > 0]          # a log axis: an exact 0 (equal lengths) is not drawn
 growth_chart = alt.Chart(long_growth).mark_line(point=True).encode(
-    x=alt.X("target_ratio:Q", scale=alt.Scale(type="log"), title="n_long / n_short (targets)"),
-    y=alt.Y("value:Q", title="relative difference / distance"),
-    color=alt.Color("quantity:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=420)),
+    x=alt.X("target_ratio:Q", scale=alt.Scale(type="log", domain=[1, float(long_growth["target_ratio"].max())]),
+            title="n_long / n_short (targets)"),
+    y=alt.Y("value:Q", scale=alt.Scale(type="log"), title=None),
+    color=alt.Color("model:N", title=None, sort=model_names, legend=alt.Legend(orient="bottom", labelLimit=420)),
     tooltip=["model", "quantity", alt.Tooltip("target_ratio:Q", format=".3g"), alt.Tooltip("value:Q", format=".3g")],
-).properties(width=330, height=280).facet(column=alt.Column("model:N", title=None, sort=model_names)).properties(
-    title=alt.Title(
-    f"Averaging microbatch means: {growth_total_tokens} tokens in two microbatches",
-    subtitle="normalising by the total target count stays at float32 rounding on both models"))
+).properties(width=250, height=220).facet(column=alt.Column("quantity:N", title=None, header=alt.Header(labelLimit=300))
+                                          ).resolve_scale(y="independent").properties(title=alt.Title(
+    f"Averaging microbatch means: {growth_total_tokens} tokens in two microbatches (log scales)",
+    subtitle="each quantity on its own axis; normalising by the total target count stays at float32 rounding"))
 save_chart(growth_chart, "01_accumulation_growth")
 
 # %% tags=["hide-input"]
@@ -352,30 +384,22 @@ than on the random model at its largest ratio), while the total-count normalisat
 {max(r['rel_discrepancy_num_items'] for r in NUMBERS['growth_real']['rows']):.2g}. On both models the mean gradient
 of a few targets is large and noisy, so up-weighting it moves the update by more than the full gradient's length
 once the lengths differ enough.
-"""))
 
-# %% [markdown]
-# ## What to take away
-#
-# * A mean over tokens weighs documents by their number of supervised positions; a mean over documents weighs
-#   them equally. Neither is wrong; pick the one that states what should matter, and write it down.
-# * Padding is a tensor-shape device, not data: the mask must enter numerator and denominator, and must
-#   describe a position's role, never its label value.
-# * Splitting a batch must not change the objective: divide summed losses by the total valid-target count of the
-#   whole batch (count targets after the causal shift and after masking prompts), or weight microbatch means
-#   by their counts.
-# * An empty denominator is an error to report, not a zero loss.
+**The systematic part.** Each document is its own sequence, so all of the short one's targets sit at early
+positions, with little context. On {real_model}:
+""" + "\n".join(f"- {line}" for line in R.growth_bias_lines(NUMBERS["growth_real"]["rows"]))))
 
 # %% [markdown]
 # ## Exercises
 #
 # Each solution is computed with the library functions this page uses; the test suite checks the same values
-# (`tests/test_reduction.py`). In the HTML report the solutions are collapsed: click *Solution* to reveal one.
+# (`tests/test_reduction.py`). Predict the answer first, then open the solution: in JupyterLab its cell is
+# collapsed (click the bar to the left of it), in the HTML report click *Solution*.
 #
 # **Exercise 1 (optima).** Document A has 3 positions labelled 1, document B 30 positions labelled 0. Where are the
 # optima p* of the token mean and of the document mean?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex1_batch = R.make_batch([3, 30], [1, 0], padding=[0, 0])
 ex1 = {k: R.optimum(ex1_batch, k).p for k in ("token_mean", "document_mean")}
 display(Markdown(f"Token mean: p* = Σ w y / Σ w = 3/33 = {f(ex1['token_mean'], 4)}; document mean: p* = "
@@ -385,7 +409,7 @@ display(Markdown(f"Token mean: p* = Σ w y / Σ w = 3/33 = {f(ex1['token_mean'],
 # **Exercise 2 (padding).** Pad A with 27 positions to B's length. By what factor does dividing the masked sum by
 # every position scale the token mean, and where is the optimum when the padding is counted as label-0 data?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex2_batch = R.make_batch([3, 30], [1, 0], padding=[27, 0])
 ex2 = {"factor": R.loss(0.0, ex2_batch, "padding_in_denominator") / R.loss(0.0, ex2_batch, "token_mean"),
        "padding_as_class0_p": R.optimum(ex2_batch, "padding_as_class0").p}
@@ -397,7 +421,7 @@ display(Markdown(f"The factor is n_valid / n_positions = 33/60 = {f(ex2['factor'
 # how much more does a target of the first weigh than one of the second, and how far apart (total variation) are the
 # two microbatch weightings?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex3 = R.microbatch_weights([20, 80])
 display(Markdown(f"Average of means: {ex3['averaged']} per microbatch; token mean: {ex3['token_mean']}. A target of "
                  f"the first weighs {f(ex3['per_target_weight_ratio'])} times one of the second (80/20); total "
@@ -407,7 +431,7 @@ display(Markdown(f"Average of means: {ex3['averaged']} per microbatch; token mea
 # **Exercise 4 (counting targets).** A 50-token document starts with a 12-token prompt masked by −100. How many
 # next-token targets does it contribute to `num_items_in_batch`? And without a prompt?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex4 = {"with_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 12)),
        "without_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 0))}
 display(Markdown(f"With the prompt: n − k = 50 − 12 = {ex4['with_prompt']}; without: n − 1 = "

@@ -23,6 +23,21 @@
 # then links every weighting to an effective sample size, the idea behind page 04's design effect. Exercises
 # with worked solutions close the page.
 #
+# > **What to take away.**
+# > - Every reduction across devices, microbatches or rows must divide by the **global** count of what should weigh
+# >   equally (targets, or the sum of class weights), or weigh each part by its count; a mean of means is a
+# >   different objective. transformers does this with `num_items_in_batch` (since October 2024) and
+# >   `average_tokens_across_devices` (added October 2024, default True since July 2025) when the model accepts loss
+# >   keyword arguments; custom losses (`compute_loss_func`) must do it themselves.
+# > - Packing changes the weights (documents by length) and adds cross-document targets and context: drop each
+# >   document's first label, reset positions and mask attention per document, then choose the weighting.
+# > - With class weights, PyTorch's mean divides by the sum of the targets' weights, not by their count (class-index
+# >   targets; probability targets divide by the number of rows).
+# > - A constant loss factor is a learning-rate change for SGD and (nearly) nothing for Adam, unless gradients are
+# >   clipped or L2 decay is coupled to the gradient; a factor that varies by batch re-weights batches for both.
+# > - Per-sequence normalisation in policy-gradient losses is page 01's document mean, with its length bias.
+# > - Unequal weights cost effective sample size, (Σ w)² / Σ w², just as correlation does in page 04's R.
+#
 # Every number stated on this page is computed by `docgrad.teaching.pitfalls` and `docgrad.teaching.reduction` (tested in
 # `tests/test_pitfalls.py` and `tests/test_reduction.py`) and saved to `figures/01b_loss_pitfalls.json`.
 # Re-execute with other settings, e.g. `docgrad run 01b -p train_steps 40 -p dp_lengths "[96, 8, 24]"`.
@@ -63,6 +78,7 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
+from docgrad.teaching import history
 from docgrad.teaching import pitfalls as P
 from docgrad.teaching import reduction as R
 from docgrad.corpora.build import DEFAULT_MANIFEST, load_spans, read_manifest
@@ -94,6 +110,7 @@ NUMBERS["separator"] = separator
 display(Markdown(f"{model_name}: {sum(p.numel() for p in model.parameters()):,} parameters; {len(spans)} "
                  f"{corpus} spans of {len(spans[0].tokens):,} tokens (the documents below are cut from them); "
                  f"documents are separated by `{separator['token']}` (id {EOS}), the pretraining separator."))
+display(Markdown(history.what_changed_when()))
 
 # %% [markdown]
 # ## 1. Data parallelism: a mean of rank means
@@ -173,10 +190,13 @@ finds each line; the page stops if one is missing):
 """ + "\n".join(f"* {c['meaning']}: `{' '.join(c['lines'])}` (`{c['where']}`)" for c in src["claims"].values())
 + """
 
-So with `average_tokens_across_devices=True` (the default) and a model that accepts `num_items_in_batch`, each
-rank divides its summed loss by the target count gathered from all ranks and multiplies it by the number of
-processes: the global-count fix above. With it off, or with a custom loss that returns a per-batch mean,
-the step is a mean of rank means again."""))
+So with `average_tokens_across_devices=True` (the default since July 2025) and a model that accepts
+`num_items_in_batch`, each rank divides its summed loss by the target count gathered from all ranks and multiplies
+it by the number of processes: the global-count fix above. With it off, the step is a mean of rank means again.
+A custom `compute_loss_func` that returns a per-batch mean is worse: the Trainer treats its loss as already
+normalised, so it is not divided by the accumulation steps, and it is still multiplied by the number of
+processes: the weights are a mean of means and the gradient is larger by both factors. The same holds for a model
+whose forward accepts `**kwargs` but drops `num_items_in_batch`."""))
 
 # %% [markdown]
 # ### A real data-parallel step
@@ -296,7 +316,9 @@ the token mean weighs the documents {', '.join(f(w, 3) for w in weights_tok['doc
 {f(pack_objectives['token_mean'])} and {f(pack_objectives['document_mean'])} nats: different numbers for the same
 predictions, because they weigh different documents more.
 
-**The boundary target.** Predicting a document's first token from the end of another book costs
+**The boundary target.** (The rows start each document mid-text, which inflates this cost over a document that
+starts at its beginning; dropping the boundary target is a choice of objective, not a correction.) Predicting a
+document's first token from the end of another book costs
 {f(L['packed_causal']['mean_loss_boundary'])} nats on average (plain causal packing) against
 {f(L['packed_causal']['mean_loss_not_boundary'])} for the other targets; the
 {L['packed_causal']['n_boundary_targets']}
@@ -322,24 +344,25 @@ weights.
 # %%
 plot = by_off.copy()
 plot["layout label"] = plot["layout"].map(P.PACKING_LABELS)
-plot["position after the boundary"] = plot["offset"].map(lambda k: "0 (boundary)" if k == 0 else str(k))
-order = ["0 (boundary)"] + [str(k) for k in pack_offsets if k > 0]
-pick = alt.selection_point(fields=["layout label"], bind="legend")
-pack_chart = alt.Chart(plot).mark_line(point=True).encode(
-    x=alt.X("position after the boundary:O", sort=order, axis=alt.Axis(labelAngle=0),
-            title="target position in the document (0 = its first token)"),
+standalone = plot[plot["layout"] == "standalone"]
+panels = pd.concat([pd.concat([g.assign(line="this layout"), standalone.assign(line="standalone (reference)")])
+                    .assign(panel=lab) for lab, g in plot[plot["layout"] != "standalone"].groupby("layout label",
+                                                                                                sort=False)])
+pack_chart = alt.Chart(panels).mark_line(point=True).encode(
+    x=alt.X("offset:Q", title="position in the document (0 = first token)",
+            scale=alt.Scale(domain=[0, max(pack_offsets)])),
     y=alt.Y("mean_loss:Q", title="mean loss (nats)", scale=alt.Scale(zero=False)),
-    color=alt.Color("layout label:N", title="layout", sort=[P.PACKING_LABELS[k] for k in P.PACKING_LAYOUTS],
-                    legend=alt.Legend(orient="bottom", columns=2, labelLimit=360)),
-    opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
-    strokeDash=alt.condition(alt.datum.layout == "standalone", alt.value([7, 4]), alt.value([1, 0])),
-    strokeWidth=alt.condition(alt.datum.layout == "standalone", alt.value(3.5), alt.value(2)),
-    tooltip=["layout label", "position after the boundary", alt.Tooltip("mean_loss:Q", format=".3f"),
+    color=alt.Color("line:N", title=None, sort=["this layout", "standalone (reference)"],
+                    scale=alt.Scale(range=["#1f77b4", "#999999"]), legend=alt.Legend(orient="bottom")),
+    strokeDash=alt.StrokeDash("line:N", sort=["this layout", "standalone (reference)"], legend=None),
+    tooltip=["layout label", "line", "offset", alt.Tooltip("mean_loss:Q", format=".3f"),
              alt.Tooltip("mean_diff_vs_standalone:Q", format=".3f"), "n"],
-).add_params(pick).properties(width=560, height=300, title=alt.Title(
+).properties(width=230, height=200).facet(
+    column=alt.Column("panel:N", title=None, sort=[P.PACKING_LABELS[k] for k in P.PACKING_LAYOUTS],
+                      header=alt.Header(labelLimit=260))
+).properties(title=alt.Title(
     f"Documents after a boundary, {pack_rows} packed rows of {len(pack_lengths)} documents on {model_name}",
-    subtitle="standalone (dashed) has no target at 0; the per-document mask gives the standalone losses; "
-             "click the legend"))
+    subtitle="one panel per layout, the standalone losses (grey, dashed) in each; standalone has no target at 0"))
 save_chart(pack_chart, "01b_packing_by_offset")
 
 # %% [markdown]
@@ -381,7 +404,10 @@ weighted means is again a mean of means, weighted 1/B instead of by each microba
 # Multiplying the loss by a constant c multiplies every gradient by c. SGD's step is lr·g, so it scales by c: a
 # constant factor is a change of learning rate. Adam's step is lr·m̂/(√v̂ + ε), where m̂ and √v̂ both scale by c,
 # so the step is lr·m̂/(√v̂ + ε/c): unchanged except that ε acts as ε/c. A constant factor is (almost) absorbed
-# by Adam and not by SGD:
+# by Adam and not by SGD, with two exceptions the runs below switch off: **gradient clipping** (the Trainer's
+# `max_grad_norm` defaults to 1.0; a scaled loss is clipped at a different point, so it changes Adam's step too)
+# and **coupled L2 weight decay** (a decay term added to the gradient does not scale with c; AdamW's decoupled
+# decay does not see the gradient):
 
 # %%
 synthetic = np.random.default_rng(seed).normal(size=(20, 1000)) * 1e-3
@@ -448,6 +474,8 @@ drift_chart = alt.Chart(drift_plot).mark_line(point=True).encode(
     x=alt.X("step:Q", title="optimiser step"),
     y=alt.Y("value:Q", scale=alt.Scale(type="log"), title="|θ − θ_other| / |θ_ref − θ_0| (log scale)"),
     color=alt.Color("comparison:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)),
+    strokeDash=alt.StrokeDash("comparison:N", legend=None),          # lines that coincide stay visible
+    shape=alt.Shape("comparison:N", legend=None),
     opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
     tooltip=["optimizer", "comparison", "step", alt.Tooltip("value:Q", format=".3g"),
              alt.Tooltip("scale:Q", format=".3f", title="c_b")],
@@ -473,6 +501,8 @@ save_chart(drift_chart, "01b_optimizer_drift")
 # Under the per-sequence mean every response weighs 1/G in total, so each token of a short response weighs more
 # than each token of a long one: a short response with a positive advantage is reinforced more per token, and a
 # long one with a negative advantage is penalised less per token (a known length bias of this normalisation).
+# The loss shown is the on-policy policy gradient: GRPO's ratio clipping and KL term are left out, since they do
+# not change where the length enters.
 
 # %%
 pg = pd.DataFrame(P.policy_gradient_table(pg_lengths, pg_advantages, max_length=pg_max_length))
@@ -548,32 +578,18 @@ units the estimate is worth; one loses them to unequal weights, the other to cor
 """))
 
 # %% [markdown]
-# ## What to take away
-#
-# * Every reduction across devices, microbatches or rows must divide by the **global** count of what should weigh
-#   equally (targets, or the sum of class weights), or weigh each part by its count; a mean of means is a
-#   different objective. transformers does this with `num_items_in_batch` and `average_tokens_across_devices`
-#   when the model accepts loss keyword arguments; custom losses must do it themselves.
-# * Packing changes the weights (documents by length) and adds cross-document targets and context: drop each
-#   document's first label, reset positions and mask attention per document, then choose the weighting.
-# * With class weights, PyTorch's mean divides by the sum of the targets' weights, not by their count.
-# * A constant loss factor is a learning-rate change for SGD and (nearly) nothing for Adam; a factor that varies by
-#   batch re-weights batches for both.
-# * Per-sequence normalisation in policy-gradient losses is page 01's document mean, with its length bias.
-# * Unequal weights cost effective sample size, (Σ w)² / Σ w², just as correlation does in page 04's R.
-
-# %% [markdown]
 # ## Exercises
 #
 # Each solution is computed with the library functions the page uses; the test suite checks the same values
-# (`tests/test_pitfalls.py`). In the HTML report the solutions are collapsed: click *Solution* to reveal one.
+# (`tests/test_pitfalls.py`). Predict the answer first, then open the solution: in JupyterLab its cell is
+# collapsed (click the bar to the left of it), in the HTML report click *Solution*.
 #
 # **Exercise 1 (data parallelism).** Four ranks hold 120, 480, 200 and 200 targets and each back-propagates its own
 # token mean before DDP averages the gradients. What weight does each rank get, what would the global token mean
 # give it, how much more does a target of rank 0 weigh than one of rank 1, and by what does transformers multiply
 # rank 0's summed loss to fix it?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex1_counts = [120, 480, 200, 200]
 ex1 = R.microbatch_weights(ex1_counts)
 ex1["rank0_loss_factor"] = len(ex1_counts) / sum(ex1_counts)  # S_0 / N, times W
@@ -588,7 +604,7 @@ display(Markdown(f"Mean of rank means: {ex1['averaged']}; global token mean: {ex
 # `DataCollatorWithFlattening`'s labels? Over the remaining targets, what are Kish's n_eff of the token mean and of
 # the per-document mean?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex2_lengths = [10, 30, 60]
 ex2 = {"counts": P.packed_target_counts([n + 1 for n in ex2_lengths]),
        "n_eff_token_mean": P.packed_weights(ex2_lengths)["n_eff"],
@@ -603,7 +619,7 @@ display(Markdown(f"{ex2['counts']['targets']} targets, {ex2['counts']['boundary_
 # **Exercise 3 (class weights).** Targets [0, 2, 2, −100, 1] over three classes with `weight=[1, 4, 0.5]`: what does
 # `cross_entropy`'s mean divide by, and does the hand computation match PyTorch?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex3_targets = [0, 2, 2, -100, 1]
 ex3_weight = [1.0, 4.0, 0.5]
 ex3_logits = np.random.default_rng(seed).normal(size=(len(ex3_targets), len(ex3_weight)))
@@ -618,7 +634,7 @@ display(Markdown(f"The denominator is w[0] + w[2] + w[2] + w[1] = {f(ex3['denomi
 # constant 10⁻⁴ before scaling. With ε = 10⁻⁸, how much shorter is Adam's step on that coordinate than without
 # the factor?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex4 = P.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)
 ex4["step_ratio"] = 1 - ex4["rel_diff_adam_scaled"]
 display(Markdown(f"ε acts as ε/c = 10⁻⁴, the size of the gradient: the step is lr·g / (g + ε/c) = lr/2 instead "
@@ -630,7 +646,7 @@ display(Markdown(f"ε acts as ε/c = 10⁻⁴, the size of the gradient: the ste
 # per-token weights under the per-sequence mean and under the token mean. Which response's tokens are pushed
 # harder under each?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex5 = {r["scheme"]: r for r in P.policy_gradient_table([3, 12], [1.0, -1.0])}
 display(Markdown(f"Per-sequence mean: {', '.join(f(w) for w in ex5['sequence_mean']['per_token_weight'])} "
                  f"(1/6 and 1/24: "
@@ -643,7 +659,7 @@ display(Markdown(f"Per-sequence mean: {', '.join(f(w) for w in ex5['sequence_mea
 # **Exercise 6 (effective sample size).** Three documents of 1, 1 and 98 positions. What is Kish's n_eff of the
 # token mean and of the document mean?
 
-# %% tags=["solution"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex6 = {r["objective"]: r for r in P.objective_effective_sizes(R.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
 display(Markdown(f"Token mean: {f(ex6['token_mean']['n_eff'])}; document mean: "
                  f"{f(ex6['document_mean']['n_eff'])} (weights 1/3, 1/3 and 1/294 × 98: the two one-position "

@@ -166,6 +166,11 @@ def test_every_exercise_of_a_teaching_page_has_a_solution_cell(stem):
     for i in posed:
         after = nb.cells[i + 1]
         assert after.cell_type == "code" and "solution" in after.metadata.get("tags", []), f"cell {i + 1}"
+        # collapsed in JupyterLab too: code and output hidden until the student opens them
+        assert after.metadata.get("jupyter") == {"outputs_hidden": True, "source_hidden": True}, f"cell {i + 1}"
+    executed = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+    hidden = [c.metadata.get("jupyter", {}) for c in executed.cells if "solution" in c.metadata.get("tags", [])]
+    assert hidden and all(h.get("source_hidden") and h.get("outputs_hidden") for h in hidden)
 
 
 # --- pairs ---------------------------------------------------------------------------------------------

@@ -254,3 +254,29 @@ def test_page01_exercise_4_target_counts(page01_exercises):
     assert R.count_targets(R.causal_lm_labels(torch.arange(50), 12)) == 38
     assert R.count_targets(R.causal_lm_labels(torch.arange(50), 0)) == 49
     assert page01_exercises["4"] == {"with_prompt": 38, "without_prompt": 49}
+
+
+def test_probability_targets_divide_by_the_rows_and_class_indices_by_the_targets_weights():
+    w = [1.0, 4.0, 0.5]
+    out = R.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0], [0.0, 0.0, 3.0]], [1, 1, 2], w)
+    assert out["indices"] == pytest.approx(out["weighted_sum"] / (4.0 + 4.0 + 0.5))
+    assert out["probabilities"] == pytest.approx(out["weighted_sum"] / 3)
+    plain = R.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0]], [1, 2])
+    assert plain["indices"] == pytest.approx(plain["probabilities"])     # no weights: both divide by N
+
+
+def test_growth_bias_lines_say_which_way_the_loss_moves_only_as_measured():
+    row = {"lengths": [120, 8], "loss_averaged_means": 5.6, "loss_token_mean": 5.2, "loss_short": 6.0,
+           "loss_long": 5.1}
+    assert R.growth_bias_lines([row])[0].endswith("so up-weighting the short one raises the loss.")
+    low = dict(row, loss_averaged_means=5.0, loss_short=4.0)
+    assert R.growth_bias_lines([low])[0].endswith("so up-weighting the short one lowers the loss.")
+    assert R.growth_bias_lines([dict(row, lengths=[64, 64])]) == []
+
+
+def test_what_changed_when_dates_and_links_every_change_and_names_the_versions():
+    from docgrad.teaching import history
+
+    box = history.what_changed_when()
+    assert all(c.url.startswith("https://") and c.date for c in history.CHANGES)
+    assert "#39395" in box and "2025-07" in box and "Executed with torch " in box

@@ -488,7 +488,7 @@ def lm_accumulation(model, docs, microbatches=None) -> dict:
 
     `microbatches` lists document indices per microbatch (default: one document each). Targets are counted
     after the causal shift and without -100 positions. Returns counts, the three gradients' norms and the
-    relative discrepancies |g - g_full| / |g_full|.
+    relative discrepancies |g - g_full| / |g_full|, and each microbatch's own mean loss.
     """
     if microbatches is None:
         microbatches = [[i] for i in range(len(docs))]
@@ -524,6 +524,7 @@ def lm_accumulation(model, docs, microbatches=None) -> dict:
         "loss_full_token_mean": float(full_loss.detach()),
         "loss_averaged_means": sum(s / (B * c) for s, c in zip(sums, counts)),
         "loss_num_items": sum(sums) / n_total,
+        "loss_per_microbatch": [s_ / c for s_, c in zip(sums, counts)],
         "grad_norm_full": nf,
         "rel_discrepancy_averaged": float((g_avg - g_full).norm()) / nf,
         "rel_discrepancy_num_items": float((g_items - g_full).norm()) / nf,
@@ -565,5 +566,43 @@ def accumulation_growth(model, total_tokens: int = 128, ratios=(1, 2, 4, 8, 16, 
                      "target_ratio": w["per_target_weight_ratio"],
                      "rel_discrepancy_averaged": acc["rel_discrepancy_averaged"],
                      "rel_discrepancy_num_items": acc["rel_discrepancy_num_items"],
-                     "total_variation": w["total_variation"]})
+                     "total_variation": w["total_variation"],
+                     "loss_token_mean": acc["loss_full_token_mean"], "loss_averaged_means": acc["loss_averaged_means"],
+                     "loss_short": acc["loss_per_microbatch"][1], "loss_long": acc["loss_per_microbatch"][0]})
     return rows
+
+
+def growth_bias_lines(rows: list[dict]) -> list[str]:
+    """The systematic part of averaging microbatch means, from accumulation_growth's rows: the average-of-means
+    loss minus the token-mean loss, and the two microbatches' own mean losses. Each document is its own
+    sequence, so all of the short one's targets sit at early positions (little context); where they have the
+    higher loss, up-weighting them raises the loss: a bias in one direction, not only noise."""
+    out = []
+    for r in rows:
+        if r["lengths"][0] == r["lengths"][1]:
+            continue
+        d = r["loss_averaged_means"] - r["loss_token_mean"]
+        higher = r["loss_short"] > r["loss_long"]
+        out.append(f"{r['lengths'][0]} + {r['lengths'][1]} tokens: average of means {r['loss_averaged_means']:.3g} "
+                   f"against the token mean {r['loss_token_mean']:.3g} ({d:+.2g}); the short document's own mean "
+                   f"loss is {r['loss_short']:.3g}, the long one's {r['loss_long']:.3g}"
+                   + (", so up-weighting the short one raises the loss." if higher and d > 0 else
+                      ", so up-weighting the short one lowers the loss." if not higher and d < 0 else "."))
+    return out
+
+
+def probability_targets_mean(logits, classes, weight=None) -> dict:
+    """torch cross_entropy's mean for the same targets given as class indices and as probabilities (one-hot),
+    with optional class weights: for indices it divides by the sum of the targets' class weights (the count of
+    non-ignored targets without weights); for probability targets by the number of rows N, weights or not."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.as_tensor(logits, dtype=torch.float64)
+    y = torch.as_tensor(classes, dtype=torch.long)
+    w = None if weight is None else torch.as_tensor(weight, dtype=torch.float64)
+    onehot = F.one_hot(y, x.shape[1]).to(torch.float64)
+    per_row = -(onehot * F.log_softmax(x, dim=1) * (w if w is not None else 1.0)).sum(dim=1)
+    return {"indices": float(F.cross_entropy(x, y, weight=w)), "probabilities": float(F.cross_entropy(x, onehot, weight=w)),
+            "weighted_sum": float(per_row.sum()), "n_rows": int(x.shape[0]),
+            "sum_of_target_weights": float(w[y].sum()) if w is not None else float(len(y))}

@@ -665,6 +665,58 @@ display(Markdown(f"Token mean: {f(ex6['token_mean']['n_eff'])}; document mean: "
                  f"{f(ex6['document_mean']['n_eff'])} (weights 1/3, 1/3 and 1/294 × 98: the two one-position "
                  f"documents dominate)."))
 
+# %% [markdown]
+# ### Code exercises
+#
+# Each comes with a checker you run: it builds a small causal LM with random weights, compares your function's
+# gradient with the full-batch token mean, and says *correct* or *not yet* (`docgrad.teaching.pitfalls`).
+#
+# **Exercise 7 (find the bug).** This accumulation loop back-propagates each microbatch's mean loss, scaled by
+# the number of microbatches. Predict what the checker will say, run it, then fix the loop
+# (`R.summed_loss(model, docs)` is a microbatch's summed target loss, `R.count_targets(doc["labels"])` a
+# document's target count).
+
+# %% tags=["show-input"]
+def accumulate(model, microbatches):
+    for mb in microbatches:
+        n = sum(R.count_targets(d["labels"]) for d in mb)
+        loss = R.summed_loss(model, mb) / n / len(microbatches)
+        loss.backward()
+
+
+print(P.check_accumulation(accumulate)["message"])
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
+def accumulate(model, microbatches):
+    total = sum(R.count_targets(d["labels"]) for mb in microbatches for d in mb)   # the whole batch's count
+    for mb in microbatches:
+        (R.summed_loss(model, mb) / total).backward()
+
+
+ex7 = P.check_accumulation(accumulate)
+print(ex7["message"])
+
+# %% [markdown]
+# **Exercise 8 (write the data-parallel loss).** Each rank holds `summed`, its summed target loss, its own count
+# `n_local`, the all-reduced count `n_global` of every rank and the number of ranks `world_size`; DDP averages the
+# ranks' gradients. Return the loss a rank must back-propagate so that the average is the global token mean.
+# The version below is the mean of rank means.
+
+# %% tags=["show-input"]
+def rank_loss(summed, n_local, n_global, world_size):
+    return summed / n_local
+
+
+print(P.check_rank_loss(rank_loss)["message"])
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
+def rank_loss(summed, n_local, n_global, world_size):
+    return summed * world_size / n_global      # DDP divides by world_size; what transformers does
+
+
+ex8 = P.check_rank_loss(rank_loss)
+print(ex8["message"])
+
 # %%
 NUMBERS["exercises"] = {
     "1": {"counts": ex1_counts, **ex1},
@@ -675,6 +727,7 @@ NUMBERS["exercises"] = {
           "per_token_weight": {k: v["per_token_weight"] for k, v in ex5.items()},
           "short_over_long_per_token": ex5["sequence_mean"]["short_over_long_per_token"]},
     "6": {k: ex6[k]["n_eff"] for k in ("token_mean", "document_mean")},
+    "7": ex7, "8": ex8,
 }
 save_numbers("01b_loss_pitfalls", NUMBERS)
 versions()

@@ -1,6 +1,7 @@
 """Notebook machinery: parameter validation, pair sync, execution progress and errors, the HTML report."""
 
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -157,15 +158,18 @@ def test_cli_run_takes_a_lettered_page_prefix(tiny, capsys, monkeypatch):
 
 @pytest.mark.parametrize("stem", ["01_loss_reduction", "01b_loss_pitfalls"])
 def test_every_exercise_of_a_teaching_page_has_a_solution_cell(stem):
-    """Each markdown cell that poses an exercise is followed by a code cell tagged `solution` (rendered collapsed)."""
+    """Each markdown cell that poses an exercise is followed, before the next markdown cell, by a code cell tagged
+    `solution` (rendered collapsed); a code exercise's own cell (its starting code and checker) comes first."""
     import jupytext
 
     nb = jupytext.read(ROOT / "notebooks" / f"{stem}.py")
     posed = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "**Exercise " in c.source]
     assert len(posed) >= 4
     for i in posed:
-        after = nb.cells[i + 1]
-        assert after.cell_type == "code" and "solution" in after.metadata.get("tags", []), f"cell {i + 1}"
+        block = list(itertools.takewhile(lambda c: c.cell_type == "code", nb.cells[i + 1:]))
+        solutions = [c for c in block if "solution" in c.metadata.get("tags", [])]
+        assert len(solutions) == 1, f"exercise at cell {i}: {len(solutions)} solution cells"
+        after = solutions[0]
         # collapsed in JupyterLab too: code and output hidden until the student opens them
         assert after.metadata.get("jupyter") == {"outputs_hidden": True, "source_hidden": True}, f"cell {i + 1}"
     executed = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)

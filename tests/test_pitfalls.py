@@ -444,3 +444,27 @@ def test_a_real_two_process_trainer_step_with_and_without_average_tokens_across_
     assert off["rel_discrepancy"] > 0.05                                   # a mean of rank means
     with pytest.raises(P.PitfallError, match="one document per process"):
         P.ddp_trainer_step([40, 12, 5], average_tokens=True)
+
+
+# --- the code exercises' checkers: they fail the bug and pass the fix ------------------------------------------
+
+def test_the_accumulation_checker_fails_a_mean_of_means_and_passes_the_total_count():
+    def buggy(model, microbatches):
+        for mb in microbatches:
+            n = sum(R.count_targets(d["labels"]) for d in mb)
+            (R.summed_loss(model, mb) / n / len(microbatches)).backward()
+
+    def fixed(model, microbatches):
+        total = sum(R.count_targets(d["labels"]) for mb in microbatches for d in mb)
+        for mb in microbatches:
+            (R.summed_loss(model, mb) / total).backward()
+
+    bad, good = P.check_accumulation(buggy), P.check_accumulation(fixed)
+    assert not bad["passed"] and bad["rel_diff"] > 0.1 and bad["message"].startswith("not yet")
+    assert good["passed"] and good["rel_diff"] < P.CHECK_TOLERANCE and good["message"].startswith("correct")
+
+
+def test_the_data_parallel_checker_fails_rank_means_and_passes_the_all_reduced_count():
+    assert not P.check_rank_loss(lambda s, n_local, n_global, world: s / n_local)["passed"]
+    assert not P.check_rank_loss(lambda s, n_local, n_global, world: s / n_global)["passed"]   # DDP divides by W
+    assert P.check_rank_loss(lambda s, n_local, n_global, world: s * world / n_global)["passed"]

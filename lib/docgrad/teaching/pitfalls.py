@@ -69,6 +69,7 @@ from docgrad.teaching.reduction import (
     make_documents,
     objective_weights,
     pad_batch,
+    summed_loss,
 )
 
 
@@ -1064,3 +1065,56 @@ if __name__ == "__main__":          # torchrun -m docgrad.teaching.pitfalls ddp-
     if len(sys.argv) != 7 or sys.argv[1] != "ddp-worker":
         raise SystemExit("usage: python -m docgrad.teaching.pitfalls ddp-worker OUT LENGTHS(JSON) AVERAGE(0|1) SEED ARCH")
     _ddp_worker(sys.argv[2], json.loads(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5]), sys.argv[6])
+
+
+# --------------------------------------------------------------------------------------------------
+# Code exercises: a student's function, checked against the full-batch token mean
+# --------------------------------------------------------------------------------------------------
+
+CHECK_TOLERANCE = 1e-5        # relative gradient difference a correct answer stays below (float32 rounding)
+
+
+def _checked(rel: float, what: str) -> dict:
+    ok = bool(rel < CHECK_TOLERANCE)
+    return {"passed": ok, "rel_diff": rel,
+            "message": (f"correct: {what} matches the full-batch token mean (relative difference {rel:.1e})" if ok
+                        else f"not yet: {what} differs from the full-batch token mean by {rel:.3g} of its norm "
+                             f"(a correct answer stays below {CHECK_TOLERANCE:g})")}
+
+
+def _exercise_setup(lengths, seed: int):
+    model = tiny_model("llama", seed=seed)
+    docs = make_documents(lengths, seed=seed + 1)
+    g_full, _ = full_batch_gradient(model, docs)
+    return model, docs, g_full
+
+
+def check_accumulation(accumulate, lengths=(48, 6, 20), seed: int = 0) -> dict:
+    """Checker of the accumulation exercise. `accumulate(model, microbatches)` gets a tiny causal LM and a list of
+    microbatches (each a list of documents, as reduction.make_documents makes them), must run backward once per
+    microbatch and return nothing; its accumulated .grad is compared with the full-batch token-mean gradient.
+    Helpers a solution may use: reduction.summed_loss(model, docs), reduction.count_targets(doc['labels'])."""
+    model, docs, g_full = _exercise_setup(lengths, seed)
+    model.zero_grad(set_to_none=True)
+    accumulate(model, [[d] for d in docs])
+    g = flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    return _checked(float((g - g_full).norm() / g_full.norm()), "the accumulated gradient")
+
+
+def check_rank_loss(rank_loss, lengths=(48, 6, 20, 12), seed: int = 0) -> dict:
+    """Checker of the data-parallel exercise. `rank_loss(summed, n_local, n_global, world_size)` returns the loss a
+    rank back-propagates, from its summed target loss (a tensor), its own target count, the all-reduced count of
+    every rank and the number of ranks. DDP then averages the ranks' gradients (simulated here: one document per
+    rank, gradients summed and divided by the world size); the result is compared with the full-batch token mean."""
+    model, docs, g_full = _exercise_setup(lengths, seed)
+    W = len(docs)
+    n = [d["n_targets"] for d in docs]
+    total = None
+    for d, n_r in zip(docs, n):
+        model.zero_grad(set_to_none=True)
+        rank_loss(summed_loss(model, [d]), n_r, sum(n), W).backward()
+        g_r = flat_grad(model)
+        total = g_r if total is None else total + g_r
+    model.zero_grad(set_to_none=True)
+    return _checked(float((total / W - g_full).norm() / g_full.norm()), "the DDP-averaged gradient")

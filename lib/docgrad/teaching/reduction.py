@@ -462,7 +462,7 @@ def pad_batch(docs, pad_id: int = 0):
     return ids, att, lab
 
 
-def _summed_loss(model, docs):
+def summed_loss(model, docs):
     """Sum of next-token cross-entropies over every supervised target of `docs` (one padded forward)."""
     import torch.nn.functional as F
 
@@ -503,13 +503,13 @@ def lm_accumulation(model, docs, microbatches=None) -> dict:
         model.zero_grad(set_to_none=True)
         losses = []
         for b, mb in enumerate(microbatches):
-            s = _summed_loss(model, [docs[i] for i in mb])
+            s = summed_loss(model, [docs[i] for i in mb])
             (s * scale_of(b)).backward()
             losses.append(float(s.detach()))
         return flat_grad(model), losses
 
     model.zero_grad(set_to_none=True)
-    full_loss = _summed_loss(model, list(docs)) / n_total
+    full_loss = summed_loss(model, list(docs)) / n_total
     full_loss.backward()
     g_full = flat_grad(model)
     g_avg, sums = run(lambda b: 1.0 / (B * counts[b]))

@@ -43,7 +43,9 @@ from IPython.display import Markdown, display
 from docgrad import models as model_registry
 from docgrad.presentation import design_effect, tables
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
+from docgrad.presentation.explorer import explorer_chart, published_text
 from docgrad.results import published
+from docgrad.results.profiles import cell_profile
 from docgrad.results.format import parse_docs
 from docgrad.results.study import Study
 
@@ -132,6 +134,24 @@ gates_table = pd.concat([tables.gates_frame(r).assign(model=lab) for lab, r in r
                         ignore_index=True)[["model", "gate", "status", "measured"]]
 with pd.option_context("display.max_colwidth", 200):
     display(gates_table)
+
+# %% [markdown]
+# ## Explore it yourself
+#
+# Move the window and batch sliders: the chart recomputes, in your browser, $R(W)$ from each corpus's measured
+# correlation profile, the effective number of independent chunks in the batch, the batch of shuffled chunks with
+# the same gradient noise and $B_\text{simple}$ for contiguous blocks (intervals from the document bootstrap;
+# the published 1B-class value where one exists). The right panel draws $R(W)$ for a correlation profile you shape
+# (first-lag level, long-range plateau, decay length) beside the measured ones: the plateau, not the first lags,
+# sets the design effect of a long window. The formulas are in `docgrad.presentation.explorer`.
+
+# %%
+profiles = [cell_profile(study.cell(m, c.corpus), m.label, resamples, seed) for m in page_models
+            for c in reports[m.label].cells]
+explorer = explorer_chart(pd.concat([p[0] for p in profiles], ignore_index=True),
+                          pd.concat([p[1] for p in profiles], ignore_index=True),
+                          published_text(published.R_by_window()), chunk)
+display(save_chart(explorer, "04_explorer", figures_dir))
 
 # %% [markdown]
 # ## Where to read on

@@ -413,3 +413,20 @@ def test_a_bootstrap_over_three_sources_has_few_distinct_resamples():
     assert np.unique(R[np.isfinite(R)]).size <= 10 - 1          # (M, M, M) is the undefined one
     assert np.all(np.isnan(R[(c[:, 3] == 3)]))
     assert decomposition.same_source_pair_fraction(src) == pytest.approx((3 * 2 + 4 * 3) / (8 * 7))
+
+
+def test_R_from_rho_is_kish_for_a_flat_profile_and_the_block_estimator_over_the_whole_document(tmp_path):
+    from docgrad.core import bootstrap as bs
+    from docgrad.results.cells import load_cells
+    from docgrad.results.synthetic import Profile, write_cell
+
+    flat = np.full(31, 0.1)
+    assert bs.R_from_rho(flat, 32) == pytest.approx(1 + 31 * 0.1)
+    assert bs.R_from_rho(flat, 1) == 1.0
+    with pytest.raises(ValueError, match="between 1 and 32"):
+        bs.R_from_rho(flat, 33)
+    write_cell(tmp_path, model="o/m", revision="r", corpus="BOOKS", profile=Profile(exch=0.1, ar=0.4, phi=0.6),
+               n_docs=6, m=32, chunk=512, shard_size=6, dim=24)
+    s = next(iter(load_cells(tmp_path).values())).sums["all"]
+    e = bs.estimate(s, np.ones(6), 512)
+    assert bs.R_from_rho(e["rho"][0], 32) == pytest.approx(e["R"][0, -1])

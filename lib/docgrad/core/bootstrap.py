@@ -163,3 +163,15 @@ def percentile_ci(draws: np.ndarray, level: float = 0.95) -> list:
         f = draws[np.isfinite(draws)]
         return [float(np.percentile(f, lo_q)), float(np.percentile(f, hi_q))] if f.size else [None, None]
     return [percentile_ci(draws[:, j], level) for j in range(draws.shape[1])]
+
+
+def R_from_rho(rho: np.ndarray, m: int) -> np.ndarray:
+    """The design effect of a block of m consecutive chunks from the correlation profile rho(l), l = 1..m-1 (last
+    axis, lag l at column l-1):  R(mC) = 1 + (2/m) sum_{l=1}^{m-1} (m - l) rho(l).  It equals the block
+    estimator (`estimate`'s R) at m = the whole document and differs from it at shorter blocks only by which
+    chunk pairs are averaged (all pairs at each lag here, pairs inside disjoint blocks there)."""
+    rho = np.asarray(rho, dtype=float)
+    if not 1 <= m <= rho.shape[-1] + 1:
+        raise ValueError(f"m must be between 1 and {rho.shape[-1] + 1} chunks, got {m}")
+    lags = np.arange(1, m)
+    return 1.0 + 2.0 / m * (rho[..., : m - 1] * (m - lags)).sum(axis=-1)

@@ -2,7 +2,8 @@
 
 Each page is the executed notebook exported by nbconvert's `lab` template, with
   * navigation (contents, previous, next) at the top and bottom;
-  * every Altair chart (a Vega-Lite MIME output, see pages.setup) turned into a vega-embed call, with
+  * every Altair chart (a Vega-Lite MIME output, see pages.setup) turned into a vega-embed call (SVG renderer,
+    so the text a chart computes is in the page: tools/report_check.py reads it), with
     the Vega, Vega-Lite and vega-embed JavaScript inlined once per page (from vl_convert), so the charts
     are interactive with no network;
   * the code of every code cell folded behind a "show code" control (a closed <details class="docgrad-code">,
@@ -248,8 +249,8 @@ def embed_charts(nb, prefix: str = "chart") -> int:
             out["data"] = {
                 "text/html": (f'<div id="{div}" class="docgrad-chart"></div>\n'
                               f'<script type="text/javascript">vegaEmbed("#{div}", {spec_js}, '
-                              f'{{"actions": {{"export": true, "source": false, "compiled": false, '
-                              f'"editor": false}}}}).catch(function (e) {{ document.getElementById("{div}")'
+                              f'{{"renderer": "svg", "actions": {{"export": true, "source": false, '
+                              f'"compiled": false, "editor": false}}}}).catch(function (e) {{ document.getElementById("{div}")'
                               f'.textContent = "chart failed to render: " + e; }});</script>'),
                 "text/plain": data.get("text/plain", "<chart>"),
             }

@@ -87,8 +87,8 @@ def explorer_chart(rho: pd.DataFrame, R: pd.DataFrame, published: pd.DataFrame |
         tooltip=["corpus:N", "W_tokens:Q", alt.Tooltip("R:Q", format=".4g")])
     rule = alt.Chart(pd.DataFrame({"z": [0]})).mark_rule(color="black", strokeDash=[4, 3]).encode(
         x=alt.datum(W, type="quantitative"))
-    measured = alt.layer(band, lines.add_params(pick), rule).properties(width=460, height=260,
-                                                                       title="measured, one model")
+    measured = alt.layer(band.add_params(pick), lines, rule).properties(   # the first layer with colour holds it
+        width=460, height=260, title="measured, one model")
 
     # the numbers at the chosen W and batch, one line per corpus
     at_W = curves.transform_filter(f"datum.W_tokens == W").transform_calculate(

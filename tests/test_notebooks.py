@@ -140,8 +140,8 @@ def test_a_page_that_follows_another_sorts_after_it_and_resolves_by_its_prefix(t
 
 def test_the_repository_pages_include_01b_after_01(tmp_path):
     names = [p.stem for p in N.find_notebooks(ROOT / "notebooks")]
-    assert names.index("01_loss_reduction") + 1 == names.index("01b_loss_pitfalls")
-    assert N.resolve_notebook("01b", ROOT / "notebooks").stem == "01b_loss_pitfalls"
+    assert names.index("01_loss_reduction") + 1 == names.index("01b_real_trainers")
+    assert N.resolve_notebook("01b", ROOT / "notebooks").stem == "01b_real_trainers"
 
 
 def test_cli_run_takes_a_lettered_page_prefix(tiny, capsys, monkeypatch):
@@ -156,7 +156,7 @@ def test_cli_run_takes_a_lettered_page_prefix(tiny, capsys, monkeypatch):
     assert "parameters of 01_tiny.py" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("stem", ["01_loss_reduction", "01b_loss_pitfalls"])
+@pytest.mark.parametrize("stem", ["01_loss_reduction", "01b_real_trainers", "01c_packing_and_denominators"])
 def test_every_exercise_of_a_teaching_page_has_a_solution_cell(stem):
     """Each markdown cell that poses an exercise is followed, before the next markdown cell, by a code cell tagged
     `solution` (rendered collapsed); a code exercise's own cell (its starting code and checker) comes first."""
@@ -164,7 +164,7 @@ def test_every_exercise_of_a_teaching_page_has_a_solution_cell(stem):
 
     nb = jupytext.read(ROOT / "notebooks" / f"{stem}.py")
     posed = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "**Exercise " in c.source]
-    assert len(posed) >= 4
+    assert len(posed) >= 4 if stem.startswith("01_") else len(posed) >= 3
     for i in posed:
         block = list(itertools.takewhile(lambda c: c.cell_type == "code", nb.cells[i + 1:]))
         solutions = [c for c in block if "solution" in c.metadata.get("tags", [])]

@@ -1,4 +1,4 @@
-"""Pins the numbers of page 01b (docgrad.teaching.pitfalls): data parallelism, Trainer accumulation, packing, cross-entropy
+"""Pins the numbers of pages 01b and 01c (docgrad.teaching.pitfalls): data parallelism, Trainer accumulation, packing, cross-entropy
 denominators, optimisers and loss scales, policy-gradient weights, effective sample sizes, and the exercises."""
 
 import json
@@ -14,7 +14,7 @@ from docgrad.teaching import reduction as R
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
-TWIN = ROOT / "figures" / "01b_loss_pitfalls.json"
+TWINS = {"01b": ROOT / "figures" / "01b_real_trainers.json", "01c": ROOT / "figures" / "01c_packing_and_denominators.json"}
 
 
 @pytest.fixture(scope="module")
@@ -340,13 +340,23 @@ def test_design_effects_come_from_the_result_files_not_from_another_page(tmp_pat
         P.design_effects(empty, 8)
 
 
-# --- the exercises of page 01b: the values the worked solutions state ---------------------------------------
+# --- the exercises of pages 01b and 01c: the values the worked solutions state ----------------------------------
+
+# the exercises as numbered here, and where each page numbers them
+EXERCISES = {"1": ("01b", "1"), "2": ("01c", "1"), "3": ("01c", "2"), "4": ("01b", "2"), "5": ("01c", "3"),
+             "6": ("01c", "4"), "7": ("01b", "3"), "8": ("01b", "4")}
+
+
+def _twins() -> dict:
+    if not all(p.exists() for p in TWINS.values()):
+        pytest.skip("pages 01b and 01c have not been executed")
+    return {k: json.loads(p.read_text()) for k, p in TWINS.items()}
+
 
 @pytest.fixture(scope="module")
 def exercises():
-    if not TWIN.exists():
-        pytest.skip("page 01b has not been executed")
-    return json.loads(TWIN.read_text())["exercises"]
+    t = _twins()
+    return {k: t[page]["exercises"][n] for k, (page, n) in EXERCISES.items()}
 
 
 def test_exercise_1_data_parallel_weights(exercises):
@@ -400,10 +410,10 @@ def test_exercise_6_effective_sample_size(exercises):
     assert e["document_mean"] == pytest.approx(exact, rel=1e-5) and e["token_mean"] == pytest.approx(100)
 
 
-def test_the_page_twin_states_the_fixes_within_float_rounding():
-    if not TWIN.exists():
-        pytest.skip("page 01b has not been executed")
-    t = json.loads(TWIN.read_text())
+def test_the_page_twins_state_the_fixes_within_float_rounding(exercises):
+    tw = _twins()
+    t = {**tw["01c"], **tw["01b"]}
+    assert exercises["7"]["passed"] and exercises["8"]["passed"]          # the code exercises' solutions
     assert t["data_parallel"]["rel_discrepancy_global_count"] < 1e-4
     assert t["trainer"]["num_items"]["rel_discrepancy"] < 1e-4
     assert t["trainer"]["per_microbatch_mean"]["rel_discrepancy"] > 0.01

@@ -6,7 +6,7 @@ Definitions: docs/methods.md. Packages, arrows pointing down only (a package imp
                  commands (`docgrad analyze`), cli (the `docgrad` command line)
   presentation/  what the pages show: tables (frames, headline table, reading lines), comparison (orderings in
                  words), causal (page 06's frames and readings), charts (corpus colours, legend highlighting)
-  teaching/      the teaching pages' models: reduction (page 01), pitfalls (page 01b)
+  teaching/      the teaching pages' models: reduction (page 01), pitfalls (pages 01b, 01c)
   results/       result files: format (read, validate, write), cells (pooling into block sums), stats (the analysis
                  as typed results, cached), study (Study: a results directory read once, answered to the pages),
                  cell_decomposition, positions (causal vs standalone), batching (batch

@@ -21,7 +21,7 @@ from docgrad.runtime import report
 from docgrad.runtime.pages import STAGING_ENV, is_page, page_order, page_prefix, staged_outputs
 
 NOTEBOOK_GLOB = "[0-9][0-9]*_*.py"
-# A page's stem is NN_name, or NNx_name for a page that follows page NN (e.g. 01b_loss_pitfalls after
+# A page's stem is NN_name, or NNx_name for a page that follows page NN (e.g. 01b_real_trainers after
 # 01_loss_reduction): its prefix (NN or NNx) is what `docgrad run` and `--only` take.
 class NotebookError(DocgradError, RuntimeError):
     """A notebook could not be found, parameterised or executed; the message says which and why."""

@@ -183,7 +183,7 @@ PAGE_STEM = re.compile(r"^(?P<number>[0-9]{2})(?P<letter>[a-z]?)_[^.]+$")
 
 
 def page_prefix(path: str | Path) -> str | None:
-    """The page prefix of a notebook file (`01` for 01_loss_reduction.py, `01b` for 01b_loss_pitfalls.py), or
+    """The page prefix of a notebook file (`01` for 01_loss_reduction.py, `01b` for 01b_real_trainers.py), or
     None when the name is not a page's."""
     m = PAGE_STEM.match(Path(path).stem)
     return m["number"] + m["letter"] if m else None

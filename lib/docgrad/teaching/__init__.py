@@ -1,1 +1,1 @@
-"""The teaching pages' models: loss reduction (page 01) and its pitfalls in real setups (page 01b)."""
+"""The teaching pages' models: loss reduction (page 01) and its pitfalls in real setups (pages 01b, 01c)."""

@@ -1,4 +1,4 @@
-"""Where loss-reduction mistakes happen in real training setups (teaching page 01b), built on docgrad.teaching.reduction.
+"""Where loss-reduction mistakes happen in real training setups (teaching pages 01b and 01c), built on docgrad.teaching.reduction.
 
 Every function returns plain numbers (dicts, lists) that a page states and a test pins.
 

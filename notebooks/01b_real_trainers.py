@@ -51,6 +51,7 @@ train_top_layers = 4  # transformer blocks trained (the last ones; the rest of t
 sgd_lr = 0.01  # SGD learning rate (0.05 diverges here: runs that diverge cannot be compared)
 adam_lr = 1e-4  # Adam learning rate
 seed = 0  # seeds of batches, Trainer and the synthetic checks
+rerun = False  # recompute the recorded Trainer, torchrun and fine-tuning runs (minutes) and rewrite data/teaching/
 
 # %%
 import altair as alt
@@ -62,6 +63,7 @@ from IPython.display import Markdown, display
 from docgrad.teaching import history
 from docgrad.teaching import pitfalls as P
 from docgrad.teaching import reduction as R
+from docgrad.teaching.records import provenance_line, recorded
 from docgrad.corpora.build import DEFAULT_MANIFEST, load_spans, read_manifest
 from docgrad.models import load_model
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
@@ -144,8 +146,11 @@ count) against the full batch's {f(dp['loss_full'], 6)} nats.
 # keyword arguments.
 
 # %%
-trainer_rows = [P.trainer_accumulation(model, docs, use_num_items=u, seed=seed, reference=reference)
-                for u in (True, False)]
+trainer_rows, trainer_prov = recorded(
+    "01b_trainer", {"model": model_name, "corpus": corpus, "dp_lengths": dp_lengths, "seed": seed},
+    lambda: [P.trainer_accumulation(model, docs, use_num_items=u, seed=seed, reference=reference)
+             for u in (True, False)], rerun=rerun)
+display(Markdown(provenance_line("The Trainer steps", trainer_prov)))
 NUMBERS["trainer"] = {("num_items" if r["use_num_items"] else "per_microbatch_mean"): r for r in trainer_rows}
 tr_items, tr_mean = trainer_rows
 pd.DataFrame([{"run": "as installed" if r["use_num_items"] else "model_accepts_loss_kwargs = False",
@@ -188,7 +193,10 @@ whose forward accepts `**kwargs` but drops `num_items_in_batch`."""))
 # processes of SmolLM2 would double the memory and the loading time for the same check).
 
 # %%
-ddp = [P.ddp_trainer_step(ddp_lengths, average_tokens=a, seed=seed) for a in (True, False)]
+ddp, ddp_prov = recorded("01b_torchrun", {"ddp_lengths": ddp_lengths, "seed": seed},
+                         lambda: [P.ddp_trainer_step(ddp_lengths, average_tokens=a, seed=seed) for a in (True, False)],
+                         rerun=rerun)
+display(Markdown(provenance_line("The two-process torchrun steps", ddp_prov)))
 NUMBERS["ddp_torchrun"] = {("average_tokens" if r["average_tokens_across_devices"] else "per_rank_count"): r
                            for r in ddp}
 pd.DataFrame([{"average_tokens_across_devices": r["average_tokens_across_devices"],
@@ -264,8 +272,14 @@ pd.Series(adam_check)
 # %%
 batches = P.training_batches([s.tokens for s in spans], train_steps, train_batch_size, train_min_len,
                              train_max_len, seed=seed)
-drift = P.training_drift(model, batches, optimizers=(("sgd", sgd_lr), ("adam", adam_lr)),
-                         train_top_layers=train_top_layers)
+drift, drift_prov = recorded(
+    "01b_drift", {"model": model_name, "corpus": corpus, "train_steps": train_steps,
+                  "train_batch_size": train_batch_size, "train_min_len": train_min_len, "train_max_len": train_max_len,
+                  "train_top_layers": train_top_layers, "sgd_lr": sgd_lr, "adam_lr": adam_lr, "seed": seed},
+    lambda: P.training_drift(model, batches, optimizers=(("sgd", sgd_lr), ("adam", adam_lr)),
+                             train_top_layers=train_top_layers), rerun=rerun)
+display(Markdown(provenance_line("The fine-tuning runs", drift_prov)))
+NUMBERS["provenance"] = {"trainer": trainer_prov, "torchrun": ddp_prov, "drift": drift_prov}
 NUMBERS["training"] = {k: drift[k] for k in ("n_trainable", "constant", "scales", "final")}
 NUMBERS["training"]["trainable_blocks"] = train_top_layers
 steps_df = pd.DataFrame(drift["steps"])

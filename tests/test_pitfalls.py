@@ -414,6 +414,9 @@ def test_the_page_twins_state_the_fixes_within_float_rounding(exercises):
     tw = _twins()
     t = {**tw["01c"], **tw["01b"]}
     assert exercises["7"]["passed"] and exercises["8"]["passed"]          # the code exercises' solutions
+    # with its defaults the page reads the committed records of its expensive runs (seconds, not minutes)
+    assert {k: v["source"] for k, v in tw["01b"]["provenance"].items()} == dict.fromkeys(
+        ("trainer", "torchrun", "drift"), "record")
     assert t["data_parallel"]["rel_discrepancy_global_count"] < 1e-4
     assert t["trainer"]["num_items"]["rel_discrepancy"] < 1e-4
     assert t["trainer"]["per_microbatch_mean"]["rel_discrepancy"] > 0.01

@@ -59,6 +59,7 @@ real_model = "smollm2-135m"  # the growth experiment again on this real model, w
 real_corpus = "BOOKS"  # the real text: the first span of this corpus
 real_growth_ratios = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]  # long:short length ratios on the real model
 seed = 0  # seed of the tiny model and of its random tokens
+rerun = False  # recompute the recorded run on the real model (data/teaching/01_growth_real.json) and rewrite it
 
 # %%
 import altair as alt
@@ -68,6 +69,7 @@ from IPython.display import Markdown, display
 
 from docgrad.teaching import history
 from docgrad.teaching import reduction as R
+from docgrad.teaching.records import provenance_line, recorded
 from docgrad.corpora.build import load_spans
 from docgrad.models import load_model, tiny_model
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
@@ -338,11 +340,16 @@ gradients are not, because the short microbatch's targets are up-weighted by n_l
 # %%
 growth = pd.DataFrame(R.accumulation_growth(model, growth_total_tokens, growth_ratios, seed=seed))
 NUMBERS["growth"] = growth.to_dict("records")
-real = load_model(real_model)
-real_tokens = load_spans(real_corpus)[0].tokens
-growth_real = pd.DataFrame(R.accumulation_growth(real, growth_total_tokens, real_growth_ratios,
-                                                 tokens=real_tokens))
-NUMBERS["growth_real"] = {"model": real_model, "corpus": real_corpus, "rows": growth_real.to_dict("records")}
+growth_real_rows, growth_real_prov = recorded(
+    "01_growth_real", {"model": real_model, "corpus": real_corpus, "total_tokens": growth_total_tokens,
+                       "ratios": real_growth_ratios},
+    lambda: R.accumulation_growth(load_model(real_model), growth_total_tokens, real_growth_ratios,
+                                  tokens=load_spans(real_corpus)[0].tokens),
+    rerun=rerun, command="docgrad run 01 -p rerun True")
+display(Markdown(provenance_line(f"The run on {real_model}", growth_real_prov)))
+growth_real = pd.DataFrame(growth_real_rows)
+NUMBERS["growth_real"] = {"model": real_model, "corpus": real_corpus, "rows": growth_real.to_dict("records"),
+                          "provenance": growth_real_prov}
 model_names = [f"tiny random {lm_arch}, random tokens", f"{real_model}, {real_corpus} text"]
 both = pd.concat([growth.assign(model=model_names[0]), growth_real.assign(model=model_names[1])])
 display(both.set_index(["model", "ratio"])[["lengths", "targets", "target_ratio", "total_variation",

@@ -76,7 +76,7 @@ for m in models.result_models(g1_models):
         "files": [str(f) for f in shown.gates["G1"].get("files", [])]}
 prec = precision.read_record(precision_record)
 ref_model = models.result_model(model_name)
-prec_checks = precision.cell_checks(results_dir, ref_model.model, ref_model.revision)
+prec_checks = precision.cell_checks(results_dir, ref_model.model, ref_model.revision, docs=parse_docs(documents))
 
 # %% tags=["hide-input"]
 display(Markdown(sketch_box(g1_by_model, prec, prec_checks, precision.R_EQUIVALENCE_MARGIN)))

@@ -414,13 +414,14 @@ def context_rows(record: dict, comparisons: list[dict]) -> list[dict]:
 
 
 def cell_checks(results_dir, model: str, revision: str, dtype: str = BFLOAT16, window: int = 16384,
-                resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict:
+                resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED, docs: tuple[int, int] | None = None) -> dict:
     """For every corpus of (model, revision) that has a standalone `dtype` cell and a float32 cell on the same
     documents: paired_difference(dtype cell, float32 cell) reduced to `window` (R of each, the difference,
-    its interval and 'within'). Corpora without a `dtype` cell are absent."""
+    its interval and 'within'). Corpora without a `dtype` cell are absent. docs: read only the files of documents
+    [a, b) (the bf16 cells cover 0:16; the float32 cells may also hold the 48-document shards)."""
     from pathlib import Path
 
-    cells = load_cells(Path(results_dir), dtype=None)
+    cells = load_cells(Path(results_dir), dtype=None, docs=docs)
     out = {}
     for key, cell in cells.items():
         if cell.model != model or cell.revision != revision or cell.dtype != dtype or cell.context != "standalone":

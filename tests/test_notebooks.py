@@ -3,6 +3,7 @@
 import io
 import itertools
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -10,6 +11,7 @@ import pytest
 from docgrad.runtime import notebooks as N
 from docgrad.runtime import pages
 from docgrad.runtime import report as R
+from docgrad.runtime.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -716,8 +718,28 @@ def test_a_successful_run_leaves_none_of_its_pages_earlier_figures_behind(staged
 
 @pytest.mark.parametrize("name,value,needle", [("seed", -5, "a seed is a non-negative integer"),
                                                ("resamples", 7, "resamples is 0 (no intervals) or 40"),
-                                               ("chunk", 1, "at least 2 tokens")])
+                                               ("chunk", 1, "at least 2 tokens"),
+                                               ("documents", "5:2", "A:B with 0 <= A < B"),
+                                               ("documents", "0-16", "A:B with 0 <= A < B"),
+                                               ("corpora", [], "name at least one")])
 def test_page_parameters_out_of_range_are_refused_before_the_kernel_starts(name, value, needle):
     source = ROOT / "notebooks" / "03_correlation_by_lag.py"
-    with pytest.raises(N.ParameterError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(N.ParameterError, match=re.escape(needle)):
         N.validate_parameters(source, {name: value})
+
+
+def test_page_02_sketch_buckets_are_range_checked_before_the_kernel_starts():
+    source = ROOT / "notebooks" / "02_sketching.py"
+    with pytest.raises(N.ParameterError, match="16 to 4194304 buckets"):
+        N.validate_parameters(source, {"buckets": "[3, 1024]"})
+    assert N.validate_parameters(source, {"buckets": "[1024, 2048]"}) == {"buckets": [1024, 2048]}
+
+
+def test_docgrad_run_refuses_a_reversed_document_range_without_starting_a_kernel(capsys, monkeypatch):
+    def no_kernel(*a, **k):
+        raise AssertionError("a kernel was started")
+
+    monkeypatch.setattr(N, "execute_notebook", no_kernel)
+    assert main(["run", "04c", "-p", "documents", "5:2"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "parameter 'documents' = '5:2'" in err.splitlines()[0]

@@ -14,9 +14,10 @@ import os
 import sys
 from pathlib import Path
 
-from docgrad.core.constants import MIN_RESAMPLES
+from docgrad.core.constants import MAX_BUCKETS, MIN_BUCKETS, MIN_RESAMPLES
 from docgrad.errors import DocgradError
 from docgrad.fileio import check_output_file, move_into_place, project_root, shown_path
+from docgrad.results.format import ResultFileError, parse_docs
 from docgrad.runtime import report
 from docgrad.runtime.pages import STAGING_ENV, is_page, page_order, page_prefix, staged_outputs
 
@@ -196,12 +197,25 @@ def validate_parameters(path: str | Path, given: dict) -> dict:
 
 def _check_range(name: str, value, listing: str) -> None:
     """The study's own parameters are range-checked before the kernel starts: seeds are non-negative integers,
-    resamples 0 or MIN_RESAMPLES..10^6, a chunk at least 2 tokens, windows and batch sizes positive."""
+    resamples 0 or MIN_RESAMPLES..10^6, a chunk at least 2 tokens, windows and batch sizes positive, a document
+    range A:B with 0 <= A < B, sketch buckets MIN_BUCKETS..MAX_BUCKETS, and lists of models, corpora, batch sizes
+    or buckets not empty."""
     def refuse(why):
         raise ParameterError(f"parameter {name!r} = {value!r}: {why}\n{listing}")
 
     if isinstance(value, bool):
         return
+    if name == "documents" and isinstance(value, str):
+        try:
+            parse_docs(value)
+        except ResultFileError:
+            refuse("a document range is A:B with 0 <= A < B, e.g. '0:16' (documents A to B-1)")
+    if name in ("models", "corpora", "batch_sizes", "buckets", "g1_models") and isinstance(value, list) \
+            and not value:
+        refuse("name at least one")
+    if name == "buckets" and isinstance(value, list) and any(
+            not isinstance(b, int) or not MIN_BUCKETS <= b <= MAX_BUCKETS for b in value):
+        refuse(f"the count sketch takes {MIN_BUCKETS} to {MAX_BUCKETS} buckets")
     if (name == "seed" or name.endswith("_seed")) and isinstance(value, int) and value < 0:
         refuse("a seed is a non-negative integer")
     if name == "resamples" and isinstance(value, int) and value != 0 and not MIN_RESAMPLES <= value <= 10**6:
@@ -210,6 +224,8 @@ def _check_range(name: str, value, listing: str) -> None:
         refuse("a chunk has at least 2 tokens")
     if name in ("window", "n_chunks") and isinstance(value, int) and value < 0:
         refuse("must be >= 0")
+    if name in ("vocab_size", "standard_chunks") and isinstance(value, int) and value < 1:
+        refuse("must be >= 1")
     if name == "batch_sizes" and isinstance(value, list) and any(not isinstance(b, int) or b < 1 for b in value):
         refuse("batch sizes are positive integers")
 

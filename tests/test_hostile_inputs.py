@@ -2,6 +2,7 @@
 nothing already there overwritten. One case per row; the cases come from the reliability review."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -192,3 +193,18 @@ def test_a_bf16_file_renamed_without_its_suffix_is_refused(tmp_path, capsys):
     f.with_suffix(".json").rename(f.with_name("BOOKS_c512_d0-16.json"))
     assert main(["analyze", "--results", str(f.parent), "--out", str(tmp_path / "r.json"), "--resamples", "0"]) == 2
     _one_line(capsys, "file name says dtype float32 but args.dtype is 'bfloat16'")
+
+
+def test_analyze_manifest_refuses_files_that_measured_other_spans(tmp_path, capsys):
+    root = Path(__file__).resolve().parents[1]
+    manifest = root / "data" / "corpora" / "manifest.json"
+    f = _copy_committed(tmp_path, "WEB_c512_d0-16")
+    args = ["analyze", "--results", str(f.parent), "--out", str(tmp_path / "r.json"), "--resamples", "0"]
+    assert main([*args, "--manifest", str(manifest)]) == 0      # the committed cell measured the manifest's spans
+    capsys.readouterr()
+    _edit(f.with_suffix(".json"), lambda m: m["spans_sha256"].update({"0": "0" * 64}))
+    assert main([*args, "--manifest", str(manifest)]) == 2
+    _one_line(capsys, "WEB_c512_d0-16.npz: document 0's span sha256 000000000000.. differs from")
+    readme = root / "README.md"
+    assert main([*args, "--manifest", str(readme)]) == 2
+    _one_line(capsys, f"--manifest {readme}: not a corpus manifest")

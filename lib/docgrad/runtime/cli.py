@@ -203,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--docs", default=None, metavar="A:B",
                    help="analyse only the result files whose documents lie in [A, B), e.g. 0:16 for the published "
                    "design's 16 documents beside 48-document shards (default: every file)")
+    p.add_argument("--manifest", dest="span_manifest", default=None, metavar="MANIFEST",
+                   help="corpus manifest the files' span sha256s must agree with (e.g. data/corpora/manifest.json "
+                   "for SmolLM2's cells); a file that measured other spans is refused (default: not checked)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an --out file that is not an earlier `docgrad analyze` report (default: refuse)")
     p.set_defaults(func=_lazy("runtime.commands", "cli_analyze"))

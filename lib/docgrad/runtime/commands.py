@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from docgrad.errors import AnalysisError
 from docgrad.fileio import atomic_write_json, check_output_file, json_with_keys, to_jsonable
 from docgrad.presentation import causal, tables
 from docgrad.results import positions, stats
+from docgrad.results.cells import load_cells
 from docgrad.results.format import parse_docs
+from docgrad.results.study import check_span_hashes
 
 
 def cli_analyze(args) -> int:
@@ -16,6 +20,10 @@ def cli_analyze(args) -> int:
                             getattr(args, "overwrite", False))
     context = getattr(args, "context", "standalone")
     dtype = getattr(args, "dtype", "float32")
+    docs = parse_docs(args.docs) if getattr(args, "docs", None) else None
+    if getattr(args, "span_manifest", None):
+        check_manifest_spans(Path(args.results), Path(args.span_manifest), context, dtype,
+                             docs if context != "causal" else None)     # what each analysis reads
     if context == "causal":
         a, by_position = positions.analyze_causal(Path(args.results), resamples=args.resamples, seed=args.seed,
                                                   dtype=dtype)
@@ -25,7 +33,7 @@ def cli_analyze(args) -> int:
         print(causal.causal_summary_table(a, by_position))
     else:
         a = stats.analyze(Path(args.results), resamples=args.resamples, seed=args.seed, dtype=dtype,
-                          docs=parse_docs(args.docs) if getattr(args, "docs", None) else None)
+                          docs=docs)
         atomic_write_json(out, {"context": context, "dtype": dtype, **to_jsonable(a)})
         print("context: standalone (every chunk its own sequence; causal files are left out: --context causal); "
               f"dtype {dtype}")
@@ -34,6 +42,28 @@ def cli_analyze(args) -> int:
             print(line)
     print(f"wrote {out} ({len(a.cells)} {context} cells, {a.resamples} resamples, {a.seconds['total']:.1f} s)")
     return 0
+
+
+def check_manifest_spans(results: Path, manifest: Path, context: str, dtype: str, docs) -> None:
+    """`analyze --manifest`: every cell's corpus is in the manifest and every span sha256 its files record is the
+    manifest's for that document (results.study.check_span_hashes); else one line naming the file."""
+    try:
+        corpora = json.loads(manifest.read_text()).get("corpora")
+    except (UnicodeDecodeError, ValueError, AttributeError) as e:
+        raise AnalysisError(f"--manifest {manifest}: not a corpus manifest ({type(e).__name__})") from None
+    if not isinstance(corpora, dict):
+        raise AnalysisError(f"--manifest {manifest}: not a corpus manifest (no 'corpora' object)")
+    for cell in load_cells(results, context=context, dtype=dtype, docs=docs).values():
+        if not isinstance(corpora.get(cell.corpus), dict):
+            raise AnalysisError(f"{cell.file_list}: corpus {cell.corpus} is not in --manifest {manifest} "
+                                f"(it has {', '.join(corpora) or 'none'})")
+        try:
+            check_span_hashes(cell, corpora[cell.corpus], manifest)
+        except AnalysisError:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise AnalysisError(f"{cell.file_list}: spans_sha256, or --manifest {manifest}'s {cell.corpus} "
+                                f"documents, are not {{document number: sha256}} ({type(e).__name__}: {e})") from None
 
 
 def per_model_gates(a) -> list[str]:

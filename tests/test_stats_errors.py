@@ -339,3 +339,35 @@ def test_a_two_document_control_gives_no_r_rel_interval_and_no_verdict(tmp_path)
     (rel,) = a.R_rel
     assert rel.R_rel is not None and rel.R_rel_ci == (None, None)
     assert a.verdict.startswith("INCOMPLETE") and "WEB" in a.verdict
+
+
+def test_intervals_of_too_few_documents_are_undefined_and_no_gate_passes_on_them(tmp_path):
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    K2 = population_gram(2, M, Profile(exch=0.2), 1.0, 0.1)
+    write_gram_cell(tmp_path / "cell", {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="CODE",
+                    chunk=2048, exact_ref_dot=K[0])
+    write_gram_cell(tmp_path / "cell", {g: K2 for g in GROUPS}, n_docs=2, m=M, shard_size=2, corpus="WEB", chunk=2048)
+    a = stats.analyze(tmp_path / "cell", resamples=40)
+    web = a.cell("WEB")
+    assert web.all.R_16K is not None and web.all.R_16K_ci == (None, None)     # a number, but no interval
+    assert web.all.interval("S_cross") == (None, None) and web.groups["attn"].R_16K_ci == (None, None)
+    assert a.gates["G2"]["pass"] is None and a.gates["G3"]["pass"] is None
+    assert a.verdict.startswith("INCOMPLETE (gate(s) G2, G3 not evaluated")
+    assert a.cell("CODE").all.R_16K_ci[0] is not None                          # four documents keep theirs
+
+
+def test_estimates_that_divide_by_a_non_positive_sigma2_or_s_cross_are_not_numbers(tmp_path):
+    same = np.kron(np.eye(N_DOCS), np.ones((M, M))) > 0
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    flat = np.full_like(K, 2.0)                                     # every chunk the same gradient: sigma2 = 0
+    write_gram_cell(tmp_path / "s2", {g: flat for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, chunk=2048)
+    e = stats.analyze(tmp_path / "s2", resamples=40).cells[0].all
+    assert np.isnan(e.R_16K) and np.isnan(e.rho_long) and np.isnan(e.B_simple_shuf_tokens)
+    assert e.R_16K_ci == (None, None)
+    write_gram_cell(tmp_path / "s0", {g: np.where(same, K, 0.0) for g in GROUPS}, n_docs=N_DOCS, m=M,
+                    shard_size=N_DOCS, chunk=2048)
+    a = stats.analyze(tmp_path / "s0", resamples=40)
+    e = a.cells[0].all
+    assert np.isnan(e.B_simple_shuf_tokens) and e.interval("B_simple_shuf") == (None, None)
+    assert np.isfinite(e.R_16K)                                     # R needs no mean gradient
+    assert "not estimable: S_cross" in a.verdict

@@ -78,28 +78,38 @@ def gate_g2(cells: list) -> dict:
     rows = []
     for c in webs:
         R_ci, rho_ci = list(c.all.R_16K_ci), list(c.all.interval("rho_long"))
+        undefined = c.all.R_16K is None or not np.isfinite(c.all.R_16K) or (c.resamples > 0 and R_ci[0] is None)
         rows.append({"model": c.model, "revision": c.revision, "chunk": c.chunk, "R_16K": c.all.R_16K,
                      "R_16K_ci": R_ci, "rho_long": c.all.rho_long, "rho_long_ci": rho_ci,
                      "straddles": _straddles(R_ci, G2_R) or _straddles(rho_ci, G2_RHO),
-                     "pass": bool(c.all.R_16K is not None and c.all.R_16K < G2_R and c.all.rho_long < G2_RHO)})
-    ok = all(r["pass"] for r in rows)
+                     "pass": None if undefined else bool(c.all.R_16K < G2_R and c.all.rho_long < G2_RHO),
+                     "not_estimable": not_estimable(c)})
+    ok = None if any(r["pass"] is None for r in rows) and all(r["pass"] is not False for r in rows) \
+        else all(r["pass"] for r in rows)
 
     def one(r):
-        if r["R_16K"] is None:
-            return f"{r['model']}: R(16K) undefined"
+        if r["pass"] is None:
+            return (f"{r['model']} {r['revision']}: R(16K) or its interval undefined ("
+                    f"{'; '.join(r['not_estimable']) or 'not estimable'}), so the gate cannot pass on it")
         ci = (lambda v: f" [{v[0]:.3g}, {v[1]:.3g}]" if v[0] is not None else "")
         return (f"{r['model']} {r['revision']}: R(16K) {r['R_16K']:.3f}{ci(r['R_16K_ci'])}, rho_long "
                 f"{r['rho_long']:+.4f}{ci(r['rho_long_ci'])}"
                 + ("; an interval straddles its threshold: decided on the point estimate only" if r["straddles"]
                    else ""))
-    return {"status": "pass" if ok else "FAIL", "pass": ok, "cells": rows,
+    return {"status": {True: "pass", False: "FAIL", None: "not evaluated"}[ok], "pass": ok, "cells": rows,
             "straddles": any(r["straddles"] for r in rows),
             "summary": f"control needs R(16K) < {G2_R} and rho_long < {G2_RHO}: " + "; ".join(map(one, rows))}
 
 
 def gate_g3(cells: list) -> dict:
-    if not cells or any(c.all.interval("S_cross")[0] is None for c in cells):
+    """G3 on every cell's S_cross interval; not evaluated without a bootstrap or where a cell's interval is
+    undefined (too few documents, too many non-finite draws: not_estimable)."""
+    if not cells or all(c.resamples == 0 for c in cells):
         return {"status": "not evaluated", "pass": None, "summary": "no bootstrap intervals (--resamples 0)"}
+    undefined = [f"{c.corpus} ({c.model} {c.revision})" for c in cells if c.all.interval("S_cross")[0] is None]
+    if undefined:
+        return {"status": "not evaluated", "pass": None,
+                "summary": f"S_cross interval undefined for {', '.join(undefined)}, so the gate cannot pass on it"}
     rows = [{"model": c.model, "revision": c.revision, "corpus": c.corpus, "chunk": c.chunk,
              "S_cross_ci": list(c.all.interval("S_cross")), "pass": bool(c.all.interval("S_cross")[0] > 0)}
             for c in cells]
@@ -120,9 +130,11 @@ def not_estimable(cell) -> list[str]:
     if not (e.S_cross is not None and np.isfinite(e.S_cross) and e.S_cross > 0):
         why.append(f"S_cross = {e.S_cross:.4g} is not > 0 (no cross-document signal)" if e.S_cross is not None
                    else "S_cross undefined")
-    if getattr(cell, "context", STANDALONE) == STANDALONE and (e.R_16K is None or not np.isfinite(e.R_16K)):
+    if getattr(cell, "context", STANDALONE) == STANDALONE and e.R_16K is None:
         why.append(f"no R(16K): {cell.chunks_per_doc} chunks of {cell.chunk} tokens per document are shorter than "
                    f"the {HEADLINE_WINDOW}-token window")
+    elif getattr(cell, "context", STANDALONE) == STANDALONE and not np.isfinite(e.R_16K) and not why[:1]:
+        why.append("R(16K) is not finite")
     if cell.resamples and cell.n_docs < MIN_INTERVAL_DOCS:
         why.append(f"{cell.n_docs} documents: intervals need at least {MIN_INTERVAL_DOCS}")
     if cell.resamples and e.boot_nonfinite_frac is not None and e.boot_nonfinite_frac > MAX_NONFINITE_DRAWS:

@@ -33,6 +33,7 @@ from docgrad.core.constants import (
     CONTROL,
     GROUPS,
     HEADLINE_WINDOW,
+    MIN_INTERVAL_DOCS,
     MIN_RESAMPLES,
     RESAMPLES,
     corpus_order,
@@ -323,6 +324,33 @@ def check_seed(seed: int) -> int:
     return int(seed)
 
 
+def _undefined(ci: dict, names) -> dict:
+    """ci with the intervals of `names` undefined: (None, None), or {lag or window: (None, None)} for rho and R."""
+    out = dict(ci)
+    for n in names:
+        if n in out:
+            out[n] = {k: (None, None) for k in out[n]} if isinstance(out[n], dict) else (None, None)
+    return out
+
+
+def defined_only(e: Estimates, n_docs: int) -> Estimates:
+    """The estimates with what cannot be estimated undefined, never a number: with sigma2 <= 0, rho, R and
+    B_simple (NaN, no interval); with S_cross <= 0, B_simple; with fewer than MIN_INTERVAL_DOCS documents, every
+    interval (docs/methods.md, "Gates and verdict"; more than MAX_NONFINITE_DRAWS non-finite draws makes the cell
+    not estimable in the verdict, gates.not_estimable). Estimates of a cell that can be estimated are unchanged."""
+    nan, ci, changes = float("nan"), e.ci, {}
+    if not (np.isfinite(e.sigma2) and e.sigma2 > 0):
+        changes = {"rho": {k: nan for k in e.rho}, "R": {k: nan for k in e.R}, "rho_long": nan,
+                   "B_simple_shuf_tokens": nan}
+        ci = _undefined(ci, ("rho", "R", "rho_long", "B_simple_shuf"))
+    elif not (np.isfinite(e.S_cross) and e.S_cross > 0):
+        changes = {"B_simple_shuf_tokens": nan}
+        ci = _undefined(ci, ("B_simple_shuf",))
+    if ci and n_docs < MIN_INTERVAL_DOCS:
+        ci = _undefined(ci, list(ci))
+    return replace(e, ci=ci, **changes) if changes or ci is not e.ci else e
+
+
 def estimate_cell(cell: Cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
                   indices: np.ndarray | None = None) -> CellEstimate:
     """Estimates (for 'all' and per group), per-document rho_long, losses, and bootstrap intervals of one cell.
@@ -337,12 +365,13 @@ def estimate_cell(cell: Cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_
     r16_draws = None
     for g, s in cell.sums.items():
         draws = bs.estimate(s, counts, C) if counts is not None else None
-        est[g] = Estimates.from_draws(bs.estimate(s, ones, C), draws, s.sizes, C)
+        est[g] = defined_only(Estimates.from_draws(bs.estimate(s, ones, C), draws, s.sizes, C), D)
         if g == ALL and draws is not None:
             j = np.flatnonzero(s.sizes * C == HEADLINE_WINDOW)
             r16_draws = draws["R"][:, j[0]] if j.size else np.full(len(counts), np.nan)
     e = est.pop(ALL)
-    per_doc = bs.per_document_rho_long(cell.sums[ALL], e.S_cross, e.sigma2, C)
+    with np.errstate(divide="ignore", invalid="ignore"):      # sigma2 = 0: NaN, and the cell is not estimable
+        per_doc = bs.per_document_rho_long(cell.sums[ALL], e.S_cross, e.sigma2, C)
     return CellEstimate(cell.model, cell.revision, cell.corpus, C, list(cell.doc_ids), cell.m,
                         [str(f) for f in cell.files], any(bool(sh.meta.get("synthetic")) for sh in cell.shards),
                         e, est, {d: float(v) for d, v in zip(cell.doc_ids, per_doc)},

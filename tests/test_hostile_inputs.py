@@ -208,3 +208,17 @@ def test_analyze_manifest_refuses_files_that_measured_other_spans(tmp_path, caps
     readme = root / "README.md"
     assert main([*args, "--manifest", str(readme)]) == 2
     _one_line(capsys, f"--manifest {readme}: not a corpus manifest")
+
+
+@pytest.mark.parametrize("option,value,needle", [("--documents", "0", "--documents 0: need at least 1 document"),
+                                                 ("--documents", "-3", "--documents -3: need at least 1 document"),
+                                                 ("--seed", "-1", "--seed -1: the selection seed is a non-negative")])
+def test_corpora_build_refuses_counts_and_seeds_out_of_range_before_building(tmp_path, capsys, monkeypatch,
+                                                                             option, value, needle):
+    from docgrad.corpora import build
+
+    monkeypatch.setattr(build, "build", lambda *a, **k: pytest.fail("the build started"))
+    assert main(["corpora", "build", "--corpus", "BOOKS", "--manifest", str(tmp_path / "m.json"), "--cache",
+                 str(tmp_path / "c"), option, value]) == 2
+    _one_line(capsys, needle)
+    assert not (tmp_path / "m.json").exists()

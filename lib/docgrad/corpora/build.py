@@ -602,6 +602,10 @@ def cli_corpora(args) -> int:
         unknown = [c for c in todo if c not in CORPORA]
         if unknown:
             raise CorpusError(f"unknown corpus {', '.join(unknown)}; expected some of {', '.join(CORPORA)}")
+        if getattr(args, "documents", None) is not None and args.documents < 1:      # checked before any fetch
+            raise CorpusError(f"--documents {args.documents}: need at least 1 document per corpus")
+        if getattr(args, "seed", 0) < 0:
+            raise CorpusError(f"--seed {args.seed}: the selection seed is a non-negative integer")
         if getattr(args, "missing_only", False):
             todo = [c for c in todo if not _spans_ok(c, args.manifest, args.cache)]
         if todo:

@@ -28,7 +28,7 @@ corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
-documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
+documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -55,12 +55,13 @@ study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))  
 pages = {m.label: study.page(m, corpora) for m in page_models}
 reports = {lab: rep for lab, (rep, _) in pages.items()}
 model_order = list(reports)
+incomplete = {m.label: study.incomplete(m, corpora) for m in page_models}     # shards not yet probed
 bands = {m.label: {c.corpus: rho_bands(study.cell(m, c.corpus), resamples, seed) for c in reports[m.label].cells}
          for m in page_models}
 band_claims = {lab: correlation.band_claims(b) for lab, b in bands.items()}
 
 # %% tags=["hide-input"]
-display(Markdown(correlation.correlation_box(reports, band_claims)))
+display(Markdown(correlation.correlation_box(reports, band_claims, incomplete)))
 
 # %% [markdown]
 # **What ρ is.** With $K$ the Gram matrix of per-chunk gradients (exact squared norms on its diagonal),
@@ -74,7 +75,8 @@ display(Markdown(correlation.correlation_box(reports, band_claims)))
 # [docs/methods.md](../docs/methods.md#estimators)).
 
 # %% tags=["hide-input"]
-display(Markdown("\n".join(tables.page_inputs_lines(results_dir, documents, chunk, resamples, page_models, pages))))
+display(Markdown("\n".join(tables.page_inputs_lines(results_dir, documents, chunk, resamples, page_models, pages,
+                                                     incomplete))))
 
 # %% [markdown]
 # ## ρ(Δ) by distance, per corpus
@@ -197,7 +199,7 @@ display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),
-           "result_box": correlation.correlation_box(reports, band_claims),
+           "result_box": correlation.correlation_box(reports, band_claims, incomplete),
            "by_model": {lab: {"missing": pages[lab][1],
                               "cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "rho_long": c.all.rho_long,
                                          "rho_long_ci": list(c.all.interval("rho_long")), "rho": c.all.rho,

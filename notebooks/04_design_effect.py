@@ -28,7 +28,8 @@ corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order (
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
-documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
+documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
+published_documents = "0:16"  # the published design's documents, shown beside (a sub-range of documents)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -54,9 +55,12 @@ study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))  
 pages = {m.label: study.page(m, corpora) for m in page_models}
 reports = {lab: rep for lab, (rep, _) in pages.items()}
 decomps = {m.label: study.decompositions(m, [c.corpus for c in reports[m.label].cells]) for m in page_models}
+incomplete = {m.label: study.incomplete(m, corpora) for m in page_models}     # shards not yet probed
+design = Study(results_dir, resamples, seed, chunk, docs=parse_docs(published_documents))
+design_reports = {m.label: design.page(m, corpora)[0] for m in page_models}
 
 # %% tags=["hide-input", "headline"]
-display(Markdown(design_effect.result_box(reports, decomps)))
+display(Markdown(design_effect.result_box(reports, decomps, incomplete=incomplete)))
 
 # %% [markdown]
 # **What R is.** The design effect $R(W)$ is the gradient-noise variance of one block of $m$ consecutive chunks
@@ -67,7 +71,8 @@ display(Markdown(design_effect.result_box(reports, decomps)))
 # ([docs/methods.md](../docs/methods.md#document-bootstrap)).
 
 # %% tags=["hide-input"]
-display(Markdown("\n".join(tables.page_inputs_lines(results_dir, documents, chunk, resamples, page_models, pages))))
+display(Markdown("\n".join(tables.page_inputs_lines(results_dir, documents, chunk, resamples, page_models, pages,
+                                                     incomplete))))
 
 # %% [markdown]
 # ## R(W) against the window W
@@ -108,6 +113,15 @@ display(save_chart(chart_R, "04_R_by_window", figures_dir))
 # %% tags=["headline"]
 headline = tables.headline_table(list(reports.values()), published.cells(), published.r_rel(), sources=decomps)
 headline.set_index("corpus")
+
+# %% [markdown]
+# **The published design beside it.** The published study read 16 documents per corpus; ours are the first 16 of
+# the same corpora, so the 16-document cells are a subset of the ones above (the same files, fewer documents).
+# Where the two differ by more than their intervals suggest, a few documents carry the difference (page 04b).
+
+# %%
+beside = tables.subset_frame(reports, design_reports, f"docs {published_documents}")
+beside.set_index(["model", "corpus"])
 
 # %% [markdown]
 # ## What it means for a batch
@@ -163,11 +177,13 @@ display(save_chart(explorer, "04_explorer", figures_dir))
 #
 # **Limitations.** Each 512-token chunk was run as its own sequence; page 06 measures gradients with the
 # preceding context over the first 4,096 tokens. The models are small, 4-bit quantised and may have seen
-# these public documents in training. Sixteen documents per corpus; where they share sources, fewer independent
-# draws than they look.
+# these public documents in training. 16 to 48 documents per corpus (the result box says which); where they
+# share sources, fewer independent draws than they look.
 
 # %%
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
+           "published_documents": published_documents, "incomplete": incomplete,
+           "published_design": beside.to_dict("records"),
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),
            "by_model": {lab: {"cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "R_16K": c.all.R_16K,
@@ -184,7 +200,7 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                               "reading": tables.reading(r), "effective_chunks_notes": tables.effective_chunks_notes(r),
                               "verdict": r.verdict, "verdict_detail": r.verdict_detail}
                         for lab, r in reports.items()},
-           "result_box": design_effect.result_box(reports, decomps),
+           "result_box": design_effect.result_box(reports, decomps, incomplete=incomplete),
            "gate_claims": [c.text for c in g2]}
 _ = save_numbers("04_design_effect", numbers, figures_dir)
 

@@ -27,7 +27,7 @@ corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order (
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
-documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
+documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -43,7 +43,6 @@ from IPython.display import Markdown, display
 
 from docgrad import models as model_registry
 from docgrad.core.constants import CONTROL
-from docgrad.core.orderings import ordering_decision, resolve_pairs
 from docgrad.presentation import comparison, design_effect, tables
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
 from docgrad.results import published
@@ -65,9 +64,10 @@ long_corpora = [k for k in corpora if k != CONTROL]
 
 points = {lab: {k: d.R for k, d in decomps[lab].items()} for lab in model_order}
 draws = {lab: {k: d.draws["doc"]["R"] for k, d in decomps[lab].items() if "doc" in d.draws} for lab in model_order}
-pairs = {lab: resolve_pairs(points[lab], draws[lab], [k for k in long_corpora if k in draws[lab]])
-         for lab in model_order if draws[lab]}       # the family: the pairs of long-document corpora
-decisions = {lab: ordering_decision(points[lab], pairs[lab], PUBLISHED_ORDER) for lab in pairs}
+orderings = {m.label: study.ordering(m, long_corpora, PUBLISHED_ORDER) for m in page_models}   # Holm per model
+pairs = {lab: o["pairs"] for lab, o in orderings.items() if o["pairs"]}
+decisions = {lab: orderings[lab]["decision"] for lab in pairs}
+n_docs = {lab: o["n_docs"] for lab, o in orderings.items()}
 paired = {(a, b): study.paired(ma, mb, corpora) for (a, ma), (b, mb) in
           combinations(zip(model_order, page_models), 2)}
 model_cmp = comparison.compare({lab: (points[lab], draws[lab] or None) for lab in model_order},
@@ -80,7 +80,7 @@ rho_claim = design_effect.code_rho_claim(code.all.rho_long, code.all.interval("r
     if code else None
 
 # %% tags=["hide-input"]
-display(Markdown(design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER)))
+display(Markdown(design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs)))
 
 # %% [markdown]
 # ## The orderings, pair by pair
@@ -125,9 +125,9 @@ pd.DataFrame([{"model": lab, "pair": f"{p['a']} − {p['b']}", "order": p["order
 # %% [markdown]
 # ## Model against model, and against the published points
 #
-# Both models measured the same BOOKS, PAPERS and (15 of 16) CODE documents, so their difference is resampled
-# with **paired** draws over the shared documents; WEB's packed pseudo-documents differ per tokenizer and are
-# resampled independently. The corpora are one Holm family. The published models have point values only, so
+# Both models measured the same first 16 BOOKS and PAPERS documents and 15 of the first 16 CODE documents
+# (SmolLM2 measured more), so their difference is resampled with **paired** draws over those shared documents;
+# WEB's packed pseudo-documents differ per tokenizer and are resampled independently. The corpora are one Holm family. The published models have point values only, so
 # each of ours is compared with them by point order.
 
 # %% tags=["hide-input"]
@@ -193,8 +193,8 @@ display(Markdown("Ordered by R(16K) at each checkpoint (fraction of training):\n
 # %%
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models], "published_order": PUBLISHED_ORDER,
-           "result_box": design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER),
-           "pairs": pairs, "decisions": decisions,
+           "result_box": design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs),
+           "pairs": pairs, "decisions": decisions, "n_docs": n_docs,
            "leave_one_out": {k: {"title": v["title"], "R": v["R"]} for k, v in loo.items()},
            "ordering_claims": {lab: [c.text for c in cl] for lab, cl in order_claims.items()},
            "paired": {f"{a} vs {b}": {k: d.to_json() for k, d in v.items()} for (a, b), v in paired.items()},

@@ -53,7 +53,7 @@ def test_correlation_box_names_the_corpora_whose_rho_decays_and_its_caveat_follo
 
     class C:
         def __init__(self, corpus):
-            self.corpus, self.all = corpus, E()
+            self.corpus, self.all, self.n_docs = corpus, E(), 16
 
     class Rep:
         cells = [C("BOOKS"), C("WEB")]
@@ -64,6 +64,8 @@ def test_correlation_box_names_the_corpora_whose_rho_decays_and_its_caveat_follo
     decays = {"m": co.band_claims({"BOOKS": _bands(0.15, 0.08, 0.01)})}
     box = co.correlation_box({"m": Rep()}, decays)
     assert "decays within the span for BOOKS" in box and "not one constant" in box
+    assert "m 16 documents per corpus;" in box and "provisional" not in box
+    assert "(provisional: m BOOKS 16/31)" in co.correlation_box({"m": Rep()}, decays, {"m": {"BOOKS": (16, 31)}})
     flat = {"m": co.band_claims({"BOOKS": _bands(0.10, 0.10, 0.02)})}
     assert "for no corpus" in co.correlation_box({"m": Rep()}, flat) and "is not resolved" in \
         co.correlation_box({"m": Rep()}, flat)

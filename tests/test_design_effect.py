@@ -72,7 +72,9 @@ def test_result_boxes_stay_within_their_word_limit(study):
     sub = rep.subset("o/m", "r", 2048, ["BOOKS", "CODE", "PAPERS", "WEB"])
     box = de.result_box({"m": sub, "m2": sub}, {"m": decomps, "m2": decomps}, window_chunks=8)
     assert box.startswith("> **Result.**") and "sources resampled" in box      # BOOKS clusters by source
-    assert len(box.split()) <= ev.RESULT_BOX_WORDS + 10
+    assert len(box.split()) <= ev.RESULT_BOX_WORDS + 10 and "provisional" not in box
+    short = de.result_box({"m": sub}, {"m": decomps}, window_chunks=8, incomplete={"m": {"CODE": (4, 6)}})
+    assert "(provisional: m CODE 4/6)" in short
     shares = {k: 0.1 for k in decomps}
     box = de.drivers_box("m", decomps, shares, {}, [0.003, 0.014])
     assert "holds a source term" in box and "0.0030-0.014 published" in box
@@ -89,6 +91,18 @@ def test_comparison_box_reports_the_decision_and_the_resolved_model_differences(
     claims = [ev.Claim(ev.RESOLVED, "PAPERS: R(16K) is lower ..."), ev.Claim(ev.NOT_RESOLVED, "BOOKS: ...")]
     box = de.comparison_box(dec, claims, ev.Claim(ev.NOT_RESOLVED, "x"), ["C", "B", "A"])
     assert "not established" in box and "cannot be compared" in box and "1 of 2 corpora differ after Holm (PAPERS)" in box
+
+
+def test_comparison_box_reads_no_ordering_of_a_model_whose_cells_lack_documents():
+    dec = {"m": {"point_order": ["A", "B"], "status": "not read (cells incomplete)", "resolved": ["A > B"],
+                 "against_published": "not compared", "incomplete": {"A": [32, 48]}},
+           "g": {"point_order": ["A", "B"], "status": "established", "resolved": ["A > B"],
+                 "against_published": "agrees", "incomplete": {}}}
+    box = de.comparison_box(dec, [], ev.Claim(ev.NOT_RESOLVED, "x"), ["A", "B"],
+                            n_docs={"m": {"A": 32, "B": 48}, "g": {"A": 16, "B": 16}})
+    assert "m: the ordering is not read until every cell holds its documents (A 32 of 48 measured" in box
+    assert "A > B" not in box.split("g:")[0] and "g: the ordering of A, B is established" in box
+    assert "R(16K), m 32-48; g 16 documents per corpus; Holm" in box
 
 
 def test_through_training_compares_only_the_corpora_measured_at_every_checkpoint():

@@ -99,3 +99,9 @@ def test_sketch_box_calls_bf16_equivalent_only_within_a_margin():
     assert "passes G1" in box and "G1 not evaluated (no WEB cell)" in box and "2 below 0.99" in box
     assert "not resolved" in box and "not shown equivalent" in box
     assert "equivalent within the stated margin" in sketch_box(g1, rec, checks, margin=0.3)
+
+
+def test_documents_per_corpus_gives_each_model_its_range_and_names_provisional_cells():
+    assert ev.documents_per_corpus({"S": [31, 48, 48], "G": [16, 16]}) == "S 31-48; G 16 documents per corpus"
+    assert ev.documents_per_corpus({"S": [32]}, {"S": {"CODE": (32, 48)}, "G": {}}) == \
+        "S 32 documents per corpus (provisional: S CODE 32/48)"

@@ -8,6 +8,7 @@ from docgrad.core.orderings import (
     ESTABLISHED,
     NOT_COMPARED,
     NOT_ESTABLISHED,
+    NOT_READ,
     PARTLY,
     bootstrap_p,
     holm,
@@ -76,3 +77,14 @@ def test_ordering_decision_established_partly_not_and_against_the_published_orde
     assert "PAPERS > CODE" in d["resolved"] and "BOOKS > CODE" in d["resolved"]
     d = decide({"CODE": 4.0, "PAPERS": 4.01, "BOOKS": 3.99}, sd=1.0)
     assert d["status"] == NOT_ESTABLISHED and d["against_published"] == NOT_COMPARED and d["resolved"] == []
+
+
+def test_an_incomplete_cell_leaves_the_ordering_unread_and_uncompared():
+    points = {"CODE": 5.0, "PAPERS": 4.0, "BOOKS": 3.0}
+    draws = {c: _draws(v, seed=i) for i, (c, v) in enumerate(points.items())}
+    pairs = resolve_pairs(points, draws, list(points))
+    complete = ordering_decision(points, pairs, ["CODE", "PAPERS", "BOOKS"], incomplete={})
+    assert complete["status"] == ESTABLISHED and complete["against_published"] == AGREES
+    d = ordering_decision(points, pairs, ["CODE", "PAPERS", "BOOKS"], incomplete={"CODE": (32, 48)})
+    assert d["status"] == NOT_READ and d["against_published"] == NOT_COMPARED
+    assert d["incomplete"] == {"CODE": [32, 48]} and d["resolved"] == complete["resolved"]

@@ -236,3 +236,44 @@ def test_study_refuses_result_files_whose_spans_the_manifest_does_not_describe(t
     study = Study(tmp_path / "res", resamples=0, chunk=2048, cache_dir=tmp_path / "c")
     with pytest.raises(AnalysisError, match="document 1's span sha256 bbbbbbbbbbbb.. differs"):
         study.sources(m, "CODE")
+
+
+def test_study_reads_no_ordering_while_a_cell_lacks_documents_its_manifest_holds(tmp_path):
+    from docgrad.core.orderings import NOT_COMPARED, NOT_READ
+    from docgrad.models import ResultModel
+    from docgrad.results.study import Study
+
+    write_synthetic_results(tmp_path / "res", model="o/m", revision="r", **SMALL)
+    n = Study(tmp_path / "res", resamples=0, chunk=2048, cache_dir=tmp_path / "c").cell(
+        ResultModel("o/m", "r", str(tmp_path / "none.json"), "m"), "CODE").doc_ids
+    held = {k: [{"doc": d} for d in range(len(n) + (4 if k == "CODE" else 0))] for k in ("BOOKS", "CODE", "PAPERS")}
+    (tmp_path / "m.json").write_text(json.dumps({"corpora": {k: {"documents": v} for k, v in held.items()}}))
+    m = ResultModel("o/m", "r", str(tmp_path / "m.json"), "m")
+    study = Study(tmp_path / "res", resamples=40, chunk=2048, cache_dir=tmp_path / "c")
+    assert study.incomplete(m, ["BOOKS", "CODE", "PAPERS", "WEB"]) == {"CODE": (len(n), len(n) + 4)}
+    got = study.ordering(m, ["BOOKS", "CODE", "PAPERS", "WEB"], ["CODE", "PAPERS", "BOOKS"])
+    assert got["decision"]["status"] == NOT_READ and got["decision"]["against_published"] == NOT_COMPARED
+    assert {(p["a"], p["b"]) for p in got["pairs"]} == {("BOOKS", "CODE"), ("BOOKS", "PAPERS"), ("CODE", "PAPERS")}
+    assert got["n_docs"] == {"BOOKS": len(n), "CODE": len(n), "PAPERS": len(n)}
+    first = Study(tmp_path / "res", resamples=40, chunk=2048, cache_dir=tmp_path / "c", docs=(0, len(n)))
+    assert first.incomplete(m, ["CODE"]) == {}       # the documents A:B a page reads are all measured
+    assert first.ordering(m, ["BOOKS", "CODE", "PAPERS"])["decision"]["status"] != NOT_READ
+
+
+def test_subset_frame_shows_the_published_design_beside_the_page_documents(tmp_path):
+    from docgrad.models import ResultModel
+
+    write_synthetic_results(tmp_path, model="o/m", revision="r", profiles={"CODE": Profile(exch=0.2)},
+                            **{**SMALL, "n_docs": 8, "shard_size": 4})
+    full = stats.analyze(tmp_path, resamples=40, seed=0).subset("o/m", "r", 2048, ["CODE"])
+    first = stats.analyze(tmp_path, resamples=40, seed=0, docs=(0, 4)).subset("o/m", "r", 2048, ["CODE"])
+    tab = tables.subset_frame({"m": full}, {"m": first}, "first 4").iloc[0]
+    assert (tab["documents"], tab["first 4: documents"]) == (8, 4)
+    for col, a in (("R(16K)", full), ("first 4: R(16K)", first)):
+        e = a.cell("CODE").all
+        assert tab[col] == f"{e.R_16K:.2f} [{e.R_16K_ci[0]:.2f}, {e.R_16K_ci[1]:.2f}]"
+    assert tables.subset_frame({"m": full}, {}, "first 4").iloc[0]["first 4: R(16K)"] == "-"
+    assert tables.subset_frame({"m": full}, {"m": full}, "all").empty          # a cell that is its own subset
+    model = ResultModel("o/m", "r", str(tmp_path / "none.json"), "m")
+    lines = tables.page_inputs_lines(tmp_path, "0:8", 2048, 40, [model], {"m": (full, [])}, {"m": {"CODE": (8, 12)}})
+    assert "**m: cells still lacking documents** (shards not yet probed): CODE 8 of 12" in lines[-2]

@@ -15,7 +15,8 @@ interval is the percentile interval at level 1 - alpha / (k - j + 1).
 The ordering of three corpora is *established* when both adjacent pairs of the point-estimate order are
 resolved, *partly established* when some but not both are, *not established* when none is. Against a
 published order it *agrees* (every resolved pair in the published direction), *contradicts* (some resolved
-pair opposite) or is *not compared* (nothing resolved).
+pair opposite) or is *not compared* (nothing resolved). The rule is applied to complete cells only: while any
+cell lacks documents its corpus manifest holds, the ordering is *not read* and nothing is compared.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 ALPHA = 0.05
 ESTABLISHED, PARTLY, NOT_ESTABLISHED = "established", "partly established", "not established"
+NOT_READ = "not read (cells incomplete)"
 AGREES, CONTRADICTS, NOT_COMPARED = "agrees", "contradicts", "not compared"
 
 
@@ -91,18 +93,27 @@ def resolve_pairs(points: Mapping[str, float], draws: Mapping[str, np.ndarray],
 
 
 def ordering_decision(points: Mapping[str, float], pairs: Sequence[dict],
-                      published: Sequence[str] | None = None) -> dict:
+                      published: Sequence[str] | None = None,
+                      incomplete: Mapping[str, tuple[int, int]] | None = None) -> dict:
     """The decision of docs/methods.md for the corpora of `pairs` (resolve_pairs): their point order
     (highest first), which adjacent pairs are resolved, the status (established / partly / not) and, given a
-    published order (highest first), whether ours agrees with it, contradicts it or is not compared."""
+    published order (highest first), whether ours agrees with it, contradicts it or is not compared.
+    incomplete: {corpus: (documents measured, documents the corpus holds)} of the cells that lack documents;
+    any such cell makes the status NOT_READ and the comparison NOT_COMPARED (the rule reads complete cells only)."""
     names = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs}, key=lambda c: -float(points[c]))
     by = {frozenset((p["a"], p["b"])): p for p in pairs}
     adjacent = [by[frozenset(ab)] for ab in zip(names, names[1:])]
     n_adj = sum(p["resolved"] for p in adjacent)
     resolved = [p for p in pairs if p["resolved"]]
     status = ESTABLISHED if n_adj == len(adjacent) else (PARTLY if resolved else NOT_ESTABLISHED)
-    out = {"point_order": names, "status": status, "resolved": [p["order"] for p in resolved]}
-    if published is not None:
+    incomplete = {k: list(v) for k, v in (incomplete or {}).items()}
+    if incomplete:
+        status = NOT_READ
+    out = {"point_order": names, "status": status, "resolved": [p["order"] for p in resolved],
+           "incomplete": incomplete}
+    if published is not None and incomplete:
+        out["published"], out["against_published"] = list(published), NOT_COMPARED
+    elif published is not None:
         rank = {c: i for i, c in enumerate(published)}
         same = [(rank[p["a"]] < rank[p["b"]]) == (p["diff"] > 0) for p in resolved if p["a"] in rank and p["b"] in rank]
         out["published"] = list(published)

@@ -68,9 +68,10 @@ def band_frame(bands_by_model: Mapping[str, Mapping[str, dict]]) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["model", "corpus", "lags (tokens)", "rho", "lo", "hi"])
 
 
-def correlation_box(reports: Mapping[str, Analysis], claims: Mapping[str, list[Claim]]) -> str:
+def correlation_box(reports: Mapping[str, Analysis], claims: Mapping[str, list[Claim]],
+                    incomplete: Mapping[str, Mapping[str, tuple]] | None = None) -> str:
     """Page 03's answer: ρ_long per corpus and model with intervals, and for how many corpora ρ is resolved to
-    decay across the long lags."""
+    decay across the long lags. incomplete: {model: Study.incomplete(...)}, marked provisional."""
     answer = ["ρ_long, the mean noise correlation of two chunks of one document 2K-16K tokens apart:"]
     for label, rep in reports.items():
         parts = [f"{c.corpus} {interval(c.all.rho_long, c.all.interval('rho_long'))}" for c in rep.cells
@@ -81,7 +82,8 @@ def correlation_box(reports: Mapping[str, Analysis], claims: Mapping[str, list[C
     for label, cl in claims.items():
         decays = [c.text.split(":")[0] for c in cl if c.status == ev.RESOLVED and "decays" in c.text]
         answer.append(f"{label}: ρ decays within the span for {', '.join(decays) or 'no corpus'} (Holm).")
-    measured = "two small 4-bit-quantised models, 16 documents per corpus, 512-token chunks each run alone."
+    docs = ev.documents_per_corpus({lab: [c.n_docs for c in rep.cells] for lab, rep in reports.items()}, incomplete)
+    measured = f"two small 4-bit-quantised models; {docs}; 512-token chunks each run alone."
     any_decay = any(c.status == ev.RESOLVED and "decays" in c.text for cl in claims.values() for c in cl)
     caveat = ("ρ is not one constant at long lags everywhere: where it decays, R grows more slowly with the window."
               if any_decay else "whether ρ decays across the long lags is not resolved by these documents.")

@@ -41,9 +41,10 @@ def _source_note(d: CellDecomposition | None) -> str:
 
 
 def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[str, CellDecomposition]],
-               window_chunks: int = 32) -> str:
+               window_chunks: int = 32, incomplete: Mapping[str, Mapping[str, tuple]] | None = None) -> str:
     """Page 04's answer: R(16K) per corpus and model with 95% intervals (the source-clustered one beside it where
-    documents share sources), what a block is worth, what was measured and the caveat that matters."""
+    documents share sources), what a block is worth, what was measured and the caveat that matters.
+    incomplete: {model: {corpus: (measured, held)}} (Study.incomplete): those cells are marked provisional."""
     per_model, worth = [], []
     for label, rep in reports.items():
         cells = [c for c in rep.cells if c.corpus != CONTROL]
@@ -53,15 +54,13 @@ def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[st
         per_model.append(f"{label}: " + ", ".join(parts)
                          + (f"; control {interval(ctrl.all.R_16K, ctrl.all.R_16K_ci)}" if ctrl else "") + ".")
         worth += [window_chunks / c.all.R_16K for c in cells if c.all.R_16K and c.all.R_16K > 0]
-    answer = ["R(16K), the gradient noise of a 16K-token block of one document over that of 32 independent "
-              "chunks:", *per_model]
+    answer = ["R(16K), a 16K-token block's gradient noise over 32 independent chunks':",
+              *per_model]
     if worth:
         answer.append(f"A block is worth about {min(worth):.0f}-{max(worth):.0f} independent chunks.")
-    n_docs = sorted({c.n_docs for rep in reports.values() for c in rep.cells})
-    docs = f"{n_docs[0]}" if len(n_docs) == 1 else f"{n_docs[0]}-{n_docs[-1]}"
-    measured = (f"{', '.join(reports)}: small, 4-bit quantised; {docs} documents per corpus; 512-token chunks "
-                "each run on its own; 95% intervals over documents.")
-    caveat = ("no chunk saw the text before it (page 06 adds that context), and documents sharing a source "
+    docs = ev.documents_per_corpus({lab: [c.n_docs for c in rep.cells] for lab, rep in reports.items()}, incomplete)
+    measured = f"two small 4-bit-quantised models; {docs}; 512-token chunks run alone; 95% document intervals."
+    caveat = ("no chunk saw the text before it (page 06 adds that context); documents sharing a source "
               "are fewer independent draws than they look.")
     return ev.result_box(answer, measured, caveat)
 
@@ -226,12 +225,18 @@ def code_rho_claim(ours: float, ours_ci, published_cells) -> Claim:
 
 
 def comparison_box(decisions: Mapping[str, dict], model_claims: Sequence[Claim], rho_claim: Claim,
-                   published_order: Sequence[str]) -> str:
+                   published_order: Sequence[str], n_docs: Mapping[str, Mapping[str, int]] | None = None) -> str:
     """Page 04c's answer: per model, whether the ordering of the long-document corpora is established under Holm
-    and how it stands against the published order (docgrad.core.orderings.ordering_decision); the model-vs-model
-    differences that are resolved on the shared documents; our CODE ρ_long against the published."""
+    and how it stands against the published order (docgrad.core.orderings.ordering_decision; a model whose cells
+    lack documents is 'not read', with the counts); the model-vs-model differences that are resolved on the
+    shared documents; our CODE ρ_long against the published. n_docs: {model: {corpus: documents}}."""
     answer = []
     for label, dec in decisions.items():
+        if dec.get("incomplete"):
+            counts = ", ".join(f"{k} {a} of {b}" for k, (a, b) in dec["incomplete"].items())
+            answer.append(f"{label}: the ordering is not read until every cell holds its documents ({counts} "
+                          "measured so far).")
+            continue
         res = ", ".join(dec["resolved"]) or "no pair"
         answer.append(f"{label}: the ordering of {', '.join(sorted(dec['point_order']))} is {dec['status']} "
                       f"(resolved: {res}); against the published {' > '.join(published_order)} it "
@@ -241,7 +246,8 @@ def comparison_box(decisions: Mapping[str, dict], model_claims: Sequence[Claim],
                   "differ after Holm" + (" (" + "; ".join(c.text.split(":")[0] for c in resolved) + ")."
                                          if resolved else "."))
     answer.append(f"CODE's ρ_long against the published: {rho_claim.status}.")
-    measured = "R(16K) of 16 documents per corpus; Holm over each model's pairs; paired draws across models."
+    counts = ev.documents_per_corpus({lab: list(per.values()) for lab, per in (n_docs or {}).items()})
+    measured = f"R(16K), {counts}; Holm over each model's pairs; paired draws across models."
     caveat = "the published models are 5-10 times larger, unquantised and read other documents of each kind."
     return ev.result_box(answer, measured, caveat)
 

@@ -51,6 +51,19 @@ def sig(x, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"
 
 
+def documents_per_corpus(counts: Mapping[str, Sequence[int]],
+                         incomplete: Mapping[str, Mapping[str, Sequence[int]]] | None = None) -> str:
+    """'SmolLM2 31-48; Gemma 16 documents per corpus' from {model: document counts of its cells}, with
+    ' (provisional: SmolLM2 CODE 32/48, WEB 32/48)' for cells that lack documents their corpus holds."""
+    def span(c):
+        c = sorted(set(c))
+        return f"{c[0]}" if len(c) == 1 else f"{c[0]}-{c[-1]}"
+    out = "; ".join(f"{lab} {span(c)}" for lab, c in counts.items() if len(c)) + " documents per corpus"
+    short = [f"{lab} " + ", ".join(f"{k} {a}/{b}" for k, (a, b) in per.items())
+             for lab, per in (incomplete or {}).items() if per]
+    return out + (f" (provisional: {'; '.join(short)})" if short else "")
+
+
 def _has(ci) -> bool:
     return ci is not None and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1])
 

@@ -113,10 +113,13 @@ def three_significant(df: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     return df
 
 
-def page_inputs_lines(results_dir, documents: str, chunk: int, resamples: int, page_models, pages: dict) -> list[str]:
+def page_inputs_lines(results_dir, documents: str, chunk: int, resamples: int, page_models, pages: dict,
+                      incomplete: dict | None = None) -> list[str]:
     """What a design-effect page read: the results directory and documents, then per model the cells present
-    and missing (and that without its control there is no R_rel and no G2), and a warning for synthetic files.
-    pages: {model label: (Analysis, missing corpora)} as Study.page returns them."""
+    and missing (and that without its control there is no R_rel and no G2), the cells that lack documents their
+    corpus holds, and a warning for synthetic files.
+    pages: {model label: (Analysis, missing corpora)} as Study.page returns them; incomplete: {model label:
+    Study.incomplete(...)}."""
     lines = [f"- results directory: `{results_dir}` (documents {documents}); C = {chunk} tokens, {resamples} "
              "bootstrap resamples"]
     for m in page_models:
@@ -125,10 +128,35 @@ def page_inputs_lines(results_dir, documents: str, chunk: int, resamples: int, p
                 f"{', '.join(c.corpus for c in rep.cells) or 'none'}; missing {', '.join(miss) or 'none'}")
         lines.append(line + ("; without its WEB control there is no R_rel and gate G2 cannot be evaluated"
                              if CONTROL in miss else ""))
+        short = (incomplete or {}).get(m.label)
+        if short:
+            lines.append(f"- **{m.label}: cells still lacking documents** (shards not yet probed): "
+                         + ", ".join(f"{k} {a} of {b}" for k, (a, b) in short.items())
+                         + "; their numbers are provisional and no ordering is read from them")
     if any(c.synthetic for rep, _ in pages.values() for c in rep.cells):
         lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers below "
                      "illustrate the pipeline, they are not measurements")
     return lines
+
+
+def subset_frame(full: dict, subset: dict, name: str) -> pd.DataFrame:
+    """Per model and corpus: R(16K) with its 95% interval over the page's documents beside the same over a subset
+    of them (`name`, e.g. 'docs 0:16', the published design), with both document counts. full, subset: {model
+    label: Analysis}. Cells that are their own subset (the same document count) are left out; a corpus without
+    a subset cell shows '-'."""
+    rows = []
+    for lab, a in full.items():
+        b = subset.get(lab)
+        for c in a.cells:
+            s = b.cell(c.corpus) if b is not None else None
+            if s is not None and s.n_docs == c.n_docs:
+                continue
+            rows.append({"model": lab, "corpus": c.corpus, "documents": c.n_docs,
+                         "R(16K)": fmt_interval(c.all.R_16K, *c.all.R_16K_ci),
+                         f"{name}: documents": s.n_docs if s else None,
+                         f"{name}: R(16K)": fmt_interval(s.all.R_16K, *s.all.R_16K_ci) if s else "-"})
+    return pd.DataFrame(rows, columns=["model", "corpus", "documents", "R(16K)", f"{name}: documents",
+                                       f"{name}: R(16K)"])
 
 
 def fmt_interval(v, lo=None, hi=None, digits: int = 2) -> str:

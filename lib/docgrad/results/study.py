@@ -8,6 +8,8 @@ loads result files itself and never reads another page's output.
     study.decompositions(model, corpora)               # {corpus: CellDecomposition}, computed once per cell
     study.cell(model, corpus)                          # the pooled cell (block sums, losses, shards)
     study.paired(model_x, model_y, corpora)            # {corpus: R(16K) of y - x, paired over shared documents}
+    study.incomplete(model, corpora)                   # {corpus: (measured, held)}: cells lacking documents
+    study.ordering(model, corpora, published_order)    # the pre-stated decision on the long-document corpora
 
 `docs` selects the result files whose documents lie in [a, b): (0, 16) is the published design's 16 documents
 when 48-document shards sit beside them; None reads every file (docs/methods.md#the-48-document-cells-what-is-read-and-how-it-is-decided).
@@ -21,7 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
-from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, CORPORA, RESAMPLES
+from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, CONTROL, CORPORA, RESAMPLES
+from docgrad.core.orderings import ordering_decision, resolve_pairs
 from docgrad.corpora.provenance import document_sources
 from docgrad.errors import AnalysisError
 from docgrad.models import ResultModel
@@ -122,6 +125,34 @@ class Study:
                 self._decompositions[key] = decompose_cell(cell, self.sources(model, k), self.resamples, self.seed)
             out[k] = self._decompositions[key]
         return out
+
+    def held_documents(self, model: ResultModel, corpus: str) -> list[int]:
+        """The documents of `corpus` that the model's manifest holds within the study's document range."""
+        docs = [int(d["doc"]) for d in self.manifest(model).get("corpora", {}).get(corpus, {}).get("documents", [])]
+        lo, hi = self.docs if self.docs is not None else (0, float("inf"))
+        return [d for d in docs if lo <= d < hi]
+
+    def incomplete(self, model: ResultModel, corpora: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """{corpus: (documents measured, documents held)} for each cell that lacks documents its manifest holds
+        within the range (a shard not yet probed); complete cells and corpora without a cell are left out."""
+        out = {}
+        for k in corpora:
+            cell, held = self.cell(model, k), self.held_documents(model, k)
+            if cell is not None and set(held) - set(cell.doc_ids):
+                out[k] = (len(cell.doc_ids), len(held))
+        return out
+
+    def ordering(self, model: ResultModel, corpora: Sequence[str], published: Sequence[str] | None = None) -> dict:
+        """The pre-stated decision (docs/methods.md#the-48-document-cells-what-is-read-and-how-it-is-decided) on
+        the long-document corpora among `corpora` that have a cell: 'pairs' (core.orderings.resolve_pairs over
+        the document-bootstrap draws of R(16K), Holm over the family) and 'decision' (ordering_decision; not read
+        while a cell is incomplete), with each cell's document count in 'n_docs'."""
+        decomps = self.decompositions(model, [k for k in corpora if k != CONTROL])
+        points = {k: d.R for k, d in decomps.items()}
+        draws = {k: d.draws["doc"]["R"] for k, d in decomps.items() if "doc" in d.draws}
+        pairs = resolve_pairs(points, draws, list(draws))
+        decision = ordering_decision(points, pairs, published, self.incomplete(model, list(draws))) if pairs else None
+        return {"pairs": pairs, "decision": decision, "n_docs": {k: len(d.doc_ids) for k, d in decomps.items()}}
 
     def paired(self, x: ResultModel, y: ResultModel, corpora: Sequence[str]) -> dict[str, PairedDifference]:
         """R(16K) of model y minus model x per corpus, over the documents both measured (matched by text sha256

@@ -16,13 +16,9 @@
 # %% [markdown]
 # # What does a mean over tokens weight?
 #
-# Averaging the loss over every supervised position of a batch gives each document a weight proportional to its
-# number of positions; averaging per document first gives every document the same weight. The denominator of a
-# mean is part of the training objective. This page works the difference out exactly on a one-parameter model,
-# shows what padding masks and gradient accumulation must do to keep the objective you meant, and then checks
-# the same algebra in PyTorch, on a small randomly initialised causal language model and on SmolLM2-135M with
-# real text. Exercises with worked solutions close the page; page 01b follows these mistakes into real training
-# setups.
+# The denominator of a mean is part of the training objective. This page works it out on a one-parameter model,
+# then checks the algebra in PyTorch, on a tiny random language model and on SmolLM2-135M with real text; page 01b
+# follows the same mistakes into real trainers.
 #
 # > **What to take away.**
 # > - A mean over tokens weighs documents by their number of supervised positions; a mean over documents weighs
@@ -35,9 +31,8 @@
 # >   early, higher-loss positions.
 # > - An empty denominator is an error to report, not a zero loss.
 #
-# Every number stated on this page is computed by `docgrad.teaching.reduction` (tested in `tests/test_reduction.py`)
-# and saved to `figures/01_loss_reduction.json`. Re-execute with other documents, e.g.
-# `docgrad run 01 -p lengths "[3, 30]" -p labels "[1, 0]" -p padding "[27, 0]"`.
+# Every number is computed by `docgrad.teaching` (tested), shown to three significant figures and saved to
+# `figures/01_loss_reduction.json`. Other documents: `docgrad run 01 -p lengths "[3, 30]" -p padding "[27, 0]"`.
 
 # %% tags=["parameters"]
 lengths = [2, 8]  # valid (supervised) positions of each document
@@ -69,7 +64,9 @@ from IPython.display import Markdown, display
 
 from docgrad.teaching import history
 from docgrad.teaching import reduction as R
+from docgrad.teaching import worked as W
 from docgrad.teaching.records import provenance_line, recorded
+from docgrad.teaching.worked import sig, sig_table
 from docgrad.corpora.build import load_spans
 from docgrad.models import load_model, tiny_model
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
@@ -78,12 +75,6 @@ ROOT = setup()
 torch.set_num_threads(2)
 NUMBERS = {}
 
-
-def f(x, digits=6):
-    """Format a computed number for the prose."""
-    return f"{x:.{digits}g}"
-
-
 # %% tags=["hide-input"]
 display(Markdown(history.what_changed_when()))
 
@@ -91,14 +82,13 @@ display(Markdown(history.what_changed_when()))
 # %% [markdown]
 # ## 1. One logit, two documents, five objectives
 #
-# A *supervised position* is a place where the model is asked for a prediction and a target exists. In this
-# model every position predicts class 1 with the same probability p = sigmoid(θ), so there is a single
-# parameter, the logit θ. A position with label y costs the binary cross-entropy
-# ℓ(θ, y) = −[y log p + (1 − y) log(1 − p)] = softplus(θ) − yθ nats, and its gradient is
-# dℓ/dθ = p − y. (The softplus form never takes the log of a rounded-to-zero probability.)
+# A *supervised position* is one where the model makes a prediction and a target exists. Here every position
+# predicts class 1 with probability p = sigmoid(θ): one parameter, the *logit* θ = log(p / (1 − p)). A position
+# with label y costs the cross-entropy ℓ = −[y log p + (1 − y) log(1 − p)] = softplus(θ) − yθ *nats*
+# (natural-log units; softplus(θ) = log(1 + e^θ)), with gradient p − y (Appendix A checks it numerically).
 #
-# Document A has only label-1 positions, B only label-0 positions, and A is padded to B's length so that the
-# two rows form one rectangular tensor. Every objective below is a weighted sum Σ w·ℓ over positions:
+# Document A has only label-1 positions, B only label-0 ones; A is padded to B's length to make one rectangular
+# tensor. Every objective is a weighted sum Σ w·ℓ over positions:
 #
 # | objective | weight of a position | what it means |
 # |---|---|---|
@@ -108,9 +98,8 @@ display(Markdown(history.what_changed_when()))
 # | padding out of numerator, in denominator | mask / (all positions) | the mask is applied to the sum only |
 # | label 0 treated as padding | [y = 1] / #(y = 1) | the mask is derived from the label value |
 #
-# Because the gradient is Σ w (p − y), it vanishes at p* = Σ w y / Σ w: the optimum is the weighted fraction of
-# label-1 positions. The second derivative (Σ w) p(1 − p) is positive, so p* is the unique optimum of this
-# scalar model whenever 0 < p* < 1 (this says nothing about a large model's loss landscape).
+# The gradient Σ w (p − y) vanishes at p* = Σ w y / Σ w, the weighted fraction of label-1 positions; the second
+# derivative (Σ w) p(1 − p) is positive, so p* is this scalar model's unique optimum when 0 < p* < 1.
 
 # %%
 batch = R.make_batch(lengths, labels, padding)
@@ -121,35 +110,22 @@ NUMBERS["positions_in_padded_batch"] = batch.n_positions
 NUMBERS["objectives"] = {r["objective"]: {k: r[k] for k in ("loss", "gradient", "optimum_p", "optimum",
                                                              "document_weights")}
                          for r in table.to_dict("records")}
-table[["label", "loss", "gradient", "optimum", "document_weights"]].round(6)
+sig_table(table.assign(optimum=["none" if pd.isna(p) else sig(p) for p in table["optimum_p"]]),
+          {"label": "objective", "document_weights": "weights of A, B", "loss": f"loss at θ = {theta:g}",
+           "gradient": f"gradient at θ = {theta:g}", "optimum": "optimum p*"}, index="label")
 
 # %% tags=["hide-input"]
 o = NUMBERS["objectives"]
 tm, dm, pc, pd_, lp = (o[k] for k in R.OBJECTIVES)
 display(Markdown(f"""
-With n = {batch.valid_counts} valid positions, the token mean is
-{f(tm['document_weights'][0], 3)}·L_A + {f(tm['document_weights'][1], 3)}·L_B and the document mean is
-{f(dm['document_weights'][0], 3)}·L_A + {f(dm['document_weights'][1], 3)}·L_B: under the token mean B weighs
-{f(tm['document_weights'][1] / tm['document_weights'][0], 3)} times as much as A.
+The token mean weighs B {sig(tm['document_weights'][1] / tm['document_weights'][0])} times as much as A. At
+θ = {theta:g} the token and document means have losses {sig(tm['loss'])} and {sig(dm['loss'])} nats but gradients
+{sig(tm['gradient'])} and {sig(dm['gradient'])}: the loss value does not tell you the update.
 
-At θ = {theta} (p = {f(R.sigmoid(theta), 3)}) the token-mean loss is {f(tm['loss'])} nats and the document-mean loss
-is {f(dm['loss'])} nats, yet their gradients are {f(tm['gradient'])} and {f(dm['gradient'])}: one objective pushes
-θ down, the other is already stationary. The loss value alone does not tell you which update you will get.
-The token mean is minimised at {tm['optimum']}, the document mean at {dm['optimum']}.
-
-**Padding as data.** Counting A's {padding[0]} padding positions as label-0 examples moves the optimum to
-{pc['optimum']} although no document changed: invented examples entered the objective.
-
-**Mask in the numerator only.** Dropping padding from the sum but still dividing by all
-{batch.n_positions} positions multiplies the token mean by {batch.n_valid}/{batch.n_positions}: the loss reads
-{f(pd_['loss'])} instead of {f(tm['loss'])} and the gradient {f(pd_['gradient'])} instead of {f(tm['gradient'])}.
-The optimum stays at {pd_['optimum']} (a positive constant factor does not move it), but the update scale
-changes, and when the padding fraction varies from batch to batch the factor varies with it. A lower plotted
-loss is not a better prediction.
-
-**Label 0 mistaken for padding.** Ignoring every 0 drops all of B's legitimate targets. The gradient becomes
-{f(lp['gradient'])} and the objective has {lp['optimum']}: the mask must describe a position's role, not its
-class.
+- **Padding as data** moves the optimum to {sig(pc['optimum_p'])} although no document changed.
+- **Mask in the numerator only** multiplies the token mean by {batch.n_valid}/{batch.n_positions}, a factor that
+  changes with each batch's padding; a lower plotted loss is not a better prediction.
+- **Label 0 mistaken for padding** drops all of B's targets: {lp['optimum']}.
 """))
 
 # %%
@@ -178,42 +154,39 @@ save_chart(objectives_chart, "01_objectives_vs_p")
 # %% [markdown]
 # ## 2. A mask must act on the numerator and the denominator
 #
-# With the mask m (1 at a supervised position, 0 at padding), the token mean is Σ m·ℓ / Σ m. Adding any number
-# of masked positions changes neither sum, so neither the loss nor the gradient can move. The check adds the
-# same number of padding positions to every document and compares with the unpadded batch.
+# With the mask m (1 at a supervised position, 0 at padding), the token mean is Σ m·ℓ / Σ m: masked positions
+# change neither sum. Adding padding to every document (each case in Appendix B):
 
-# %%
+# %% tags=["hide-input"]
 inv = pd.DataFrame(R.padding_invariance(lengths, labels, invariance_added, invariance_thetas))
 NUMBERS["padding_invariance_max_abs_diff"] = float(inv[["abs_loss_diff", "abs_grad_diff"]].to_numpy().max())
-display(inv.pivot_table(index=["objective", "added"], columns="theta",
-                        values=["abs_loss_diff", "abs_grad_diff"]))
-display(Markdown(f"Largest change over {len(inv)} comparisons (added {invariance_added} positions, "
-                 f"θ in {invariance_thetas}): **{NUMBERS['padding_invariance_max_abs_diff']:.3g}**."))
+display(Markdown(f"Largest change of loss or gradient over {len(inv)} comparisons (added {invariance_added} "
+                 f"positions, θ in {invariance_thetas}): **{sig(NUMBERS['padding_invariance_max_abs_diff'])}**."))
 
 # %% [markdown]
 # ## 3. Splitting the batch into microbatches
 #
-# Put A and B in separate microbatches (to save memory) and average the per-microbatch mean gradients. The
-# simple average gives each *microbatch* weight 1/B, which reconstructs the document mean, not the token mean.
-# To get the token mean back, weight each microbatch's mean by its valid count: Σ n_b g_b / Σ n_b. Equal valid
-# counts make the two agree; equal padded tensor lengths do not.
+# *Microbatches* are slices of a batch run forward and backward one at a time (to save memory), their gradients
+# added before one optimiser step. Put A and B in separate microbatches: the plain average of their mean
+# gradients weighs each of the B microbatches 1/B, which is the document mean. Weighting each mean by its valid
+# count, Σ n_b g_b / Σ n_b, gives the token mean back.
 
 # %% tags=["hide-input"]
 acc = R.microbatch_accumulation(lengths, labels, theta)
 NUMBERS["microbatch"] = acc
-display(Markdown(f"""
-Microbatch mean gradients at θ = {theta}: {', '.join(f(g) for g in acc['microbatch_mean_gradients'])}
-(valid counts {acc['valid_counts']}).
-Unweighted average: **{f(acc['unweighted_average'])}** (the unsplit document mean is {f(acc['full_batch_document_mean'])}).
-Count-weighted average: **{f(acc['count_weighted_average'])}** (the unsplit token mean is {f(acc['full_batch_token_mean'])}).
-"""))
+sig_table([{"gradient": f"microbatch {d} alone ({n} positions)", "value": g}
+           for d, n, g in zip("AB", acc["valid_counts"], acc["microbatch_mean_gradients"])]
+          + [{"gradient": "unweighted average of the two", "value": acc["unweighted_average"]},
+             {"gradient": "unsplit document mean", "value": acc["full_batch_document_mean"]},
+             {"gradient": "count-weighted average", "value": acc["count_weighted_average"]},
+             {"gradient": "unsplit token mean", "value": acc["full_batch_token_mean"]}],
+          {"gradient": "gradient", "value": f"at θ = {theta:g}"}, index="gradient")
 
 # %% [markdown]
 # ## 4. No valid position: an error, not a zero
 #
-# A mean over zero supervised positions divides 0 by 0. Returning 0 would report a perfect prediction that
-# never happened, so `docgrad.teaching.reduction` raises an error that says which denominator is empty. (A document
-# without targets also has an undefined mean L_i; excluding it is a policy to declare, not a default.)
+# A mean over zero supervised positions is 0/0. Returning 0 would report a perfect prediction that never
+# happened, so `docgrad.teaching.reduction` raises an error naming the empty denominator.
 
 # %%
 try:
@@ -224,118 +197,96 @@ print(zero_valid_error)
 NUMBERS["zero_valid_positions"] = zero_valid_error
 
 # %% [markdown]
-# ## 5. The analytic gradient against a central finite difference
-
-# %%
-fd = [R.finite_difference_check(batch, obj, fd_theta, fd_step) for obj in R.OBJECTIVES]
-NUMBERS["finite_difference"] = {r["objective"]: r for r in fd}
-worst = max(r["abs_error"] for r in fd)
-assert worst < tolerance, f"finite-difference error {worst} exceeds the tolerance {tolerance}"
-display(pd.DataFrame(fd).set_index("objective")[["analytic", "numeric", "abs_error"]])
-display(Markdown(f"At θ = {fd_theta} with h = {fd_step:g}, the token-mean gradient differs from "
-                 f"(L(θ+h) − L(θ−h))/2h by {NUMBERS['finite_difference']['token_mean']['abs_error']:.2g}; "
-                 f"the largest difference over the five objectives is {worst:.2g}, below the tolerance "
-                 f"{tolerance:g}."))
-
-# %% [markdown]
-# ## 6. The same algebra in PyTorch
+# ## 5. The same algebra in PyTorch
 #
-# ### 6a. `torch.nn.functional.cross_entropy`
+# ### 5a. `torch.nn.functional.cross_entropy`
 #
-# With two-class logits [0, θ] per position, softmax gives class 1 the probability sigmoid(θ), so
-# `cross_entropy` computes exactly ℓ. Targets equal to `ignore_index` (−100 by default) are excluded from the
-# loss and the gradient, and for **class-index targets** `reduction="mean"` divides by the number of targets that
-# are not ignored, or with class weights by the sum of the targets' weights
+# With two-class logits [0, θ], softmax gives class 1 the probability sigmoid(θ), so `cross_entropy` computes ℓ.
+# Targets equal to `ignore_index` (−100) are excluded, and for **class-index targets** `reduction="mean"` divides
+# by the count of the rest, or with class weights by the sum of their weights
 # ([PyTorch, `CrossEntropyLoss`](https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html)).
-# Each objective is one expression; the gradients come from autograd:
+# Each objective is one expression; gradients from autograd:
 
 # %%
-torch_rows = pd.DataFrame(R.torch_objectives(batch, theta)).set_index("objective")
-torch_rows["docgrad loss"] = [NUMBERS["objectives"][k]["loss"] for k in torch_rows.index]
-torch_rows["docgrad gradient"] = [NUMBERS["objectives"][k]["gradient"] for k in torch_rows.index]
-NUMBERS["torch_max_abs_diff"] = float(max((torch_rows["loss"] - torch_rows["docgrad loss"]).abs().max(),
-                                          (torch_rows["gradient"] - torch_rows["docgrad gradient"]).abs().max()))
+torch_rows = pd.DataFrame(R.torch_objectives(batch, theta))
+torch_rows["label"] = torch_rows["objective"].map(R.OBJECTIVE_LABELS)
+NUMBERS["torch_max_abs_diff"] = max(
+    max(abs(r["loss"] - NUMBERS["objectives"][r["objective"]]["loss"]),
+        abs(r["gradient"] - NUMBERS["objectives"][r["objective"]]["gradient"])) for r in torch_rows.to_dict("records"))
 pd.set_option("display.max_colwidth", 120)
-torch_rows
+sig_table(torch_rows, {"label": "objective", "how": "PyTorch expression", "loss": "loss",
+                       "gradient": "gradient"}, index="label")
 
 # %% tags=["hide-input"]
 ignored = R.all_ignored_comparison()
 NUMBERS["all_targets_ignored"] = ignored
 display(Markdown(f"""
-Largest difference between PyTorch and `docgrad.teaching.reduction`: {NUMBERS['torch_max_abs_diff']:.2g}.
+Largest difference from the table of §1: {sig(NUMBERS['torch_max_abs_diff'])}.
 
 **Every target ignored.** `cross_entropy(..., reduction="mean")` returns **{ignored['torch_mean']}** (0/0), and
-`reduction="sum"` returns {ignored['torch_sum']}, which silently looks like a perfect batch. Our reduction instead
-says: *{ignored['docgrad']}*
+`reduction="sum"` returns {sig(ignored['torch_sum'])}, which silently looks like a perfect batch. Our reduction
+instead says: *{ignored['docgrad']}*
 """))
 
 # %% [markdown]
-# **Probability targets divide by the rows.** The same targets given as probabilities (one-hot rows, or soft
-# labels) are averaged over the number of rows N, with class weights too: the denominator is not the sum of the
-# targets' weights any more. Three rows, class weights [1, 4, 0.5]:
+# **Probability targets divide by the rows.** The same targets given as probabilities (one-hot or soft labels)
+# are averaged over the rows, class weights or not. Three rows:
 
 # %% tags=["hide-input"]
-prob = R.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0], [0.0, 0.0, 3.0]], [1, 1, 2], [1.0, 4.0, 0.5])
+prob_weights = [1.0, 4.0, 0.5]
+prob = R.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0], [0.0, 0.0, 3.0]], [1, 1, 2], prob_weights)
 NUMBERS["probability_targets"] = prob
-display(Markdown(f"Weighted sum of the row losses {f(prob['weighted_sum'], 4)}: as class indices the mean divides "
-                 f"by the targets' weights, {f(prob['sum_of_target_weights'], 3)}, giving {f(prob['indices'], 4)}; "
-                 f"as one-hot probabilities by the {prob['n_rows']} rows, giving {f(prob['probabilities'], 4)}."))
+display(Markdown(f"Class weights {sig(prob_weights)}; weighted sum of the row losses {sig(prob['weighted_sum'])}."))
+sig_table([{"targets given as": "class indices", "divides by": "the targets' weights",
+            "denominator": prob["sum_of_target_weights"], "mean": prob["indices"]},
+           {"targets given as": "one-hot probabilities", "divides by": "the rows",
+            "denominator": prob["n_rows"], "mean": prob["probabilities"]}], index="targets given as")
 
 # %% [markdown]
-# ### 6b. Gradient accumulation on a causal language model
+# ### 5b. Gradient accumulation on a causal language model
 #
-# A causal LM is trained on next-token targets: logits at position t predict token t + 1, so a document of n
-# tokens gives n − 1 targets (the model shifts the labels internally). Prompt positions that should not be
-# learned are set to −100 in the labels; with a k-token prompt (k ≥ 1) the document gives n − k targets. The
-# attention mask says which tokens the model may *see*; the −100 labels say which predictions *count*. The valid
-# count of a microbatch is the number of targets left after both.
+# A *causal* language model predicts each token from the ones before it, so n tokens give n − 1 targets; a
+# k-token prompt labelled −100 (k ≥ 1) leaves n − k. The attention mask says what the model may *see*, the −100
+# labels which predictions *count*. With microbatches b of n_b targets and summed loss S_b (N in all):
 #
-# Three ways to accumulate the gradient over microbatches b with n_b targets and summed loss S_b:
+# * **full batch**: Σ_b S_b / N, the token mean;
+# * **average of means**: Σ_b (S_b / n_b) / B, what calling `backward()` on each microbatch's mean / B computes;
+# * **normalised by the total count**: each S_b / N before `backward()`, what transformers passes as
+#   `num_items_in_batch` since October 2024 ([the fix explained](https://huggingface.co/blog/gradient_accumulation)).
 #
-# * **full batch**: one padded batch, loss = Σ_b S_b / N (the token mean over all N targets);
-# * **average of means**: Σ_b (S_b / n_b) / B (what a loop that calls `loss.backward()` on each microbatch's
-#   mean, scaled by 1/B, computes);
-# * **normalised by the total count**: Σ_b S_b / N, i.e. each microbatch's summed loss divided by N before
-#   `backward()` (what transformers passes to the loss as `num_items_in_batch` since October 2024:
-#   [the fix explained](https://huggingface.co/blog/gradient_accumulation)).
-#
-# The model is a two-layer, 32-wide Llama (or GPT-NeoX) built from a config with random weights, and the tokens
-# are random; the algebra does not depend on either.
+# The model is a tiny Llama or GPT-NeoX (two open model architectures) with random weights and random tokens.
 
 # %%
 model = tiny_model(lm_arch, seed=seed)
 docs = R.make_documents(lm_lengths, lm_prompt_lengths, seed=seed)
 lm = R.lm_accumulation(model, docs, lm_microbatches)
-NUMBERS["lm"] = {"arch": lm_arch, **lm}
+NUMBERS["lm"] = {"arch": lm_arch, "layers": model.config.num_hidden_layers, "width": model.config.hidden_size, **lm}
+display(Markdown(f"{lm_arch}: {model.config.num_hidden_layers} layers, width {model.config.hidden_size}, "
+                 f"{sum(p.numel() for p in model.parameters()):,} parameters."))
 display(pd.DataFrame({"tokens": lm["n_tokens"], "prompt (masked)": lm_prompt_lengths,
                       "targets after shift and mask": lm["n_targets_per_document"]},
                      index=[f"document {i}" for i in range(len(docs))]))
 
 # %% tags=["hide-input"]
-display(Markdown(f"""
-Microbatches {lm_microbatches} hold {lm['targets_per_microbatch']} targets ({lm['n_targets_total']} in all).
-Relative gradient difference from the full batch, |g − g_full| / |g_full|:
-
-* average of microbatch means: **{lm['rel_discrepancy_averaged']:.3g}** (cosine with the full-batch gradient
-  {lm['cosine_averaged_full']:.3f});
-* normalised by the total target count: **{lm['rel_discrepancy_num_items']:.2g}** (float32 rounding).
-
-The losses read {f(lm['loss_full_token_mean'], 7)} (full batch), {f(lm['loss_num_items'], 7)} (total-count
-normalisation) and {f(lm['loss_averaged_means'], 7)} (average of means): the loss values are close, the
-gradients are not, because the short microbatch's targets are up-weighted by n_long / n_short.
-"""))
+display(Markdown(f"Microbatches {lm_microbatches} hold {lm['targets_per_microbatch']} targets "
+                 f"({lm['n_targets_total']} in all). The losses are close, the gradients are not: the short "
+                 f"microbatch's targets are up-weighted by n_long / n_short."))
+sig_table([{"accumulation": "full batch", "loss": lm["loss_full_token_mean"], "rel": 0.0, "cos": 1.0},
+           {"accumulation": "average of microbatch means", "loss": lm["loss_averaged_means"],
+            "rel": lm["rel_discrepancy_averaged"], "cos": lm["cosine_averaged_full"]},
+           {"accumulation": "normalised by the total count", "loss": lm["loss_num_items"],
+            "rel": lm["rel_discrepancy_num_items"], "cos": None}],
+          {"accumulation": "accumulation", "loss": "loss (nats)", "rel": "|g − g_full| / |g_full|",
+           "cos": "cosine with g_full"}, index="accumulation")
 
 # %% [markdown]
 # ### How the discrepancy grows with unequal lengths
 #
-# Two microbatches share a fixed token budget with lengths in ratio r : 1. Under the average of means, each
-# target of the short microbatch weighs (n_long / n_short) times as much as a target of the long one; the
-# total-variation distance between the microbatch weights (1/B each vs n_b/N) measures how far the objective has
-# moved. With equal lengths the two accumulations agree exactly.
-#
-# The experiment runs twice: on the tiny random model with random tokens (where the exactness of the fix is the
-# point: any difference is float rounding), and on the real SmolLM2-135M with real text (the first tokens of a
-# BOOKS span), where the size of the error is the point.
+# Two microbatches share a token budget with lengths in ratio r : 1; under the average of means a short
+# microbatch's target weighs n_long / n_short times a long one's. The *total-variation distance* between the two
+# weightings (1/B each against n_b / N) is half their summed absolute difference: 0 when they agree, 1 when they
+# share nothing. On the tiny random model the fix's exactness is the point; on SmolLM2-135M (135 million
+# parameters) with a BOOKS span (a stretch of one book) the size of the error is.
 
 # %%
 growth = pd.DataFrame(R.accumulation_growth(model, growth_total_tokens, growth_ratios, seed=seed))
@@ -352,8 +303,12 @@ NUMBERS["growth_real"] = {"model": real_model, "corpus": real_corpus, "rows": gr
                           "provenance": growth_real_prov}
 model_names = [f"tiny random {lm_arch}, random tokens", f"{real_model}, {real_corpus} text"]
 both = pd.concat([growth.assign(model=model_names[0]), growth_real.assign(model=model_names[1])])
-display(both.set_index(["model", "ratio"])[["lengths", "targets", "target_ratio", "total_variation",
-                                            "rel_discrepancy_averaged", "rel_discrepancy_num_items"]])
+sig_table(both.assign(lengths=[f"{a} + {b}" for a, b in both["lengths"]]),
+          {"model": "model", "lengths": "tokens", "target_ratio": "n_long / n_short",
+           "total_variation": "total variation", "rel_discrepancy_averaged": "average of means: rel. error",
+           "rel_discrepancy_num_items": "total count: rel. error"}).set_index(["model", "tokens"])
+
+# %%
 long_growth = both.melt(id_vars=["model", "target_ratio", "ratio"],
                         value_vars=["rel_discrepancy_averaged", "total_variation", "rel_discrepancy_num_items"],
                         var_name="quantity", value_name="value")
@@ -375,53 +330,48 @@ growth_chart = alt.Chart(long_growth).mark_line(point=True).encode(
 save_chart(growth_chart, "01_accumulation_growth")
 
 # %% tags=["hide-input"]
-g0, g1 = NUMBERS["growth"][0], NUMBERS["growth"][-1]
-r0, r1 = NUMBERS["growth_real"]["rows"][0], NUMBERS["growth_real"]["rows"][-1]
+g1, r1 = NUMBERS["growth"][-1], NUMBERS["growth_real"]["rows"][-1]
+fix_worst = max(r["rel_discrepancy_num_items"] for r in NUMBERS["growth"] + NUMBERS["growth_real"]["rows"])
+bias = R.growth_bias_rows(NUMBERS["growth_real"]["rows"])
+NUMBERS["growth_bias"] = bias
 display(Markdown(f"""
-With equal lengths {g0['lengths']} the average of means differs from the full batch by
-{g0['rel_discrepancy_averaged']:.2g} (rounding only); at {g1['lengths']} tokens ({g1['targets']} targets, a
-per-target weight ratio of {g1['target_ratio']:.3g}) it differs by **{g1['rel_discrepancy_averaged']:.3g}** of the
-full-batch gradient's norm, while normalising by the total target count never exceeds
-{max(r['rel_discrepancy_num_items'] for r in NUMBERS['growth']):.2g}.
+At the largest ratio the average of means moves the gradient by **{sig(g1['rel_discrepancy_averaged'])}** of its
+norm (tiny model) and **{sig(r1['rel_discrepancy_averaged'])}** ({real_model}); the total count stays below
+{sig(fix_worst)} (float32 rounding).
 
-On {real_model} with {real_corpus} text the error is of the same kind: {r0['rel_discrepancy_averaged']:.2g} at equal
-lengths, **{r1['rel_discrepancy_averaged']:.3g}** at {r1['lengths']} tokens (per-target weight ratio
-{r1['target_ratio']:.3g}; {'more' if r1['rel_discrepancy_averaged'] > g1['rel_discrepancy_averaged'] else 'less'}
-than on the random model at its largest ratio), while the total-count normalisation stays below
-{max(r['rel_discrepancy_num_items'] for r in NUMBERS['growth_real']['rows']):.2g}. On both models the mean gradient
-of a few targets is large and noisy, so up-weighting it moves the update by more than the full gradient's length
-once the lengths differ enough.
-
-**The systematic part.** Each document is its own sequence, so all of the short one's targets sit at early
-positions, with little context. On {real_model}:
-""" + "\n".join(f"- {line}" for line in R.growth_bias_lines(NUMBERS["growth_real"]["rows"]))))
+**The error is biased, not only noisy.** The short document's targets all sit at early positions, with little
+context, so up-weighting them moves the loss one way ({"here it raises it in every row" if bias and all(
+r["effect"] == "raises" for r in bias) else "the last column says which"}; {real_model}, nats):
+"""))
+sig_table(bias, {"long_tokens": "long", "short_tokens": "short", "loss_averaged_means": "average of means",
+                 "loss_token_mean": "token mean", "bias": "difference", "loss_short": "short document",
+                 "loss_long": "long document", "effect": "up-weighting the short one"})
 
 # %% [markdown]
 # ## Exercises
 #
-# Each solution is computed with the library functions this page uses; the test suite checks the same values
-# (`tests/test_reduction.py`). Predict the answer first, then open the solution: in JupyterLab its cell is
-# collapsed (click the bar to the left of it), in the HTML report click *Solution*.
+# Predict, then open the solution (JupyterLab: click the collapsed cell; HTML: *Solution*). Each shows the
+# algebra (numbers filled in by `docgrad.teaching.worked`) and a line checking it against the library.
 #
 # **Exercise 1 (optima).** Document A has 3 positions labelled 1, document B 30 positions labelled 0. Where are the
 # optima p* of the token mean and of the document mean?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
+ex1 = W.optima(3, 30)
+display(Markdown(ex1.markdown))
 ex1_batch = R.make_batch([3, 30], [1, 0], padding=[0, 0])
-ex1 = {k: R.optimum(ex1_batch, k).p for k in ("token_mean", "document_mean")}
-display(Markdown(f"Token mean: p* = Σ w y / Σ w = 3/33 = {f(ex1['token_mean'], 4)}; document mean: p* = "
-                 f"(1/2)·1 + (1/2)·0 = {f(ex1['document_mean'], 4)}."))
+assert all(abs(ex1.values[k] - R.optimum(ex1_batch, k).p) < 1e-12 for k in ex1.values)   # the general formula agrees
 
 # %% [markdown]
 # **Exercise 2 (padding).** Pad A with 27 positions to B's length. By what factor does dividing the masked sum by
 # every position scale the token mean, and where is the optimum when the padding is counted as label-0 data?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
+ex2 = W.padding_factor(3, 30, 27)
+display(Markdown(ex2.markdown))
 ex2_batch = R.make_batch([3, 30], [1, 0], padding=[27, 0])
-ex2 = {"factor": R.loss(0.0, ex2_batch, "padding_in_denominator") / R.loss(0.0, ex2_batch, "token_mean"),
-       "padding_as_class0_p": R.optimum(ex2_batch, "padding_as_class0").p}
-display(Markdown(f"The factor is n_valid / n_positions = 33/60 = {f(ex2['factor'], 4)}; counting padding as data "
-                 f"puts the optimum at 3/60 = {f(ex2['padding_as_class0_p'], 4)}."))
+assert abs(ex2.values["factor"] - R.loss(0.0, ex2_batch, "padding_in_denominator") / R.loss(0.0, ex2_batch, "token_mean")) < 1e-12
+assert abs(ex2.values["padding_as_class0_p"] - R.optimum(ex2_batch, "padding_as_class0").p) < 1e-12
 
 # %% [markdown]
 # **Exercise 3 (accumulation).** Two microbatches hold 20 and 80 targets. Under the average of microbatch means,
@@ -429,22 +379,42 @@ display(Markdown(f"The factor is n_valid / n_positions = 33/60 = {f(ex2['factor'
 # two microbatch weightings?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex3 = R.microbatch_weights([20, 80])
-display(Markdown(f"Average of means: {ex3['averaged']} per microbatch; token mean: {ex3['token_mean']}. A target of "
-                 f"the first weighs {f(ex3['per_target_weight_ratio'])} times one of the second (80/20); total "
-                 f"variation {f(ex3['total_variation'])}."))
+ex3 = W.microbatch_weights([20, 80])
+display(Markdown(ex3.markdown))
+assert ex3.values == R.microbatch_weights([20, 80])          # the library's weights agree
 
 # %% [markdown]
 # **Exercise 4 (counting targets).** A 50-token document starts with a 12-token prompt masked by −100. How many
 # next-token targets does it contribute to `num_items_in_batch`? And without a prompt?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex4 = {"with_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 12)),
-       "without_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 0))}
-display(Markdown(f"With the prompt: n − k = 50 − 12 = {ex4['with_prompt']}; without: n − 1 = "
-                 f"{ex4['without_prompt']} (the first token has nothing before it to be predicted from)."))
+ex4 = W.target_count(50, 12)
+display(Markdown(ex4.markdown))
+assert ex4.values == {"with_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 12)),
+                      "without_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 0))}
+
+# %% [markdown]
+# ## Appendix
+#
+# ### A. The analytic gradient against a central finite difference
 
 # %%
-NUMBERS["exercises"] = {"1": ex1, "2": ex2, "3": ex3, "4": ex4}
+fd = [R.finite_difference_check(batch, obj, fd_theta, fd_step) for obj in R.OBJECTIVES]
+NUMBERS["finite_difference"] = {r["objective"]: r for r in fd}
+worst = max(r["abs_error"] for r in fd)
+assert worst < tolerance, f"finite-difference error {worst} exceeds the tolerance {tolerance}"
+display(Markdown(f"At θ = {fd_theta:g} with step h = {fd_step:g}, (L(θ+h) − L(θ−h))/2h against Σ w (p − y); the "
+                 f"largest difference, {sig(worst)}, is below the tolerance {tolerance:g}."))
+sig_table([dict(r, objective=R.OBJECTIVE_LABELS[r["objective"]]) for r in fd], {"objective": "objective", "analytic": "analytic", "numeric": "numeric", "abs_error": "|difference|"},
+          index="objective")
+
+# %% [markdown]
+# ### B. Padding invariance, case by case (§2)
+
+# %%
+inv.pivot_table(index=["objective", "added"], columns="theta", values=["abs_loss_diff", "abs_grad_diff"]).map(sig)
+
+# %%
+NUMBERS["exercises"] = {"1": ex1.values, "2": ex2.values, "3": ex3.values, "4": ex4.values}
 save_numbers("01_loss_reduction", NUMBERS)
 versions()

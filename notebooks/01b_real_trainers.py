@@ -16,12 +16,9 @@
 # %% [markdown]
 # # Loss reduction in real trainers: data parallelism, accumulation, optimisers
 #
-# Page 01 worked out what a mean over tokens weights on a one-parameter model. The same arithmetic hides in the
-# training loops of today's language models. This page, one class of about 45 minutes, follows it through data
-# parallelism and gradient accumulation in the real `transformers.Trainer` (in one process and in two `torchrun`
-# processes) and through the optimiser, where a loss factor meets SGD and Adam, each on SmolLM2-135M-Instruct
-# with real text. Page 01c takes packing, cross-entropy denominators and policy-gradient losses. Exercises with
-# worked solutions and two code exercises with checkers close the page.
+# Page 01's arithmetic of means, in real training loops: data parallelism and gradient accumulation in the
+# `transformers.Trainer` (one process, then two), and what a loss factor does to SGD and Adam, on SmolLM2-135M
+# with real text. One class of about 45 minutes; page 01c takes packing, cross-entropy and policy gradients.
 #
 # > **What to take away.**
 # > - Every reduction across devices, microbatches or rows must divide by the **global** count of what should weigh
@@ -32,12 +29,11 @@
 # > - A constant loss factor is a learning-rate change for SGD and (nearly) nothing for Adam, unless gradients are
 # >   clipped or L2 decay is coupled to the gradient; a factor that varies by batch re-weights batches for both.
 #
-# Every number stated on this page is computed by `docgrad.teaching.pitfalls` and `docgrad.teaching.reduction`
-# (tested in `tests/test_pitfalls.py` and `tests/test_reduction.py`) and saved to `figures/01b_real_trainers.json`.
-# Re-execute with other settings, e.g. `docgrad run 01b -p train_steps 40 -p dp_lengths "[96, 8, 24]"`.
+# Every number is computed by `docgrad.teaching` (tested), shown to three significant figures and saved to
+# `figures/01b_real_trainers.json`. Other settings: `docgrad run 01b -p train_steps 40 -p dp_lengths "[96, 8, 24]"`.
 
 # %% tags=["parameters"]
-model_name = "smollm2-135m"  # the offline default model (GGUF de-quantised to float32)
+model_name = "smollm2-135m"  # the offline default model, read from a GGUF file (llama.cpp's one-file format, weights stored quantised: in fewer bits) and de-quantised to float32
 corpus = "BOOKS"  # real text: spans of this corpus (docgrad corpora build --corpus BOOKS makes the cache)
 dp_lengths = [64, 16, 40]  # tokens of each document of the data-parallel and Trainer experiments
 dp_ranks = [[0, 1], [2]]  # document indices held by each simulated data-parallel rank
@@ -63,7 +59,9 @@ from IPython.display import Markdown, display
 from docgrad.teaching import history
 from docgrad.teaching import pitfalls as P
 from docgrad.teaching import reduction as R
+from docgrad.teaching import worked as W
 from docgrad.teaching.records import provenance_line, recorded
+from docgrad.teaching.worked import sig, sig_table
 from docgrad.corpora.build import DEFAULT_MANIFEST, load_spans, read_manifest
 from docgrad.models import load_model
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
@@ -73,15 +71,6 @@ ROOT = setup()
 torch.set_num_threads(2)
 torch.manual_seed(seed)
 NUMBERS = {"model": model_name, "corpus": corpus}
-
-
-def f(x, digits=4):
-    """Format a computed number for the prose."""
-    return f"{x:.{digits}g}"
-
-
-def pct(x, digits=3):
-    return f"{100 * x:.{digits}g}%"
 
 
 model = load_model(model_name)
@@ -97,53 +86,49 @@ display(Markdown(history.what_changed_when()))
 # %% [markdown]
 # ## 1. Data parallelism: a mean of rank means
 #
-# With W ranks (processes, one per device), each rank computes a loss on its own batch and back-propagates it;
-# DistributedDataParallel then **averages** the W gradients (an all-reduce divided by W). If each rank's loss is
-# its own token mean S_r / n_r (S_r the summed cross-entropy of its n_r targets), the step's gradient is
-# (1/W) Σ_r ∇(S_r / n_r): every rank weighs 1/W whatever its number of targets. That is page 01's average of
-# microbatch means (§3), across devices. The token mean of the global batch is ∇(Σ_r S_r / N) with the global
-# count N = Σ_r n_r, so rank r must divide its *sum* by N (gathered from every rank) and multiply by W, which
-# the all-reduce average then cancels.
+# In *data parallelism* W processes (*ranks*, one per device) each back-propagate a loss on their own batch, and
+# DistributedDataParallel (DDP) **averages** the W gradients with an *all-reduce* (every rank receives the sum
+# over ranks), divided by W. If rank r's loss is its own token mean S_r / n_r (S_r the summed cross-entropy of its
+# n_r targets), every rank weighs 1/W whatever its n_r: page 01's average of microbatch means, across devices.
+# The global token mean needs rank r to divide its *sum* by the global count N = Σ_r n_r and multiply by W, which
+# the average then cancels.
 #
-# Below, three real-text documents are spread over two simulated ranks. Each rank's loss comes from the
-# model's own loss function, exactly as `Trainer.compute_loss` calls it (`labels=`, and
-# `num_items_in_batch=N` for the fix); the all-reduce is the average of the rank gradients.
+# Below, three real-text documents on two simulated ranks; each rank's loss is the model's own loss function,
+# called as `Trainer.compute_loss` calls it (`num_items_in_batch=N` for the fix).
 
 # %%
 docs = R.make_documents(dp_lengths, tokens=spans[0].tokens[: sum(dp_lengths)])
 reference = P.full_batch_gradient(model, docs)
 dp = P.data_parallel_step(model, docs, dp_ranks, reference=reference)
 NUMBERS["data_parallel"] = dp
-pd.DataFrame({"documents": [str(r) for r in dp["ranks"]], "targets n_r": dp["targets_per_rank"],
-              "weight, mean of rank means": dp["rank_weights_local_mean"],
-              "weight, global count n_r / N": dp["rank_weights_global_count"]},
-             index=[f"rank {r}" for r in range(dp["world_size"])]).round(4)
+sig_table([{"rank": f"rank {r}", "documents": str(d), "n": n, "local": a, "global": g}
+           for r, (d, n, a, g) in enumerate(zip(dp["ranks"], dp["targets_per_rank"], dp["rank_weights_local_mean"],
+                                                dp["rank_weights_global_count"]))],
+          {"rank": "rank", "documents": "documents", "n": "targets n_r", "local": "weight, mean of rank means",
+           "global": "weight, global count n_r / N"}, index="rank")
 
 # %% tags=["hide-input"]
 w_mm = R.microbatch_weights(dp["targets_per_rank"])
 NUMBERS["data_parallel_weights"] = w_mm
-display(Markdown(f"""
-The ranks hold {dp['targets_per_rank']} targets (N = {dp['n_targets_total']}). Averaging rank means gives each
-target of the smaller rank {f(w_mm['per_target_weight_ratio'], 3)} times the weight of a target of the larger one;
-the two weightings are {f(w_mm['total_variation'], 3)} apart in total variation.
-
-On {model_name}, the averaged rank means differ from the full-batch token-mean gradient by
-**{f(dp['rel_discrepancy_local_mean'], 3)}** of its norm (cosine {dp['cosine_local_mean_full']:.4f}); dividing each
-rank's sum by the global count and multiplying by W = {dp['world_size']} differs by
-**{dp['rel_discrepancy_global_count']:.2g}** (float32 rounding). The logged losses barely tell them apart:
-{f(dp['logged_loss_local_mean'], 6)} (mean of rank means) and {f(dp['logged_loss_global_count'], 6)} (global
-count) against the full batch's {f(dp['loss_full'], 6)} nats.
-"""))
+display(Markdown(f"A target of the smaller rank weighs {sig(w_mm['per_target_weight_ratio'])} times one of the "
+                 f"larger under the mean of rank means; the two weightings are {sig(w_mm['total_variation'])} apart in "
+                 f"total variation (half the summed absolute difference of the weights, page 01). The gradients, "
+                 f"against the full batch's token mean:"))
+sig_table([{"how": "mean of rank means", "rel": dp["rel_discrepancy_local_mean"],
+            "cos": dp["cosine_local_mean_full"], "loss": dp["logged_loss_local_mean"]},
+           {"how": f"sum / global N, × W = {dp['world_size']}", "rel": dp["rel_discrepancy_global_count"],
+            "cos": None, "loss": dp["logged_loss_global_count"]},
+           {"how": "full batch", "rel": 0.0, "cos": 1.0, "loss": dp["loss_full"]}],
+          {"how": "loss of each rank", "rel": "|g − g_full| / |g_full|", "cos": "cosine", "loss": "logged loss (nats)"},
+          index="how")
 
 # %% [markdown]
 # ### The same step through `transformers.Trainer`
 #
-# Gradient accumulation is the single-process twin of data parallelism: microbatches in sequence instead of
-# ranks side by side. The installed `Trainer` runs one optimiser step over the same three documents (batch size
-# 1, `gradient_accumulation_steps=3`, SGD with learning rate 0 so the weights stay put, no clipping, CPU, fixed
-# seed), and the accumulated gradient is read just before the optimiser step. Once as installed, and once with
-# `model_accepts_loss_kwargs = False`, which is how the Trainer treats a model whose `forward` takes no loss
-# keyword arguments.
+# Gradient accumulation is data parallelism's single-process twin: microbatches in sequence instead of ranks
+# side by side. The installed `Trainer` runs one optimiser step over the same three documents (batch size 1, three
+# accumulation steps, learning rate 0, no clipping) and the gradient is read before the step: once as installed,
+# once with `model_accepts_loss_kwargs = False` (a model whose `forward` takes no loss keyword arguments).
 
 # %%
 trainer_rows, trainer_prov = recorded(
@@ -153,44 +138,38 @@ trainer_rows, trainer_prov = recorded(
 display(Markdown(provenance_line("The Trainer steps", trainer_prov)))
 NUMBERS["trainer"] = {("num_items" if r["use_num_items"] else "per_microbatch_mean"): r for r in trainer_rows}
 tr_items, tr_mean = trainer_rows
-pd.DataFrame([{"run": "as installed" if r["use_num_items"] else "model_accepts_loss_kwargs = False",
-               "num_items_in_batch passed": r["num_items_in_batch_passed"],
-               "|g − g_full| / |g_full|": r["rel_discrepancy"], "cosine": r["cosine_with_full"]}
-              for r in trainer_rows]).set_index("run")
+sig_table([{"run": "as installed" if r["use_num_items"] else "model_accepts_loss_kwargs = False",
+            "targets": r["targets_per_microbatch"], "passed": r["num_items_in_batch_passed"],
+            "rel": r["rel_discrepancy"], "cos": r["cosine_with_full"]} for r in trainer_rows],
+          {"run": "run", "targets": "targets per microbatch", "passed": "num_items_in_batch passed",
+           "rel": "|g − g_full| / |g_full|", "cos": "cosine"}, index="run")
 
 # %% tags=["hide-input"]
 src = P.transformers_excerpts()
 NUMBERS["transformers"] = src
 assert all(c["found"] for c in src["claims"].values()), "the installed transformers changed: re-read its source"
 display(Markdown(f"""
-As installed, the Trainer passed num_items_in_batch = {tr_items['num_items_in_batch_passed'][0]} to each of the
-{tr_items['gradient_accumulation_steps']} microbatches (the {tr_items['targets_per_microbatch']} targets counted
-after the causal shift), and its accumulated gradient matches the full batch to
-**{tr_items['rel_discrepancy']:.2g}**. Without loss keyword arguments it divides each microbatch's mean by the
-number of accumulation steps, and the gradient is off by **{f(tr_mean['rel_discrepancy'], 3)}**, the same
-mean-of-means error as the data-parallel one above.
-
-What transformers {src['version']} does, read from its installed source (`docgrad.teaching.pitfalls.transformers_excerpts`
-finds each line; the page stops if one is missing):
+As installed, the Trainer passes every microbatch the step's whole count and matches the full batch to
+{sig(tr_items['rel_discrepancy'])}; without loss keyword arguments it divides each microbatch's mean by the
+accumulation steps: the mean-of-means error above. What transformers {src['version']} does, read from its installed source (the page stops
+if a line is missing):
 """ + "\n".join(f"* {c['meaning']}: `{' '.join(c['lines'])}` (`{c['where']}`)" for c in src["claims"].values())
 + """
 
-So with `average_tokens_across_devices=True` (the default since July 2025) and a model that accepts
-`num_items_in_batch`, each rank divides its summed loss by the target count gathered from all ranks and multiplies
-it by the number of processes: the global-count fix above. With it off, the step is a mean of rank means again.
-A custom `compute_loss_func` that returns a per-batch mean is worse: the Trainer treats its loss as already
-normalised, so it is not divided by the accumulation steps, and it is still multiplied by the number of
-processes: the weights are a mean of means and the gradient is larger by both factors. The same holds for a model
-whose forward accepts `**kwargs` but drops `num_items_in_batch`."""))
+So with `average_tokens_across_devices=True` (default since July 2025) and a model that accepts
+`num_items_in_batch`, each rank divides its summed loss by the count gathered from all ranks and multiplies it by
+the number of processes: the global-count fix. With it off, the step is a mean of rank means. A custom
+`compute_loss_func` returning a per-batch mean is worse: its loss is not divided by the accumulation steps but
+still multiplied by the number of processes, so the weights are a mean of means and the gradient is larger by both
+factors. The same holds for a model whose forward accepts `**kwargs` but drops `num_items_in_batch`."""))
 
 # %% [markdown]
 # ### A real data-parallel step
 #
-# The same Trainer, now in two CPU processes launched by `torchrun` (gloo backend, one document per process,
-# batch size 1, one step with learning rate 0), once with `average_tokens_across_devices=True` and once with
-# `False`. The all-reduced gradient is compared with the full-batch gradient of the same model and documents
-# computed in one process. Here exactness is the point, so the model is the tiny random Llama of page 01 (two
-# processes of SmolLM2 would double the memory and the loading time for the same check).
+# The same Trainer in two CPU processes started by `torchrun` (PyTorch's launcher, one process per device)
+# that talk through *gloo* (PyTorch's communication backend for CPUs): one document per process, one step with
+# learning rate 0, with `average_tokens_across_devices` True and False. Exactness is the point, so the model is
+# page 01's tiny random Llama (two copies of SmolLM2 would double memory and loading time for the same check).
 
 # %%
 ddp, ddp_prov = recorded("01b_torchrun", {"ddp_lengths": ddp_lengths, "seed": seed},
@@ -199,22 +178,15 @@ ddp, ddp_prov = recorded("01b_torchrun", {"ddp_lengths": ddp_lengths, "seed": se
 display(Markdown(provenance_line("The two-process torchrun steps", ddp_prov)))
 NUMBERS["ddp_torchrun"] = {("average_tokens" if r["average_tokens_across_devices"] else "per_rank_count"): r
                            for r in ddp}
-pd.DataFrame([{"average_tokens_across_devices": r["average_tokens_across_devices"],
-               "processes": r["world_size"], "document of each rank": r["rank_docs"],
-               "num_items_in_batch per rank": r["num_items_in_batch"],
-               "|g − g_full| / |g_full|": r["rel_discrepancy"]}
-              for r in ddp]).set_index("average_tokens_across_devices")
+sig_table([{"avg": str(r["average_tokens_across_devices"]), "targets": r["n_targets"],
+            "passed": [x[0] for x in r["num_items_in_batch"]], "rel": r["rel_discrepancy"]} for r in ddp],
+          {"avg": "average_tokens_across_devices", "targets": "targets of each rank",
+           "passed": "num_items_in_batch per rank", "rel": "|g − g_full| / |g_full|"}, index="avg")
 
 # %% tags=["hide-input"]
 ddp_on, ddp_off = ddp
-display(Markdown(f"""
-With `average_tokens_across_devices=True` both processes passed num_items_in_batch =
-{ddp_on['num_items_in_batch'][0][0]} (the {' + '.join(str(n) for n in ddp_on['n_targets'])} targets of the two
-documents, gathered) and the all-reduced gradient equals the full batch's to **{ddp_on['rel_discrepancy']:.2g}**.
-With `False`, each process passed its own count
-({', '.join(str(r[0]) for r in ddp_off['num_items_in_batch'])}) and the gradient is off by
-**{f(ddp_off['rel_discrepancy'], 3)}**: a mean of rank means, now from the real distributed code path.
-"""))
+display(Markdown("With `True` both processes pass the gathered count and the gradient is the full batch's; with "
+                 "`False` each passes its own: a mean of rank means, from the real distributed code path."))
 
 # %%
 dp_chart_data = pd.DataFrame([
@@ -243,31 +215,23 @@ save_chart(dp_chart, "01b_data_parallel")
 # %% [markdown]
 # ## 2. Optimisers: a constant scale and a varying denominator
 #
-# Multiplying the loss by a constant c multiplies every gradient by c. SGD's step is lr·g, so it scales by c: a
-# constant factor is a change of learning rate. Adam's step is lr·m̂/(√v̂ + ε), where m̂ and √v̂ both scale by c,
-# so the step is lr·m̂/(√v̂ + ε/c): unchanged except that ε acts as ε/c. A constant factor is (almost) absorbed
-# by Adam and not by SGD, with two exceptions the runs below switch off: **gradient clipping** (the Trainer's
-# `max_grad_norm` defaults to 1.0; a scaled loss is clipped at a different point, so it changes Adam's step too)
-# and **coupled L2 weight decay** (a decay term added to the gradient does not scale with c; AdamW's decoupled
-# decay does not see the gradient):
-
-# %%
-synthetic = np.random.default_rng(seed).normal(size=(20, 1000)) * 1e-3
-adam_check = P.adam_scale_check(synthetic, adam_check_scale)
-NUMBERS["adam_scale_check"] = adam_check
-pd.Series(adam_check)
-
-# %% [markdown]
-# A denominator that **varies from batch to batch** is different. Page 01's padded-denominator pitfall divides
-# the masked sum by every position of the padded tensor: that is the token mean times c_b = n_valid / n_padded,
-# and c_b changes with each batch's padding. Batches are re-weighted relative to each other, and neither
-# optimiser can undo that: Adam normalises by a running average over batches, not by each batch's own factor.
+# Multiplying the loss by a constant c multiplies every gradient by c. SGD's step is lr·g: a constant factor is a
+# change of learning rate. Adam's step is lr·m̂/(√v̂ + ε), with m̂ and v̂ running averages of the gradient and
+# of its square and ε a small constant; m̂ and √v̂ both scale by c, so the step is lr·m̂/(√v̂ + ε/c): unchanged
+# but for ε (checked on synthetic gradients in Appendix A). Two exceptions, switched off below: **gradient
+# clipping** (rescaling a gradient whose norm exceeds `max_grad_norm`, 1.0 by default in the Trainer: a scaled
+# loss is clipped at another point) and **coupled L2 weight decay** (a decay term added to the gradient does not
+# scale with c; AdamW's decoupled decay never enters the gradient).
 #
-# A short real training run shows it: SmolLM2's last blocks (and final norm) are fine-tuned on real-text batches
-# of rows of random lengths, right-padded, with fixed seeds; three objectives, each with SGD and with Adam, all
-# runs from the same weights on the same batches in lockstep: the token mean (reference), the token mean times
-# a constant c equal to the average c_b, and the padded denominator. The drift is the distance of a run's
-# weights from the reference run's, relative to how far the reference has moved.
+# A denominator that **varies from batch to batch** is different. Page 01's padded-denominator pitfall divides
+# batch b's masked sum by every position of its padded tensor: the token mean times a per-batch factor
+# c_b = n_valid / n_padded (valid targets over all positions of batch b). Batches are re-weighted against each
+# other, and no optimiser undoes that: Adam normalises by an average over batches, not by each batch's factor.
+#
+# A short fine-tuning run shows it: SmolLM2's last blocks are trained on right-padded real-text batches, all runs
+# from the same weights on the same batches: the token mean (reference), the token mean times a constant c (the
+# average c_b), and the padded denominator, each with SGD and Adam. The *drift* is a run's distance from the
+# reference run's weights over the reference's distance from the start.
 
 # %%
 batches = P.training_batches([s.tokens for s in spans], train_steps, train_batch_size, train_min_len,
@@ -283,30 +247,25 @@ NUMBERS["provenance"] = {"trainer": trainer_prov, "torchrun": ddp_prov, "drift":
 NUMBERS["training"] = {k: drift[k] for k in ("n_trainable", "constant", "scales", "final")}
 NUMBERS["training"]["trainable_blocks"] = train_top_layers
 steps_df = pd.DataFrame(drift["steps"])
-final = pd.DataFrame(drift["final"]).set_index(["optimizer", "scheme"])
-final[["drift", "drift_from_constant", "ref_distance_from_start", "token_mean_loss"]]
+sc = drift["scales"]
+display(Markdown(f"{train_steps} steps, {sig(drift['n_trainable'])} trained weights in the last {train_top_layers} "
+                 f"blocks; c_b from {sig(min(sc))} to {sig(max(sc))}, c = {sig(drift['constant'])}. After the last "
+                 f"step:"))
+sig_table([dict(r, optimizer={"sgd": "SGD", "adam": "Adam"}[r["optimizer"]], scheme=P.TRAINING_LABELS[r["scheme"]])
+           for r in drift["final"] if r["scheme"] != "token_mean"],
+          {"optimizer": "optimizer", "scheme": "objective", "drift": "drift from the reference",
+           "drift_from_constant": "from the constant-c run"}).set_index(["optimizer", "objective"])
 
 # %% tags=["hide-input"]
 fin = {(r["optimizer"], r["scheme"]): r for r in drift["final"]}
-sc = drift["scales"]
-display(Markdown(f"""
-Synthetic check first: with gradients multiplied by {adam_check_scale}, Adam's weights end
-{adam_check['rel_diff_adam_scaled']:.2g} (relative) from the unscaled run's, and
-{adam_check['rel_diff_adam_scaled_vs_eps_over_scale']:.2g}
-from an unscaled run with ε/c: the ε/c rule is exact. SGD's displacement is {f(adam_check['sgd_step_ratio'], 3)} times
-as long.
-
-In the real run ({train_steps} steps, {drift['n_trainable']:,} trained weights in the last {train_top_layers} blocks),
-c_b ranged from {f(min(sc), 3)} to {f(max(sc), 3)} (mean c = {f(drift['constant'], 3)}). After the last step:
-
-* **SGD**: the constant factor drifts **{f(fin[('sgd', 'constant_scale')]['drift'], 3)}** from the reference (it is
-  a learning rate {f(drift['constant'], 3)} times smaller), and the padded denominator
-  {f(fin[('sgd', 'padded_denominator')]['drift'], 3)}; even against the constant-factor run, which a retuned
-  learning rate would match, it stays {f(fin[('sgd', 'padded_denominator')]['drift_from_constant'], 3)} away.
-* **Adam**: the constant factor drifts only **{fin[('adam', 'constant_scale')]['drift']:.2g}** (the ε/c effect),
-  while the padded denominator drifts **{f(fin[('adam', 'padded_denominator')]['drift'], 3)}**: the
-  batch-to-batch variation is not absorbed.
-"""))
+adam_absorbs = fin[("adam", "constant_scale")]["drift"] < 0.1 * fin[("adam", "padded_denominator")]["drift"]
+display(Markdown(
+    "With SGD the constant factor is a smaller learning rate, so it drifts; against the constant-c run, which a "
+    "retuned learning rate would match, the padded denominator " + ("still drifts" if fin[("sgd", "padded_denominator")]
+    ["drift_from_constant"] > 0.1 * fin[("sgd", "constant_scale")]["drift"] else "hardly drifts") + ". With Adam the "
+    "constant factor " + ("drifts less than a tenth as far as the padded denominator (the ε/c effect): the "
+                          "batch-to-batch variation is not absorbed, the constant is." if adam_absorbs else
+                          "is not absorbed here: read the table.")))
 
 # %%
 lines = []
@@ -337,9 +296,8 @@ save_chart(drift_chart, "01b_optimizer_drift")
 # %% [markdown]
 # ## Exercises
 #
-# Each solution is computed with the library functions the page uses; the test suite checks the same values
-# (`tests/test_pitfalls.py`). Predict the answer first, then open the solution: in JupyterLab its cell is
-# collapsed (click the bar to the left of it), in the HTML report click *Solution*.
+# Predict, then open the solution (JupyterLab: click the collapsed cell; HTML: *Solution*). Each shows the
+# algebra (numbers filled in by `docgrad.teaching.worked`) and a line checking it against the library.
 #
 # **Exercise 1 (data parallelism).** Four ranks hold 120, 480, 200 and 200 targets and each back-propagates its own
 # token mean before DDP averages the gradients. What weight does each rank get, what would the global token mean
@@ -348,12 +306,9 @@ save_chart(drift_chart, "01b_optimizer_drift")
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex1_counts = [120, 480, 200, 200]
-ex1 = R.microbatch_weights(ex1_counts)
-ex1["rank0_loss_factor"] = len(ex1_counts) / sum(ex1_counts)  # S_0 / N, times W
-display(Markdown(f"Mean of rank means: {ex1['averaged']}; global token mean: {ex1['token_mean']}. A target of rank 0 "
-                 f"weighs {f(ex1['per_target_weight_ratio'])} times one of rank 1 (480/120); the weightings are "
-                 f"{f(ex1['total_variation'])} apart (total variation). Rank 0's loss is S_0 / N × W = "
-                 f"S_0 × {f(ex1['rank0_loss_factor'])}."))
+ex1 = W.rank_weights(ex1_counts)
+display(Markdown(ex1.markdown))
+assert {k: v for k, v in ex1.values.items() if k != "rank0_loss_factor"} == R.microbatch_weights(ex1_counts)
 
 # %% [markdown]
 # **Exercise 2 (Adam's ε).** A loss is accidentally divided by 10⁴ (c = 10⁻⁴) and a coordinate's gradient is a
@@ -361,17 +316,16 @@ display(Markdown(f"Mean of rank means: {ex1['averaged']}; global token mean: {ex
 # the factor?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex4 = P.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)
-ex4["step_ratio"] = 1 - ex4["rel_diff_adam_scaled"]
-display(Markdown(f"ε acts as ε/c = 10⁻⁴, the size of the gradient: the step is lr·g / (g + ε/c) = lr/2 instead "
-                 f"of lr·g / (g + ε) ≈ lr, i.e. {f(ex4['step_ratio'])} times as long (relative difference "
-                 f"{f(ex4['rel_diff_adam_scaled'])}). SGD's step would be {f(ex4['sgd_step_ratio'])} times as long."))
+ex4 = W.adam_eps(g=1e-4, c=1e-4, eps=1e-8)
+display(Markdown(ex4.markdown))
+ex4_run = P.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)     # torch.optim.Adam, ten steps of this gradient
+assert abs(ex4.values["step_ratio"] - (1 - ex4_run["rel_diff_adam_scaled"])) < 1e-6
 
 # %% [markdown]
 # ### Code exercises
 #
-# Each comes with a checker you run: it builds a small causal LM with random weights, compares your function's
-# gradient with the full-batch token mean, and says *correct* or *not yet* (`docgrad.teaching.pitfalls`).
+# Each comes with a checker: it builds a small random causal LM, compares your function's gradient with the
+# full-batch token mean, and says *correct* or *not yet* (`docgrad.teaching.pitfalls`).
 #
 # **Exercise 3 (find the bug).** This accumulation loop back-propagates each microbatch's mean loss, scaled by
 # the number of microbatches. Predict what the checker will say, run it, then fix the loop
@@ -419,7 +373,27 @@ def rank_loss(summed, n_local, n_global, world_size):
 ex8 = P.check_rank_loss(rank_loss)
 print(ex8["message"])
 
+# %% [markdown]
+# ## Appendix
+#
+# ### A. Adam absorbs a constant factor: a synthetic check (§2)
+#
+# Random gradients run through `torch.optim.Adam` and `SGD` as given and multiplied by c; Adam's run is repeated
+# unscaled with ε/c.
+
 # %%
-NUMBERS["exercises"] = {"1": {"counts": ex1_counts, **ex1}, "2": ex4, "3": ex7, "4": ex8}
+synthetic = np.random.default_rng(seed).normal(size=(20, 1000)) * 1e-3
+adam_check = P.adam_scale_check(synthetic, adam_check_scale)
+NUMBERS["adam_scale_check"] = adam_check
+display(Markdown(f"{synthetic.shape[0]} steps on a {synthetic.shape[1]:,}-dimensional parameter, ε = {adam_check['eps']:g}."))
+sig_table([{"run": f"Adam, gradients × c = {sig(adam_check_scale)}, against Adam unscaled",
+            "rel": adam_check["rel_diff_adam_scaled"]},
+           {"run": "the same, against Adam unscaled with ε/c", "rel": adam_check["rel_diff_adam_scaled_vs_eps_over_scale"]},
+           {"run": "SGD, gradients × c, against SGD unscaled", "rel": adam_check["rel_diff_sgd_scaled"]}],
+          {"run": "run", "rel": "relative difference of the final weights"}, index="run")
+
+# %%
+NUMBERS["exercises"] = {"1": {"counts": ex1_counts, **ex1.values},
+                        "2": {**ex4.values, "rel_diff_adam_scaled": ex4_run["rel_diff_adam_scaled"]}, "3": ex7, "4": ex8}
 save_numbers("01b_real_trainers", NUMBERS)
 versions()

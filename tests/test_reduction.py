@@ -265,13 +265,16 @@ def test_probability_targets_divide_by_the_rows_and_class_indices_by_the_targets
     assert plain["indices"] == pytest.approx(plain["probabilities"])     # no weights: both divide by N
 
 
-def test_growth_bias_lines_say_which_way_the_loss_moves_only_as_measured():
+def test_growth_bias_rows_say_which_way_the_loss_moves_only_as_measured():
     row = {"lengths": [120, 8], "loss_averaged_means": 5.6, "loss_token_mean": 5.2, "loss_short": 6.0,
            "loss_long": 5.1}
-    assert R.growth_bias_lines([row])[0].endswith("so up-weighting the short one raises the loss.")
+    out = R.growth_bias_rows([row])[0]
+    assert out["effect"] == "raises" and out["bias"] == pytest.approx(0.4)
+    assert (out["long_tokens"], out["short_tokens"]) == (120, 8)
     low = dict(row, loss_averaged_means=5.0, loss_short=4.0)
-    assert R.growth_bias_lines([low])[0].endswith("so up-weighting the short one lowers the loss.")
-    assert R.growth_bias_lines([dict(row, lengths=[64, 64])]) == []
+    assert R.growth_bias_rows([low])[0]["effect"] == "lowers"
+    assert R.growth_bias_rows([dict(row, loss_short=4.0)])[0]["effect"] == ""   # a positive bias, a lower loss
+    assert R.growth_bias_rows([dict(row, lengths=[64, 64])]) == []
 
 
 def test_what_changed_when_dates_and_links_every_change_and_names_the_versions():

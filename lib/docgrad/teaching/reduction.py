@@ -572,22 +572,22 @@ def accumulation_growth(model, total_tokens: int = 128, ratios=(1, 2, 4, 8, 16, 
     return rows
 
 
-def growth_bias_lines(rows: list[dict]) -> list[str]:
-    """The systematic part of averaging microbatch means, from accumulation_growth's rows: the average-of-means
-    loss minus the token-mean loss, and the two microbatches' own mean losses. Each document is its own
-    sequence, so all of the short one's targets sit at early positions (little context); where they have the
-    higher loss, up-weighting them raises the loss: a bias in one direction, not only noise."""
+def growth_bias_rows(rows: list[dict]) -> list[dict]:
+    """The systematic part of averaging microbatch means, from accumulation_growth's rows (unequal lengths only):
+    the average-of-means loss, the token-mean loss, their difference (the bias), and the two microbatches' own
+    mean losses. Each document is its own sequence, so all of the short one's targets sit at early positions
+    (little context); `effect` says which way up-weighting the short one moved the loss, only as measured:
+    'raises' when its loss is the higher and the bias positive, 'lowers' when lower and negative, else ''."""
     out = []
     for r in rows:
         if r["lengths"][0] == r["lengths"][1]:
             continue
         d = r["loss_averaged_means"] - r["loss_token_mean"]
         higher = r["loss_short"] > r["loss_long"]
-        out.append(f"{r['lengths'][0]} + {r['lengths'][1]} tokens: average of means {r['loss_averaged_means']:.3g} "
-                   f"against the token mean {r['loss_token_mean']:.3g} ({d:+.2g}); the short document's own mean "
-                   f"loss is {r['loss_short']:.3g}, the long one's {r['loss_long']:.3g}"
-                   + (", so up-weighting the short one raises the loss." if higher and d > 0 else
-                      ", so up-weighting the short one lowers the loss." if not higher and d < 0 else "."))
+        out.append({"long_tokens": int(r["lengths"][0]), "short_tokens": int(r["lengths"][1]),
+                    "loss_averaged_means": r["loss_averaged_means"], "loss_token_mean": r["loss_token_mean"],
+                    "bias": d, "loss_short": r["loss_short"], "loss_long": r["loss_long"],
+                    "effect": "raises" if higher and d > 0 else "lowers" if not higher and d < 0 else ""})
     return out
 
 

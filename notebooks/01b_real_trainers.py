@@ -126,9 +126,10 @@ sig_table([{"how": "mean of rank means", "rel": dp["rel_discrepancy_local_mean"]
 # ### The same step through `transformers.Trainer`
 #
 # Gradient accumulation is data parallelism's single-process twin: microbatches in sequence instead of ranks
-# side by side. The installed `Trainer` runs one optimiser step over the same three documents (batch size 1, three
-# accumulation steps, learning rate 0, no clipping) and the gradient is read before the step: once as installed,
-# once with `model_accepts_loss_kwargs = False` (a model whose `forward` takes no loss keyword arguments).
+# side by side. The installed `Trainer` runs one optimiser step over the same documents (batch size 1, one
+# accumulation step per document, learning rate 0, no clipping) and the gradient is read before the step: once
+# as installed, once with `model_accepts_loss_kwargs = False` (a model whose `forward` takes no loss keyword
+# arguments).
 
 # %%
 trainer_rows, trainer_prov = recorded(

@@ -327,7 +327,7 @@ def test_design_effects_come_from_the_result_files_not_from_another_page(tmp_pat
     from docgrad.results.study import Study
     from docgrad.results.synthetic import write_synthetic_results
 
-    write_synthetic_results(tmp_path / "res", model="o/m", revision="r", n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
+    write_synthetic_results(tmp_path / "res", model="o/m", revision="r", n_docs=4, m=8, chunk=2048, shard_size=4, dim=32)
     shown, _ = Study(tmp_path / "res", resamples=40, chunk=2048, cache_dir=tmp_path / "c").page(
         ResultModel("o/m", "r", "none.json", "m"), ["BOOKS", "CODE"])
     rows = P.design_effects(shown, 8)

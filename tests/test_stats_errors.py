@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from docgrad.core.constants import MAX_NONFINITE_DRAWS
 from docgrad.results import stats
 from docgrad.results.format import GROUPS, ResultFileError
 from docgrad.results.synthetic import Profile, population_gram, write_gram_cell
@@ -371,3 +372,41 @@ def test_estimates_that_divide_by_a_non_positive_sigma2_or_s_cross_are_not_numbe
     assert np.isnan(e.B_simple_shuf_tokens) and e.interval("B_simple_shuf") == (None, None)
     assert np.isfinite(e.R_16K)                                     # R needs no mean gradient
     assert "not estimable: S_cross" in a.verdict
+
+
+def test_intervals_of_many_non_finite_draws_are_undefined_and_no_gate_passes_on_them(tmp_path):
+    # four documents in two-document files: a resample that draws from one file only has no cross-document pair,
+    # so 17-24% of the draws are not finite; the percentiles of the finite rest are no interval of the cell
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    Kw = population_gram(N_DOCS, M, Profile(), 1.0, 0.1)
+    write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=2, corpus="CODE", chunk=2048,
+                    exact_ref_dot=K[0])
+    write_gram_cell(tmp_path, {g: Kw for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=2, corpus="WEB", chunk=2048)
+    a = stats.analyze(tmp_path, resamples=200, seed=0)
+    for c in a.cells:
+        assert c.n_docs == 4 and c.all.boot_nonfinite_frac > MAX_NONFINITE_DRAWS
+        assert np.isfinite(c.all.R_16K) and c.all.R_16K_ci == (None, None)       # a number, but no interval
+        assert c.all.interval("S_cross") == (None, None) and c.all.interval("rho", 2048) == (None, None)
+        assert c.groups["attn"].R_16K_ci == (None, None)
+    assert a.R_rel[0].R_rel is not None and a.R_rel[0].R_rel_ci == (None, None)
+    assert a.gates["G2"]["pass"] is None and a.gates["G3"]["pass"] is None
+    assert a.verdict.startswith("INCOMPLETE (gate(s) G2, G3 not evaluated")
+    assert "of the R(16K) bootstrap draws are not finite (at most 5%)" in a.verdict
+    # the same cells in one file each: every resample has cross pairs, the intervals are defined and gate
+    write_gram_cell(tmp_path / "one", {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="CODE",
+                    chunk=2048, exact_ref_dot=K[0])
+    write_gram_cell(tmp_path / "one", {g: Kw for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="WEB",
+                    chunk=2048)
+    one = stats.analyze(tmp_path / "one", resamples=200, seed=0)
+    assert all(c.all.R_16K_ci[0] is not None for c in one.cells) and one.R_rel[0].R_rel_ci[0] is not None
+    assert one.gates["G2"]["pass"] is not None and one.gates["G3"]["pass"] is not None
+
+
+def test_an_interval_is_undefined_when_more_than_its_share_of_draws_is_not_finite():
+    draws = np.linspace(1.0, 2.0, 100)
+    assert stats.defined_ci(draws) == pytest.approx([1.025, 1.975])
+    few, many = draws.copy(), draws.copy()
+    few[:5] = np.nan                                                  # 5%: still an interval
+    many[:6] = np.inf                                                 # 6%: undefined
+    assert stats.defined_ci(few)[0] is not None and stats.defined_ci(many) == [None, None]
+    assert stats.defined_ci(np.stack([few, many], axis=1)) == [stats.defined_ci(few), [None, None]]

@@ -33,6 +33,7 @@ from docgrad.core.constants import (
     CONTROL,
     GROUPS,
     HEADLINE_WINDOW,
+    MAX_NONFINITE_DRAWS,
     MIN_INTERVAL_DOCS,
     MIN_RESAMPLES,
     RESAMPLES,
@@ -52,6 +53,18 @@ def _key(tokens) -> str:
 
 def _interval(x) -> Interval:
     return (None, None) if x is None else (x[0], x[1])
+
+
+def defined_ci(draws: np.ndarray) -> list:
+    """bootstrap.percentile_ci over the finite draws, but [None, None] (undefined) for a statistic whose draws are
+    more than MAX_NONFINITE_DRAWS non-finite: the finite rest is then a selected subset of the resamples, and its
+    percentiles are not an interval of the statistic (docs/methods.md, "Gates and verdict")."""
+    draws = np.asarray(draws, dtype=float)
+    if draws.ndim > 1:
+        return [defined_ci(draws[:, j]) for j in range(draws.shape[1])]
+    if draws.size and np.mean(~np.isfinite(draws)) > MAX_NONFINITE_DRAWS:
+        return [None, None]
+    return bs.percentile_ci(draws)
 
 
 @dataclass(frozen=True)
@@ -97,11 +110,11 @@ class Estimates:
         ci: dict = {}
         frac = None
         if draws is not None:
-            ci = {"S_cross": bs.percentile_ci(draws["S_cross"]), "sigma2": bs.percentile_ci(draws["sigma2"]),
-                  "rho_long": bs.percentile_ci(draws["rho_long"]),
-                  "B_simple_shuf": bs.percentile_ci(draws["B_simple_shuf_tokens"]),
-                  "rho": dict(zip(lags, bs.percentile_ci(draws["rho"]))),
-                  "R": dict(zip(windows, bs.percentile_ci(draws["R"])))}
+            ci = {"S_cross": defined_ci(draws["S_cross"]), "sigma2": defined_ci(draws["sigma2"]),
+                  "rho_long": defined_ci(draws["rho_long"]),
+                  "B_simple_shuf": defined_ci(draws["B_simple_shuf_tokens"]),
+                  "rho": dict(zip(lags, defined_ci(draws["rho"]))),
+                  "R": dict(zip(windows, defined_ci(draws["R"])))}
             frac = float(np.mean(~np.isfinite(draws["R"][:, -1])))
         return cls(chunk, float(est["S_cross"][0]), float(est["sigma2"][0]),
                    dict(zip(lags, map(float, est["rho"][0]))), float(est["rho_long"][0]),
@@ -335,9 +348,11 @@ def _undefined(ci: dict, names) -> dict:
 
 def defined_only(e: Estimates, n_docs: int) -> Estimates:
     """The estimates with what cannot be estimated undefined, never a number: with sigma2 <= 0, rho, R and
-    B_simple (NaN, no interval); with S_cross <= 0, B_simple; with fewer than MIN_INTERVAL_DOCS documents, every
-    interval (docs/methods.md, "Gates and verdict"; more than MAX_NONFINITE_DRAWS non-finite draws makes the cell
-    not estimable in the verdict, gates.not_estimable). Estimates of a cell that can be estimated are unchanged."""
+    B_simple (NaN, no interval); with S_cross <= 0, B_simple; with fewer than MIN_INTERVAL_DOCS documents or more
+    than MAX_NONFINITE_DRAWS of the R(16K) draws non-finite (boot_nonfinite_frac), every interval (docs/methods.md,
+    "Gates and verdict"; such a cell is also not estimable in the verdict, gates.not_estimable). An interval whose
+    own draws are more than MAX_NONFINITE_DRAWS non-finite is already undefined (defined_ci). Estimates of a cell
+    that can be estimated are unchanged."""
     nan, ci, changes = float("nan"), e.ci, {}
     if not (np.isfinite(e.sigma2) and e.sigma2 > 0):
         changes = {"rho": {k: nan for k in e.rho}, "R": {k: nan for k in e.R}, "rho_long": nan,
@@ -346,7 +361,8 @@ def defined_only(e: Estimates, n_docs: int) -> Estimates:
     elif not (np.isfinite(e.S_cross) and e.S_cross > 0):
         changes = {"B_simple_shuf_tokens": nan}
         ci = _undefined(ci, ("B_simple_shuf",))
-    if ci and n_docs < MIN_INTERVAL_DOCS:
+    too_many_nonfinite = e.boot_nonfinite_frac is not None and e.boot_nonfinite_frac > MAX_NONFINITE_DRAWS
+    if ci and (n_docs < MIN_INTERVAL_DOCS or too_many_nonfinite):
         ci = _undefined(ci, list(ci))
     return replace(e, ci=ci, **changes) if changes or ci is not e.ci else e
 
@@ -409,7 +425,8 @@ def r_rel(cells: list[CellEstimate]) -> list[RRel]:
         val = num / den if num is not None and den not in (None, 0) else None
         bc, bw = c.R_16K_draws, web.R_16K_draws
         estimable = not gates.not_estimable(c) and not gates.not_estimable(web)
-        ci = tuple(bs.percentile_ci(bc / bw)) if bc is not None and bw is not None and estimable else (None, None)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ci = tuple(defined_ci(bc / bw)) if bc is not None and bw is not None and estimable else (None, None)
         out.append(RRel(model, rev, corpus, C, val, ci, c.n_docs, web.n_docs))
     return out
 

@@ -47,21 +47,17 @@ from docgrad.presentation import correlation, tables
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
 from docgrad.results import published
 from docgrad.results.cell_decomposition import rho_bands
-from docgrad.results.format import parse_docs
-from docgrad.results.study import Study
+from docgrad.runtime.study_page import StudyPage
 
-page_models = model_registry.result_models(models)
-study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))   # reads the result files once
-pages = {m.label: study.page(m, corpora) for m in page_models}
-reports = {lab: rep for lab, (rep, _) in pages.items()}
+page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+page_models, study, reports = page.models, page.study, page.reports
 model_order = list(reports)
-incomplete = {m.label: study.incomplete(m, corpora) for m in page_models}     # shards not yet probed
 bands = {m.label: {c.corpus: rho_bands(study.cell(m, c.corpus), resamples, seed) for c in reports[m.label].cells}
          for m in page_models}
 band_claims = {lab: correlation.band_claims(b) for lab, b in bands.items()}
 
 # %% tags=["hide-input"]
-display(Markdown(correlation.correlation_box(reports, band_claims, incomplete)))
+display(Markdown(correlation.correlation_box(reports, band_claims, page.incomplete)))
 
 # %% [markdown]
 # **What ρ is.** With $K$ the Gram matrix of per-chunk gradients (exact squared norms on its diagonal),
@@ -75,8 +71,7 @@ display(Markdown(correlation.correlation_box(reports, band_claims, incomplete)))
 # [docs/methods.md](../docs/methods.md#estimators)).
 
 # %% tags=["hide-input"]
-display(Markdown("\n".join(tables.page_inputs_lines(results_dir, documents, chunk, resamples, page_models, pages,
-                                                     incomplete))))
+display(Markdown("\n".join(page.inputs_lines())))
 
 # %% [markdown]
 # ## ρ(Δ) by distance, per corpus
@@ -199,8 +194,8 @@ display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),
-           "result_box": correlation.correlation_box(reports, band_claims, incomplete),
-           "by_model": {lab: {"missing": pages[lab][1],
+           "result_box": correlation.correlation_box(reports, band_claims, page.incomplete),
+           "by_model": {lab: {"missing": page.missing[lab],
                               "cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "rho_long": c.all.rho_long,
                                          "rho_long_ci": list(c.all.interval("rho_long")), "rho": c.all.rho,
                                          "rho_first": c.all.rho.get(chunk),

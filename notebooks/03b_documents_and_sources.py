@@ -28,7 +28,7 @@ corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
-documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
+documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -49,13 +49,11 @@ from docgrad.corpora import provenance
 from docgrad.measure import model_facts
 from docgrad.presentation import correlation, tables
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.results.format import parse_docs
-from docgrad.results.study import Study
+from docgrad.runtime.study_page import StudyPage
 
-page_models = model_registry.result_models(models)
-study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))
-first = page_models[0]
-report, missing = study.page(first, corpora)
+page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+page_models, study, first = page.models, page.study, page.models[0]
+report, missing = page.reports[first.label], page.missing[first.label]
 label, manifest = first.label, first.manifest
 cells_by = {c.corpus: c for c in report.cells}
 decomp = study.decompositions(first, list(cells_by))

@@ -41,26 +41,19 @@ import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import models as model_registry
 from docgrad.presentation import design_effect, tables
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
 from docgrad.presentation.explorer import explorer_chart, published_text
 from docgrad.results import published
 from docgrad.results.profiles import cell_profile
-from docgrad.results.format import parse_docs
-from docgrad.results.study import Study
+from docgrad.runtime.study_page import StudyPage
 
-page_models = model_registry.result_models(models)
-study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))   # reads the result files once
-pages = {m.label: study.page(m, corpora) for m in page_models}
-reports = {lab: rep for lab, (rep, _) in pages.items()}
-decomps = {m.label: study.decompositions(m, [c.corpus for c in reports[m.label].cells]) for m in page_models}
-incomplete = {m.label: study.incomplete(m, corpora) for m in page_models}     # shards not yet probed
-design = Study(results_dir, resamples, seed, chunk, docs=parse_docs(published_documents))
-design_reports = {m.label: design.page(m, corpora)[0] for m in page_models}
+page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+design = StudyPage(results_dir, models, corpora, published_documents, resamples, seed, chunk)
+page_models, study, reports, decomps = page.models, page.study, page.reports, page.decomps
 
 # %% tags=["hide-input", "headline"]
-display(Markdown(design_effect.result_box(reports, decomps, incomplete=incomplete)))
+display(Markdown(design_effect.result_box(reports, decomps, incomplete=page.incomplete)))
 
 # %% [markdown]
 # **What R is.** The design effect $R(W)$ is the gradient-noise variance of one block of $m$ consecutive chunks
@@ -71,8 +64,7 @@ display(Markdown(design_effect.result_box(reports, decomps, incomplete=incomplet
 # ([docs/methods.md](../docs/methods.md#document-bootstrap)).
 
 # %% tags=["hide-input"]
-display(Markdown("\n".join(tables.page_inputs_lines(results_dir, documents, chunk, resamples, page_models, pages,
-                                                     incomplete))))
+display(Markdown("\n".join(page.inputs_lines())))
 
 # %% [markdown]
 # ## R(W) against the window W
@@ -106,13 +98,21 @@ display(save_chart(chart_R, "04_R_by_window", figures_dir))
 #
 # Ours beside the published final checkpoints (their corpora renamed to ours: PG19 → BOOKS, REPOS → CODE,
 # ARXIV → PAPERS). *Sources resampled* is the interval when the sources (author, work, project owner) are
-# resampled instead of the documents: where documents share a source (our BOOKS: six Austen novels, nine books
-# of the King James Bible and Moby-Dick) it is the honest one for "text of this kind". $R_\text{rel}$ divides by
-# the control of the same model; the two studies' controls differ, so compare $R$ across them (page 04c).
+# resampled instead of the documents: where documents share a source (our BOOKS, below) it is the honest one
+# for "text of this kind". $R_\text{rel}$ divides by the control of the same model; the two studies' controls
+# differ, so compare $R$ across them (page 04c).
 
 # %% tags=["headline"]
 headline = tables.headline_table(list(reports.values()), published.cells(), published.r_rel(), sources=decomps)
 headline.set_index("corpus")
+
+# %% [markdown]
+# **What a clustered corpus is.** A corpus whose documents share a few sources is named by them, with $R(16\text{K})$
+# of each source alone (documents resampled within the source).
+
+# %% tags=["hide-input"]
+sources_said = {lab: design_effect.source_lines(d) for lab, d in decomps.items()}
+display(Markdown("\n".join(f"- {lab}: {line}" for lab, lines in sources_said.items() for line in lines)))
 
 # %% [markdown]
 # **The published design beside it.** The published study read 16 documents per corpus; ours are the first 16 of
@@ -120,7 +120,7 @@ headline.set_index("corpus")
 # Where the two differ by more than their intervals suggest, a few documents carry the difference (page 04b).
 
 # %%
-beside = tables.subset_frame(reports, design_reports, f"docs {published_documents}")
+beside = tables.subset_frame(reports, design.reports, f"docs {published_documents}")
 beside.set_index(["model", "corpus"])
 
 # %% [markdown]
@@ -182,8 +182,8 @@ display(save_chart(explorer, "04_explorer", figures_dir))
 
 # %%
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
-           "published_documents": published_documents, "incomplete": incomplete,
-           "published_design": beside.to_dict("records"),
+           "published_documents": published_documents, "incomplete": page.incomplete,
+           "published_design": beside.to_dict("records"), "source_lines": sources_said,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),
            "by_model": {lab: {"cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "R_16K": c.all.R_16K,
@@ -194,13 +194,13 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                               "sources": {k: {"n_sources": d.n_sources, "n_docs": len(d.doc_ids),
                                               "R_source_ci": d.intervals.get("source", {}).get("R")}
                                           for k, d in decomps[lab].items()},
-                              "R_rel": [x.to_json() for x in r.R_rel], "missing": pages[lab][1],
+                              "R_rel": [x.to_json() for x in r.R_rel], "missing": page.missing[lab],
                               "gates": {k: {"status": g["status"], "summary": g["summary"]}
                                         for k, g in r.gates.items()},
                               "reading": tables.reading(r), "effective_chunks_notes": tables.effective_chunks_notes(r),
                               "verdict": r.verdict, "verdict_detail": r.verdict_detail}
                         for lab, r in reports.items()},
-           "result_box": design_effect.result_box(reports, decomps, incomplete=incomplete),
+           "result_box": design_effect.result_box(reports, decomps, incomplete=page.incomplete),
            "gate_claims": [c.text for c in g2]}
 _ = save_numbers("04_design_effect", numbers, figures_dir)
 

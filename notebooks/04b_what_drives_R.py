@@ -28,7 +28,7 @@ corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order (
 chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
-documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
+documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -40,20 +40,16 @@ import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import models as model_registry
 from docgrad.core.constants import GROUPS
 from docgrad.core.decomposition import mean_gradient_share, without_groups
 from docgrad.presentation import design_effect, tables
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
 from docgrad.results import published
-from docgrad.results.format import parse_docs
-from docgrad.results.study import Study
+from docgrad.runtime.study_page import StudyPage
 
-page_models = model_registry.result_models(models)
-study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))
-reports = {m.label: study.page(m, corpora)[0] for m in page_models}
-decomps = {m.label: study.decompositions(m, [c.corpus for c in reports[m.label].cells]) for m in page_models}
-label = page_models[0].label                      # the model read in depth
+page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+page_models, study, reports, decomps = page.models, page.study, page.reports, page.decomps
+label = page.label                                # the model read in depth
 decomp = decomps[label]
 final = published.final_checkpoints()
 final = final[final["corpus"].isin(corpora)]

@@ -41,22 +41,16 @@ import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import models as model_registry
 from docgrad.core.constants import CONTROL
 from docgrad.presentation import comparison, design_effect, tables
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
 from docgrad.results import published
 from docgrad.results.cell_decomposition import R_draws_without
-from docgrad.results.format import parse_docs
-from docgrad.results.study import Study
+from docgrad.runtime.study_page import StudyPage
 
-page_models = model_registry.result_models(models)
+page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+page_models, study, reports, decomps, label = page.models, page.study, page.reports, page.decomps, page.label
 model_order = [m.label for m in page_models]
-study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents))
-pages = {m.label: study.page(m, corpora) for m in page_models}
-reports = {lab: rep for lab, (rep, _) in pages.items()}
-decomps = {m.label: study.decompositions(m, [c.corpus for c in reports[m.label].cells]) for m in page_models}
-label = page_models[0].label
 final = published.final_checkpoints()
 final = final[final["corpus"].isin(corpora)]
 PUBLISHED_ORDER = ["CODE", "PAPERS", "BOOKS"]     # the published study's finding, stated before our data

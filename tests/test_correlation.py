@@ -90,4 +90,4 @@ def test_documents_and_source_lines_for_a_corpus_of_few_sources(tmp_path):
     assert co.source_lines(decompose_cell(cell, [f"d{i}" for i in range(8)], 0, 0), 1.0, per) == []
     loo = {"BOOKS": {"dR_frac": -0.1, "title": "Emma", "doc": 0}}
     box = co.documents_box("m", loo, {"BOOKS": d})
-    assert "at most 10% (BOOKS: Emma)" in box and "8 documents are 3 sources" in box
+    assert "at most 10% (BOOKS: Emma)" in box and "8 documents are 3 sources" in box and "m 8 documents per corpus" in box

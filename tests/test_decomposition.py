@@ -211,6 +211,26 @@ def test_leave_one_out_and_by_source_equal_cells_rebuilt_from_those_documents(tm
     assert rows_by["A"]["S_cross"] == pytest.approx(alone.S_cross, rel=1e-10)
     assert np.isnan(rows_by["Z"]["S_cross"]) and rows_by["Z"]["n_docs"] == 1    # one document: no cross pairs
     assert rows_by["all"]["R"] == pytest.approx(full.R[8192], rel=1e-12)
+    assert rows_by["A"]["R_ci"] is None                                            # no draws asked for
+
+
+def test_by_source_intervals_resample_documents_within_each_source_only(tmp_path):
+    rng = np.random.default_rng(12)
+    src = ["A"] * 5 + ["B"] * 2
+    n, m = len(src), 8
+    X = rng.standard_normal((n * m, 20)) + 0.3
+    cell = _cell(tmp_path, X @ X.T, n, m, chunk=1024)
+    s = cell.sums["all"]
+    rows = {r["source"]: r for r in decomposition.by_source(s, src, 1024, 8192, np.random.default_rng(3), 200)}
+    assert rows["B"]["R_ci"] is None and rows["all"]["R_ci"] is None     # 2 documents; all: the cell's own
+    # the oracle: the same draws as explicit weights on A's documents, B's left at 0
+    idx = np.random.default_rng(3).integers(0, 5, size=(200, 5))
+    w = np.zeros((200, n))
+    for r, draw in enumerate(idx):
+        for i in draw:
+            w[r, i] += 1
+    R = bs.estimate(s, w, 1024)["R"][:, decomposition.window_column(s, 1024, 8192)]
+    assert rows["A"]["R_ci"] == pytest.approx(list(bs.percentile_ci(R, 0.95)))
 
 
 def test_jackknife_and_difference_interval():

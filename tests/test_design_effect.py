@@ -40,6 +40,8 @@ def test_ordering_claims_resolve_only_what_holm_resolves_and_follow_up_without_t
     claims = de.ordering_claims(pairs, decomps, {"BOOKS": {"title": "doc X", "R": R, "draws": d}})
     by_pair = {(p["a"], p["b"]): c for p, c in zip(pairs, claims)}
     assert by_pair[("BOOKS", "CODE")].status == ev.RESOLVED          # strongly correlated vs nearly not
+    assert by_pair[("BOOKS", "CODE")].text.endswith("; this holds for these 8 BOOKS documents of 3 sources, not for "
+                                                     "BOOKS text in general.")
     assert by_pair[("BOOKS", "PAPERS")].status == ev.NOT_RESOLVED     # two close profiles
     follow = [c for c in claims[3:] if c.text.startswith("Without doc X")]
     assert len(follow) == sum(p["resolved"] and "BOOKS" in (p["a"], p["b"]) and
@@ -77,7 +79,7 @@ def test_result_boxes_stay_within_their_word_limit(study):
     assert "(provisional: m CODE 4/6)" in short
     shares = {k: 0.1 for k in decomps}
     box = de.drivers_box("m", decomps, shares, {}, [0.003, 0.014])
-    assert "holds a source term" in box and "0.0030-0.014 published" in box
+    assert "holds a source term" in box and "0.0030-0.014 published" in box and "m 8 documents per corpus" in box
 
 
 def test_clustered_means_more_than_five_percent_same_source_pairs(study):
@@ -140,3 +142,13 @@ def test_mean_gradient_lines_give_the_share_without_the_norm_weights_and_the_con
     assert lines[0] == ("**m**: mean-gradient share 0.140 to 0.150 on BOOKS, CODE and PAPERS; without the norm "
                         "weights 0.100 to 0.120, with R(16K) moving by at most 0.20.")
     assert "start token" in lines[-1] and "0.00300 to 0.00300" in lines[1]
+
+
+def test_source_lines_name_a_clustered_corpus_by_its_sources_with_each_source_r(study):
+    _, decomps, _ = study
+    lines = de.source_lines(decomps)
+    assert len(lines) == 1 and lines[0].startswith(f"BOOKS is {len(decomps['BOOKS'].doc_ids)} documents from "
+                                                   f"{decomps['BOOKS'].n_sources} sources: ")
+    for r in decomps["BOOKS"].by_source:
+        if r["source"] != "all" and r["n_docs"] > 1:
+            assert f"{r['source']} ({r['n_docs']} documents) R(16K) {ev.interval(r['R'], r['R_ci'])}" in lines[0]

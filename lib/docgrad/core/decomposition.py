@@ -53,7 +53,7 @@ from typing import Sequence
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.constants import CI_LEVEL, HEADLINE_WINDOW
+from docgrad.core.constants import CI_LEVEL, HEADLINE_WINDOW, MIN_INTERVAL_DOCS
 
 
 def same_source_pair_fraction(sources: Sequence[str]) -> float:
@@ -185,18 +185,28 @@ def jackknife_se(values: np.ndarray) -> float:
     return float(np.sqrt((n - 1) / n * np.sum((v - v.mean()) ** 2)))
 
 
-def by_source(s: bs.BlockSums, sources: Sequence[str], chunk: int, window: int = HEADLINE_WINDOW) -> list[dict]:
+def by_source(s: bs.BlockSums, sources: Sequence[str], chunk: int, window: int = HEADLINE_WINDOW,
+              rng: np.random.Generator | None = None, resamples: int = 0) -> list[dict]:
     """The study's estimators on the documents of each source alone (weights 1 on them, 0 elsewhere), and on
     all documents. A source with one document has no cross-document pair: S_cross and everything after it
-    are NaN. Rows: source, n_docs, S_cross, sigma2, rho_long, R (at window), mean_gradient_share."""
+    are NaN. Rows: source, n_docs, S_cross, sigma2, rho_long, R (at window), mean_gradient_share, and R_ci: the
+    95% percentile interval of R over `resamples` document-bootstrap draws within the source (its n_s documents
+    drawn with replacement from `rng`, sources in first-seen order), None for 'all' (the cell's own interval is
+    the document bootstrap's), without draws, or with fewer than MIN_INTERVAL_DOCS documents."""
     code, names = source_codes(sources)
     j = window_column(s, chunk, window)
     rows = []
     for name, c in [*((n, (code == t).astype(float)) for t, n in enumerate(names)), ("all", np.ones(len(code)))]:
         e = bs.estimate(s, c, chunk)
         S, s2 = float(e["S_cross"][0]), float(e["sigma2"][0])
+        ci = None
+        members = np.flatnonzero(c)
+        if rng is not None and resamples and name != "all" and members.size >= MIN_INTERVAL_DOCS:
+            w = np.zeros((resamples, len(code)))
+            w[:, members] = bs.counts_from_indices(bs.resample_indices(rng, members.size, resamples), members.size)
+            ci = [float(x) for x in bs.percentile_ci(bs.estimate(s, w, chunk)["R"][:, j], CI_LEVEL)]
         rows.append({"source": name, "n_docs": int(c.sum()), "S_cross": S, "sigma2": s2,
-                     "rho_long": float(e["rho_long"][0]), "R": float(e["R"][0, j]),
+                     "rho_long": float(e["rho_long"][0]), "R": float(e["R"][0, j]), "R_ci": ci,
                      "mean_gradient_share": mean_gradient_share(S, s2)})
     return rows
 

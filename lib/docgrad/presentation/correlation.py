@@ -242,8 +242,9 @@ def documents_box(label: str, loo: Mapping[str, dict], decomps: Mapping[str, obj
             continue
         by_src = {r["source"]: r for r in d.by_source}
         answer.append(f"{k}'s {len(d.doc_ids)} documents are {d.n_sources} sources; each alone has R(16K) "
-                      + ", ".join(f"{sig(by_src[s]['R'])} ({s})" for s in shared)
+                      + ", ".join(f"{interval(by_src[s]['R'], by_src[s].get('R_ci'))} ({s})" for s in shared)
                       + f", all together {sig(by_src['all']['R'])}.")
-    measured = f"{label}, 16 documents per corpus, their sources from the corpus manifest."
+    counts = ev.documents_per_corpus({label: [len(d.doc_ids) for d in decomps.values()]})
+    measured = f"{counts}, their sources from the corpus manifest."
     caveat = "where documents share a source, the source, not the document, is the unit of independence."
     return ev.result_box(answer, measured, caveat)

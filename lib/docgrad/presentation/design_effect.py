@@ -65,6 +65,22 @@ def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[st
     return ev.result_box(answer, measured, caveat)
 
 
+def source_lines(decomps: Mapping[str, CellDecomposition]) -> list[str]:
+    """What a corpus whose documents cluster by source is, and R(16K) of each source alone: 'BOOKS is 31
+    documents from 3 sources: King James Bible (24 documents) R(16K) 3.10 [2.5, 3.7]; ...; Herman Melville (1
+    document)'. Intervals resample documents within the source (core.decomposition.by_source); a source of one
+    document has no R of its own. Corpora that do not cluster by source get no line."""
+    out = []
+    for k, d in decomps.items():
+        if not clustered(d):
+            continue
+        rows = sorted((r for r in d.by_source if r["source"] != "all"), key=lambda r: (-r["n_docs"], r["source"]))
+        parts = [f"{r['source']} ({r['n_docs']} document{'s' if r['n_docs'] > 1 else ''})"
+                 + (f" R(16K) {interval(r['R'], r.get('R_ci'))}" if r["n_docs"] > 1 else "") for r in rows]
+        out.append(f"{k} is {len(d.doc_ids)} documents from {d.n_sources} sources: " + "; ".join(parts) + ".")
+    return out
+
+
 def drivers_box(label: str, decomps: Mapping[str, CellDecomposition], shares: Mapping[str, float],
                 without_norms: Mapping[str, dict], published: Sequence[float] = ()) -> str:
     """Page 04b's answer for one model: what R(16K) is made of where sources are shared (R without the source
@@ -86,7 +102,8 @@ def drivers_box(label: str, decomps: Mapping[str, CellDecomposition], shares: Ma
                       + (f" ({sig(min(wo))}-{sig(max(wo))} without the norm weights)" if wo else "")
                       + (f", against {sig(min(published), 2)}-{sig(max(published), 2)} published" if published else "")
                       + ": B_simple is small here.")
-    measured = f"{label}, 16 documents per corpus; leave-one-out, document and source bootstraps."
+    counts = ev.documents_per_corpus({label: [len(d.doc_ids) for d in decomps.values()]})
+    measured = f"{counts}; leave-one-out, document and source bootstraps."
     caveat = ("what makes the mean gradient large (rounding, size, tuning, the start token) is not separated.")
     return ev.result_box(answer, measured, caveat)
 
@@ -189,14 +206,26 @@ def mean_gradient_lines(shares: Mapping[str, Mapping[str, float]],
     return out
 
 
+def _scoped(claim: Claim, pair: Mapping, decomps: Mapping[str, CellDecomposition]) -> Claim:
+    """A resolved pair that involves a corpus clustered by source holds for its documents, not for its kind of
+    text (docs/methods.md: with a few sources the source-clustered interval cannot resolve it)."""
+    few = [decomps[k] for k in (pair["a"], pair["b"]) if k in decomps and clustered(decomps[k])]
+    if claim.status != ev.RESOLVED or not few:
+        return claim
+    d = few[0]
+    return Claim(claim.status, claim.text[:-1] + f"; this holds for these {len(d.doc_ids)} {d.corpus} documents "
+                 f"of {d.n_sources} sources, not for {d.corpus} text in general.")
+
+
 def ordering_claims(pairs: Sequence[dict], decomps: Mapping[str, CellDecomposition],
                     leave_one_out: Mapping[str, dict] | None = None) -> list[Claim]:
     """The ordering of one model's corpora, pair by pair under Holm over `pairs` (the family;
-    docgrad.core.orderings.resolve_pairs),
+    docgrad.core.orderings.resolve_pairs; a resolved pair with a corpus clustered by source is scoped to its
+    documents),
     then two follow-ups outside the Holm family, each at 95%: a resolved pair's difference without the leading
     corpus's most influential document (`leave_one_out`: {corpus: {'title', 'R', 'draws'}}), and BOOKS against
     CODE with the source term removed."""
-    out = ev.pair_claims("R(16K)", pairs)
+    out = [_scoped(c, p, decomps) for c, p in zip(ev.pair_claims("R(16K)", pairs), pairs)]
     for p in pairs:
         if not p["resolved"] or CONTROL in (p["a"], p["b"]):
             continue

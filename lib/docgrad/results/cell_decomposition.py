@@ -101,7 +101,7 @@ def decompose_cell(cell, sources: Sequence[str], resamples: int = RESAMPLES, see
     out = CellDecomposition(cell.corpus, list(cell.doc_ids), sources, C, cell.m, float(e["R"][0, j]),
                             float(d["R_x"][0, j]), float(d["R_within"][0, j]),
                             {k: float(d[k][0]) for k in DECOMP_KEYS}, source_pair_means(s, sources),
-                            by_source(s, sources, C, window), {k: [float(x) for x in v] for k, v in loo.items()},
+                            by_source(s, sources, C, window, cell_rng(seed, cell), check_resamples(resamples)), {k: [float(x) for x in v] for k, v in loo.items()},
                             jackknife_se(loo["R"]))
     resamples = check_resamples(resamples)
     if resamples:

@@ -1,0 +1,51 @@
+"""What a research page (03-04c) opens with, built from its parameters cell in one call: its models, the Study
+over its results directory, the cells it shows, their decompositions and what they lack.
+
+    page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)
+    page.models          the ResultModels, in the page's order; page.label is the first, read in depth
+    page.study           the Study (result files read once, each cell analysed and decomposed once)
+    page.reports         {label: Analysis of the cells the page shows}; page.missing {label: corpora without one}
+    page.decomps         {label: {corpus: CellDecomposition}}
+    page.incomplete      {label: {corpus: (documents measured, documents held)}}: shards not yet probed
+    page.inputs_lines()  what the page read, as Markdown bullet lines
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Sequence
+
+from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, RESAMPLES
+from docgrad.models import result_models
+from docgrad.presentation.tables import page_inputs_lines
+from docgrad.results.format import parse_docs
+from docgrad.results.study import Study
+
+
+class StudyPage:
+    """One research page's view of the measurements (see the module docstring). `documents` is the page's 'A:B'
+    document range (None: every result file)."""
+
+    def __init__(self, results_dir, models: Sequence[str], corpora: Sequence[str], documents: str | None = None,
+                 resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED, chunk: int = CHUNK):
+        self.results_dir, self.corpora, self.documents = results_dir, list(corpora), documents
+        self.resamples, self.chunk = resamples, chunk
+        self.models = result_models(models)
+        self.label = self.models[0].label
+        self.study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents) if documents else None)
+        shown = {m.label: self.study.page(m, self.corpora) for m in self.models}
+        self.reports = {lab: rep for lab, (rep, _) in shown.items()}
+        self.missing = {lab: miss for lab, (_, miss) in shown.items()}
+        self.incomplete = {m.label: self.study.incomplete(m, self.corpora) for m in self.models}
+
+    @cached_property
+    def decomps(self) -> dict:
+        """{label: {corpus: CellDecomposition}} of every cell the page shows (computed once per cell)."""
+        return {m.label: self.study.decompositions(m, [c.corpus for c in self.reports[m.label].cells])
+                for m in self.models}
+
+    def inputs_lines(self) -> list[str]:
+        """The results directory and documents read, per model the cells present, missing and lacking documents."""
+        return page_inputs_lines(self.results_dir, self.documents or "all", self.chunk, self.resamples, self.models,
+                                 {lab: (self.reports[lab], self.missing[lab]) for lab in self.reports},
+                                 self.incomplete)

@@ -2,14 +2,17 @@
 
 Definitions: docs/methods.md. Packages, arrows pointing down only (a package imports the ones below it):
 
-  runtime/       running things: pages (in-kernel helpers, page names), notebooks (`docgrad run`), report (HTML),
-                 commands (`docgrad analyze`), cli (the `docgrad` command line)
-  presentation/  what the pages show: tables (frames, headline table, reading lines), comparison (orderings in
-                 words), causal (page 06's frames and readings), charts (corpus colours, legend highlighting)
-  teaching/      the teaching pages' models: reduction (page 01), pitfalls (pages 01b, 01c)
+  runtime/       running things: pages (in-kernel helpers, page names), study_page (StudyPage: what a research
+                 page opens with), notebooks (`docgrad run`), report (HTML), commands (`docgrad analyze`), cli
+  presentation/  what the pages show: evidence (sentences no stronger than their intervals), design_effect,
+                 correlation, batch_reading, sketching, causal (each page's sentences and result box), tables
+                 (frames, headline table), comparison (orderings in words), explorer (the in-browser chart), charts
+  teaching/      the teaching pages: reduction (page 01), pitfalls (01b, 01c), worked (worked solutions, tables),
+                 records (committed records of the expensive runs), history (what changed when, with links)
   results/       result files: format (read, validate, write), cells (pooling into block sums), stats (the analysis
                  as typed results, cached), study (Study: a results directory read once, answered to the pages),
-                 cell_decomposition, positions (causal vs standalone), batching (batch
+                 cell_decomposition (one cell's decomposition and bootstraps), paired (model vs model on shared
+                 documents), profiles (the explorer's data), positions (causal vs standalone), batching (batch
                  composition), published (the published study's numbers), synthetic (Gram files with a known profile)
   measure/       measurement: probe (per-chunk gradients -> Gram files, resume state, causal mode, autocast),
                  precision (bf16 fidelity), probe_bench (benchmarks), model_facts (what the model file says)

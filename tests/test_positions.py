@@ -340,11 +340,14 @@ def test_analyze_cli_reads_one_context_and_says_which(pair, tmp_path, capsys):
     write(both, "BOOKS", pair["Xs"], n, 8, shard_size=3, loss=pair["ls"])
     write(both, "BOOKS", pair["Xc"], n, 4, "causal", 4 * C, loss=pair["lc"])
     out = tmp_path / "r.json"
-    assert main(["analyze", "--results", str(both), "--out", str(out), "--resamples", "40"]) == 0
+    # made-up span sha256s under SmolLM2's name: a --root without its manifest leaves them unchecked
+    root = ["--root", str(tmp_path)]
+    assert main([*root, "analyze", "--results", str(both), "--out", str(out), "--resamples", "40"]) == 0
     rep = json.loads(out.read_text())
     assert rep["context"] == "standalone" and [c["chunks_per_doc"] for c in rep["cells"]] == [8]
     assert capsys.readouterr().out.startswith("context: standalone")
-    assert main(["analyze", "--results", str(both), "--out", str(out), "--resamples", "40", "--context", "causal"]) == 0
+    assert main([*root, "analyze", "--results", str(both), "--out", str(out), "--resamples", "40",
+                 "--context", "causal"]) == 0
     rep = json.loads(out.read_text())
     printed = capsys.readouterr().out
     (cell,) = rep["cells"]
@@ -357,7 +360,8 @@ def test_analyze_cli_reads_one_context_and_says_which(pair, tmp_path, capsys):
     assert len(pos["sqnorm"]["ci"]) == 4 and rep["gates"]["G2"]["status"] == "not applicable"
     assert rep["verdict"].startswith("not applicable")
     assert printed.startswith("context: causal") and "loss by position" in printed and "2048" in printed
-    assert main(["analyze", "--results", str(pair["root"] / "sa"), "--out", str(out), "--context", "causal"]) == 2
+    assert main([*root, "analyze", "--results", str(pair["root"] / "sa"), "--out", str(out),
+                 "--context", "causal"]) == 2
     assert "no causal result files (3 standalone file(s) there" in capsys.readouterr().err
 
 

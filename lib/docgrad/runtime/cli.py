@@ -204,8 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="analyse only the result files whose documents lie in [A, B), e.g. 0:16 for the published "
                    "design's 16 documents beside 48-document shards (default: every file)")
     p.add_argument("--manifest", dest="span_manifest", default=None, metavar="MANIFEST",
-                   help="corpus manifest the files' span sha256s must agree with (e.g. data/corpora/manifest.json "
-                   "for SmolLM2's cells); a file that measured other spans is refused (default: not checked)")
+                   help="corpus manifest every cell's span sha256s must agree with; a file that measured other "
+                   "spans is refused (default: the cells of each offline model of `docgrad models` are checked "
+                   "against that model's own manifest under --root where the file exists: "
+                   + ", ".join(f"{m.corpora} for {m.name}" for m in models.OFFLINE_MODELS.values())
+                   + "; cells of other models are not checked)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an --out file that is not an earlier `docgrad analyze` report (default: refuse)")
     p.set_defaults(func=_lazy("runtime.commands", "cli_analyze"))

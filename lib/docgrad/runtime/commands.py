@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from docgrad import models
 from docgrad.errors import AnalysisError
-from docgrad.fileio import atomic_write_json, check_output_file, json_with_keys, to_jsonable
+from docgrad.fileio import atomic_write_json, check_output_file, json_with_keys, project_root, to_jsonable
 from docgrad.presentation import causal, tables
 from docgrad.results import positions, stats
 from docgrad.results.cells import load_cells
@@ -21,9 +22,19 @@ def cli_analyze(args) -> int:
     context = getattr(args, "context", "standalone")
     dtype = getattr(args, "dtype", "float32")
     docs = parse_docs(args.docs) if getattr(args, "docs", None) else None
+    read = docs if context != "causal" else None                       # what each analysis reads
     if getattr(args, "span_manifest", None):
-        check_manifest_spans(Path(args.results), Path(args.span_manifest), context, dtype,
-                             docs if context != "causal" else None)     # what each analysis reads
+        check_manifest_spans(Path(args.results), Path(args.span_manifest), context, dtype, read)
+    else:                   # each offline model's cells against that model's own manifest, where the file exists
+        root = Path(args.root).resolve() if getattr(args, "root", None) else project_root()
+        manifests = own_manifests(root)
+        cells = list(load_cells(Path(args.results), context=context, dtype=dtype, docs=read).values()) \
+            if manifests else []
+        for (model, revision), manifest in manifests.items():
+            check_manifest_spans(Path(args.results), manifest, context, dtype, read,
+                                 cells=[c for c in cells if (c.model, c.revision) == (model, revision)],
+                                 note=f"{manifest} is {model} at {revision}'s own manifest, checked by default; "
+                                      "--manifest M checks against another")
     if context == "causal":
         a, by_position = positions.analyze_causal(Path(args.results), resamples=args.resamples, seed=args.seed,
                                                   dtype=dtype)
@@ -44,26 +55,47 @@ def cli_analyze(args) -> int:
     return 0
 
 
-def check_manifest_spans(results: Path, manifest: Path, context: str, dtype: str, docs) -> None:
-    """`analyze --manifest`: every cell's corpus is in the manifest and every span sha256 its files record is the
-    manifest's for that document (results.study.check_span_hashes); else one line naming the file."""
+def own_manifests(root: Path) -> dict[tuple[str, str], Path]:
+    """{(model, revision): corpus manifest} of every offline model (`docgrad models`) whose manifest file exists
+    under the project root: what `docgrad analyze` checks span sha256s against without --manifest."""
+    out = {}
+    for spec in models.OFFLINE_MODELS.values():
+        path = Path(root) / spec.corpora
+        if path.is_file():
+            out[(spec.model, spec.revision)] = path
+    return out
+
+
+def check_manifest_spans(results: Path, manifest: Path, context: str, dtype: str, docs, cells: list | None = None,
+                         note: str | None = None) -> None:
+    """Every cell's corpus is in the manifest and every span sha256 its files record is the manifest's for that
+    document (results.study.check_span_hashes); else one line naming the file. cells: the cells to check, already
+    loaded (default: every cell of `results`, as `analyze --manifest` asks). note: said after each refusal (which
+    manifest was checked by default, and how to name another)."""
+    option = f"--manifest {manifest}" if note is None else f"manifest {manifest}"
+
+    def refuse(msg: str) -> AnalysisError:
+        return AnalysisError(msg if note is None else f"{msg} ({note})")
+
     try:
         corpora = json.loads(manifest.read_text()).get("corpora")
     except (UnicodeDecodeError, ValueError, AttributeError) as e:
-        raise AnalysisError(f"--manifest {manifest}: not a corpus manifest ({type(e).__name__})") from None
+        raise refuse(f"{option}: not a corpus manifest ({type(e).__name__})") from None
     if not isinstance(corpora, dict):
-        raise AnalysisError(f"--manifest {manifest}: not a corpus manifest (no 'corpora' object)")
-    for cell in load_cells(results, context=context, dtype=dtype, docs=docs).values():
+        raise refuse(f"{option}: not a corpus manifest (no 'corpora' object)")
+    if cells is None:
+        cells = list(load_cells(results, context=context, dtype=dtype, docs=docs).values())
+    for cell in cells:
         if not isinstance(corpora.get(cell.corpus), dict):
-            raise AnalysisError(f"{cell.file_list}: corpus {cell.corpus} is not in --manifest {manifest} "
-                                f"(it has {', '.join(corpora) or 'none'})")
+            raise refuse(f"{cell.file_list}: corpus {cell.corpus} is not in {option} "
+                         f"(it has {', '.join(corpora) or 'none'})")
         try:
             check_span_hashes(cell, corpora[cell.corpus], manifest)
-        except AnalysisError:
-            raise
+        except AnalysisError as e:
+            raise refuse(str(e)) from None
         except (KeyError, TypeError, ValueError) as e:
-            raise AnalysisError(f"{cell.file_list}: spans_sha256, or --manifest {manifest}'s {cell.corpus} "
-                                f"documents, are not {{document number: sha256}} ({type(e).__name__}: {e})") from None
+            raise refuse(f"{cell.file_list}: spans_sha256, or {option}'s {cell.corpus} documents, are not "
+                         f"{{document number: sha256}} ({type(e).__name__}: {e})") from None
 
 
 def per_model_gates(a) -> list[str]:

@@ -261,3 +261,21 @@ def test_corpora_build_refuses_counts_and_seeds_out_of_range_before_building(tmp
                  str(tmp_path / "c"), option, value]) == 2
     _one_line(capsys, needle)
     assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "99"], "no notebook matches '99'"),
+    (["run", "03", "--output", "x.txt"], "--output x.txt: an executed notebook is written as .ipynb"),
+    (["report", "--only", "99"], "no notebook 99 in"),
+    (["report", "--notebooks", "/nonexistent"], "no notebooks (NN_name.py) in /nonexistent"),
+])
+def test_run_and_report_refuse_unknown_pages_and_outputs_with_exit_2_before_any_kernel(argv, needle, capsys,
+                                                                                      monkeypatch):
+    from docgrad.runtime import notebooks
+
+    def no_kernel(*a, **k):
+        raise AssertionError("a kernel was started")
+
+    monkeypatch.setattr(notebooks, "execute_notebook", no_kernel)
+    assert main(argv) == 2                      # was 1, unlike every other refusal
+    _one_line(capsys, needle)

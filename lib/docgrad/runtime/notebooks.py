@@ -25,7 +25,14 @@ NOTEBOOK_GLOB = "[0-9][0-9]*_*.py"
 # A page's stem is NN_name, or NNx_name for a page that follows page NN (e.g. 01b_real_trainers after
 # 01_loss_reduction): its prefix (NN or NNx) is what `docgrad run` and `--only` take.
 class NotebookError(DocgradError, RuntimeError):
-    """A notebook could not be found, parameterised or executed; the message says which and why."""
+    """A notebook could not be found, parameterised or executed; the message says which and why. `docgrad run` and
+    `docgrad report` exit with 2 on it (a refusal of what was asked: unknown notebook, bad --output or parameter),
+    with 1 on its subclass NotebookFailure."""
+
+
+class NotebookFailure(NotebookError):
+    """What was asked was valid but could not be done: a notebook failed in a cell or wrote outside the project,
+    or the report would publish notebooks that are stale against their sources (exit 1)."""
 
 
 class ParameterError(NotebookError):
@@ -285,7 +292,7 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
             if out_ipynb.exists():
                 move_into_place(out_ipynb, failed)
             where = _cell_label(nb, e.source or "", e.cell_index)
-            raise NotebookError(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
+            raise NotebookFailure(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
                                 f"  the partial run is in {failed}; {output} and the figures were left unchanged") from None
         finally:
             if previous is None:
@@ -316,7 +323,7 @@ def publish_staged(staging: Path, root: Path, prefix: str | None = None) -> list
     moves = staged_outputs(staging)
     for _, final in moves:
         if not final.resolve().is_relative_to(Path(root).resolve()):
-            raise NotebookError(f"the notebook wrote {final}, outside the project {root}; nothing was published")
+            raise NotebookFailure(f"the notebook wrote {final}, outside the project {root}; nothing was published")
     for staged, final in moves:
         move_into_place(staged, final)
     written = {final.resolve() for _, final in moves}
@@ -371,7 +378,8 @@ def run_notebooks(sources, cwd: str | Path | None = None, out=None) -> list[tupl
 
 
 def cli_report(args) -> int:
-    """`docgrad report`: execute notebooks (all, or --only NN) then build report/ from every executed notebook."""
+    """`docgrad report`: execute notebooks (all, or --only NN) then build report/ from every executed notebook.
+    Exit 2 when what was asked is refused (an unknown page, no notebooks), 1 when a page fails or is stale."""
     root = project_root()
     nb_dir = Path(args.notebooks)
     nb_dir = nb_dir if nb_dir.is_absolute() else root / nb_dir
@@ -384,11 +392,11 @@ def cli_report(args) -> int:
         if not args.no_html:          # every page of the report must match its source, not only those just run
             stale = [d for src in find_notebooks(nb_dir) for d in pair_differences(src)]
             if stale:
-                raise NotebookError("cannot build the report from stale notebooks:\n  " + "\n  ".join(stale)
+                raise NotebookFailure("cannot build the report from stale notebooks:\n  " + "\n  ".join(stale)
                                     + "\n  execute them first: docgrad report --only NN (or docgrad report)")
     except NotebookError as e:
         print(f"docgrad report: {e}", file=sys.stderr)
-        return 1
+        return 1 if isinstance(e, NotebookFailure) else 2
     if not args.no_html:
         out = Path(args.out)
         out = out if out.is_absolute() else root / out
@@ -398,7 +406,9 @@ def cli_report(args) -> int:
 
 
 def cli_run(args) -> int:
-    """`docgrad run NOTEBOOK -p name value ... [--list] [--output PATH]`."""
+    """`docgrad run NOTEBOOK -p name value ... [--list] [--output PATH]`. Exit 2 when what was asked is refused
+    before any kernel starts (an unknown notebook or parameter, an --output that is not .ipynb), 1 when the page
+    fails."""
     import time
 
     try:
@@ -412,6 +422,8 @@ def cli_run(args) -> int:
                 raise ParameterError(f"parameter {name!r} given twice")
             given[name] = value
         validate_parameters(source, given)  # fail before starting a kernel
+        if args.output is not None and Path(args.output).suffix != ".ipynb":
+            raise NotebookError(f"--output {args.output}: an executed notebook is written as .ipynb")
         print(f"{source.stem} ...", end=" ", flush=True)
         t0 = time.perf_counter()
         try:
@@ -423,7 +435,7 @@ def cli_run(args) -> int:
         print(f"ok {time.perf_counter() - t0:.1f} s -> {path}")
     except NotebookError as e:
         print(f"docgrad run: {e}", file=sys.stderr)
-        return 2 if isinstance(e, ParameterError) else 1
+        return 1 if isinstance(e, NotebookFailure) else 2
     return 0
 
 

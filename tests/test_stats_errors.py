@@ -410,3 +410,29 @@ def test_an_interval_is_undefined_when_more_than_its_share_of_draws_is_not_finit
     many[:6] = np.inf                                                 # 6%: undefined
     assert stats.defined_ci(few)[0] is not None and stats.defined_ci(many) == [None, None]
     assert stats.defined_ci(np.stack([few, many], axis=1)) == [stats.defined_ci(few), [None, None]]
+
+
+def test_the_summary_table_keeps_its_columns_where_values_are_undefined(tmp_path):
+    from docgrad.presentation import tables
+
+    K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
+    flat = np.full_like(K, 2.0)                                     # sigma2 = 0: rho_long, R, B_simple undefined
+    K2 = population_gram(2, M, Profile(), 1.0, 0.1)                 # two documents: no interval
+    write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="CODE",
+                    chunk=2048)
+    write_gram_cell(tmp_path, {g: flat for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="BOOKS",
+                    chunk=2048)
+    write_gram_cell(tmp_path, {g: K2 for g in GROUPS}, n_docs=2, m=M, shard_size=2, corpus="WEB", chunk=2048)
+    a = stats.analyze(tmp_path, resamples=40)
+    header, *rows = tables.summary_table(a).splitlines()[:4]
+    assert [r.split()[2] for r in rows] == ["BOOKS", "CODE", "WEB"]
+    ends, at = [], header.index("corpus")
+    for name in (" C", "docs", "S_cross", "sigma2", "rho_long", "R(16K) ", "R(16K) 95%", "B_simple", " s"):
+        at = header.index(name, at) + len(name.rstrip())
+        ends.append(at)                                             # the right-aligned columns end here
+    for r in rows:                    # every column ends where its header ends ('-' for an undefined value)
+        assert len(r) == len(header), r
+        assert all(r[i - 1] != " " and (i == len(r) or r[i] == " ") for i in ends), (header, r)
+    books, code, web = rows
+    assert books.split()[7:11] == ["-", "-", "-", "-"]              # rho_long, R(16K), its interval, B_simple
+    assert web.split()[9] == "-" and "[" in code                    # an undefined interval vs a defined one

@@ -3,6 +3,8 @@ reading lines, and the fixed-width summary that `docgrad analyze` prints. Nothin
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -240,12 +242,16 @@ def reading(a: Analysis, window_tokens: int = HEADLINE_WINDOW) -> list[str]:
 
 
 def summary_table(a: Analysis) -> str:
-    """Fixed-width text table: one line per cell, then R_rel, gates and the verdict."""
+    """Fixed-width text table: one line per cell, then R_rel, gates and the verdict. An undefined value (None,
+    NaN) is a '-' in its column's width; an undefined interval of a bootstrapped cell is a '-' too (blank without
+    a bootstrap)."""
     def f(x, fmt):
-        return "-" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, fmt)
+        if x is None or (isinstance(x, float) and not np.isfinite(x)):
+            return "-".rjust(int(re.match(r"[<>^=]?[+\- ]?#?0?(\d*)", fmt).group(1) or 0))
+        return format(x, fmt)
 
-    def ci(x):
-        return "" if not x or x[0] is None else f"[{x[0]:.3g}, {x[1]:.3g}]"
+    def ci(x, bootstrapped=False):
+        return ("-" if bootstrapped else "") if not x or x[0] is None else f"[{x[0]:.3g}, {x[1]:.3g}]"
 
     lines = [f"{'model':34s} {'revision':24s} {'corpus':7s} {'C':>5s} {'docs':>4s} {'S_cross':>10s} "
              f"{'sigma2':>10s} {'rho_long':>9s} {'R(16K)':>7s} {'R(16K) 95%':>16s} {'B_simple':>9s} {'s':>5s}"]
@@ -253,7 +259,7 @@ def summary_table(a: Analysis) -> str:
         e = c.all
         lines.append(f"{c.model[:34]:34s} {c.revision[:24]:24s} {c.corpus:7s} {c.chunk:5d} "
                      f"{c.n_docs:4d} {f(e.S_cross, '10.4g')} {f(e.sigma2, '10.4g')} "
-                     f"{f(e.rho_long, '+9.4f')} {f(e.R_16K, '7.3f')} {ci(e.R_16K_ci):>16s} "
+                     f"{f(e.rho_long, '+9.4f')} {f(e.R_16K, '7.3f')} {ci(e.R_16K_ci, c.resamples > 0):>16s} "
                      f"{f(e.B_simple_shuf_tokens, '9.3g')} {c.seconds or 0:5.2f}")
     for r in a.R_rel:
         lines.append(f"R_rel {r.model} {r.revision} {r.corpus}: {f(r.R_rel, '.3f')} {ci(r.R_rel_ci)}")

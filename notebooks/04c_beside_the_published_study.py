@@ -110,11 +110,10 @@ for k, d in d0.items():
                   .get("documents", []) if doc["doc"] == d.doc_ids[i]), f"document {d.doc_ids[i]}")
     R_loo, loo_draws = R_draws_without(study.cell(page_models[0], k), i, resamples, seed)
     loo[k] = {"title": title, "R": R_loo, "draws": loo_draws}
-order_claims = {lab: design_effect.ordering_claims(pairs[lab], decomps[lab], loo if lab == label else None)
-                for lab in pairs}
+order_claims = {lab: design_effect.ordering_claims(pairs[lab], decomps[lab], loo if lab == label else None,
+                                                  decisions[lab]["incomplete"]) for lab in pairs}
 display(Markdown("\n\n".join(f"**{lab}**\n\n" + "\n".join(f"- {c}" for c in cl) for lab, cl in order_claims.items())))
-pd.DataFrame([{"model": lab, "pair": f"{p['a']} − {p['b']}", "order": p["order"]} for lab, ps in pairs.items()
-              for p in ps]).pivot(index="pair", columns="model", values="order")
+tables.pair_order_frame(pairs, decisions)
 
 # %% [markdown]
 # ## Model against model, and against the published points

@@ -88,6 +88,14 @@ def test_documents_and_source_lines_for_a_corpus_of_few_sources(tmp_path):
     assert lines[0].startswith("**BOOKS: 3 sources.** Austen (4), Bible (3), and Melville")
     assert "Melville (one document): 0.20" in lines[2]
     assert co.source_lines(decompose_cell(cell, [f"d{i}" for i in range(8)], 0, 0), 1.0, per) == []
+    two = tmp_path / "two"
+    write_cell(two, model="o/m", revision="r", corpus="BOOKS", profile=Profile(exch=0.3), n_docs=8, m=8,
+               chunk=2048, shard_size=4, dim=24)
+    split = decompose_cell(next(iter(load_cells(two).values())), ["A"] * 3 + ["P"] + ["P"] + ["B"] * 3, 0, 0)
+    per2 = pd.DataFrame([{"source": s_, "n_docs": n, "n_negative": 0, "min": 0.1, "max": 0.2}
+                         for s_, n in [("A", 3), ("P", 2), ("B", 3)]])
+    lines = co.source_lines(split, 1.0, per2)       # P's two documents sit in different result files
+    assert lines[0].startswith("**BOOKS: 3 sources.** A (3), B (3)") and "(P share a source across result" in lines[0]
     loo = {"BOOKS": {"dR_frac": -0.1, "title": "Emma", "doc": 0}}
     box = co.documents_box("m", loo, {"BOOKS": d})
     assert "at most 10% (BOOKS: Emma)" in box and "8 documents are 3 sources" in box and "m 8 documents per corpus" in box

@@ -95,6 +95,21 @@ def test_comparison_box_reports_the_decision_and_the_resolved_model_differences(
     assert "not established" in box and "cannot be compared" in box and "1 of 2 corpora differ after Holm (PAPERS)" in box
 
 
+def test_claims_and_orders_of_incomplete_cells_are_provisional(study):
+    from docgrad.presentation import tables
+
+    _, decomps, _ = study
+    long = ["BOOKS", "CODE", "PAPERS"]
+    pairs = resolve_pairs({k: decomps[k].R for k in long}, {k: decomps[k].draws["doc"]["R"] for k in long}, long)
+    claims = de.ordering_claims(pairs, decomps, incomplete={"CODE": (6, 8)})
+    assert all(c.status == ev.PROVISIONAL and c.text.startswith("Provisional (CODE 6/8 documents): ")
+               for c in claims)
+    orders = tables.pair_order_frame({"m": pairs, "g": pairs}, {"m": {"incomplete": {"CODE": [6, 8]}},
+                                                                "g": {"incomplete": {}}})
+    assert orders.loc["BOOKS − CODE", "m"] == "provisional: BOOKS > CODE"
+    assert orders.loc["BOOKS − CODE", "g"] == "BOOKS > CODE"
+
+
 def test_comparison_box_reads_no_ordering_of_a_model_whose_cells_lack_documents():
     dec = {"m": {"point_order": ["A", "B"], "status": "not read (cells incomplete)", "resolved": ["A > B"],
                  "against_published": "not compared", "incomplete": {"A": [32, 48]}},

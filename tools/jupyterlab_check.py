@@ -1,6 +1,6 @@
 """Open pages in a real JupyterLab, headless, and check what a user sees: each opens without a dialog, its cells
-run to the end without an error, and its charts are interactive (Vega views drawn by the live widget renderer,
-not the static PNG).
+run to the end without an error, its charts are interactive (Vega views drawn by the live widget renderer,
+not the static PNG), and a chart with sliders (page 04's explorer) redraws when one moves.
 
     .venv/bin/python tools/jupyterlab_check.py [--notebook notebooks/01_loss_reduction.ipynb | --all] [--shot out.png]
 
@@ -90,9 +90,35 @@ def check_page(page, port: int, notebook: str, timeout: float, shot: str | None)
                              "'vnd.vegalite')).length")
     out.append(("charts are live Vega views", live > 0 or n_charts == 0, f"{live} interactive charts"))
     out.append(("no widget errors", widget_errors == 0, ""))
+    out += check_sliders(page)
     if shot:
         page.screenshot(path=shot, full_page=False)
     return out
+
+
+def check_sliders(page) -> list[tuple[str, bool, str]]:
+    """A page whose live charts bind sliders (page 04's explorer): moving the first slider to its far end
+    redraws its chart (the chart's pixels before and after differ) and raises no error. None: no check."""
+    from playwright.sync_api import Error
+
+    sliders = page.locator(".jp-OutputArea-output .vega-embed .vega-bindings input[type=range]")
+    n = sliders.count()
+    if n == 0:
+        return []
+    chart = sliders.first.locator("xpath=ancestor::div[contains(concat(' ', @class, ' '), ' vega-embed ')][1]")
+    try:
+        chart.scroll_into_view_if_needed(timeout=30_000)
+        before = chart.screenshot(timeout=30_000)
+        sliders.first.evaluate("e => { e.value = e.max; e.dispatchEvent(new Event('input', {bubbles: true}));"
+                               " e.dispatchEvent(new Event('change', {bubbles: true})); }")
+        time.sleep(2)
+        after = chart.screenshot(timeout=30_000)
+    except Error as e:
+        return [("live sliders redraw their chart", False, f"{n} sliders; {type(e).__name__}: {str(e)[:120]}")]
+    errors = page.locator(".jp-OutputArea-output .vega-embed :text('Error')").count()
+    return [("live sliders redraw their chart", before != after and errors == 0,
+             f"{n} sliders; the chart {'changed' if before != after else 'did not change'} when the first moved"
+             + (f"; {errors} errors" if errors else ""))]
 
 
 def main() -> int:

@@ -150,17 +150,20 @@ def source_lines(d, S_cross: float, per_doc: pd.DataFrame) -> list[str]:
     """BOOKS-like cells whose documents share sources: the populations, the same-source mean inner products
     against the cross-source one and the pooled S_cross, per-document ρ_long by source, and R(16K) of each
     source alone against all together (d: CellDecomposition; per_doc: tables.per_doc_by_source, by source)."""
-    shared = list(d.shared_sources)
+    pm, by_src = d.pair_means, {r["source"]: r for r in d.by_source}
+    shared = [s_ for s_ in d.shared_sources if s_ in pm]   # sources whose documents met in one result file
     if len(shared) < 2:
         return []
-    pm, by_src = d.pair_means, {r["source"]: r for r in d.by_source}
     hi_s, lo_s = sorted(shared, key=lambda s_: -pm[s_])[:2]
     singles = [s_ for s_ in dict.fromkeys(d.sources) if s_ not in d.shared_sources]
+    apart = [s_ for s_ in d.shared_sources if s_ not in pm]
     pds = per_doc.set_index("source")
-    higher = by_src["all"]["R"] > max(by_src[s_]["R"] for s_ in shared)
+    higher = by_src["all"]["R"] > np.nanmax([by_src[s_]["R"] for s_ in shared])
     return [
-        f"**{d.corpus}: {d.n_sources} sources.** " + ", ".join(f"{s_} ({n})" for s_, n in d.shared_sources.items())
-        + (", and " + ", ".join(singles) if singles else "") + ".",
+        f"**{d.corpus}: {d.n_sources} sources.** " + ", ".join(f"{s_} ({d.shared_sources[s_]})" for s_ in shared)
+        + (", and " + ", ".join(singles) if singles else "") + "."
+        + (f" ({', '.join(apart)} share a source across result files, so no pair of their documents was measured.)"
+           if apart else ""),
         f"Two chunks of different documents of {hi_s} have a mean inner product of {sig(pm[hi_s])}, "
         f"{sig(pm[hi_s] / pm[lo_s], 2)} times the {sig(pm[lo_s])} of {lo_s}; between sources it is "
         f"{sig(pm['cross-source'])}. The pooled S_cross ({sig(S_cross)}) lies between them.",

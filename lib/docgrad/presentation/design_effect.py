@@ -218,13 +218,15 @@ def _scoped(claim: Claim, pair: Mapping, decomps: Mapping[str, CellDecomposition
 
 
 def ordering_claims(pairs: Sequence[dict], decomps: Mapping[str, CellDecomposition],
-                    leave_one_out: Mapping[str, dict] | None = None) -> list[Claim]:
+                    leave_one_out: Mapping[str, dict] | None = None,
+                    incomplete: Mapping[str, Sequence[int]] | None = None) -> list[Claim]:
     """The ordering of one model's corpora, pair by pair under Holm over `pairs` (the family;
     docgrad.core.orderings.resolve_pairs; a resolved pair with a corpus clustered by source is scoped to its
     documents),
     then two follow-ups outside the Holm family, each at 95%: a resolved pair's difference without the leading
     corpus's most influential document (`leave_one_out`: {corpus: {'title', 'R', 'draws'}}), and BOOKS against
-    CODE with the source term removed."""
+    CODE with the source term removed. With `incomplete` cells ({corpus: (measured, held)}) every claim is
+    provisional (evidence.provisional): the rule reads complete cells only."""
     out = [_scoped(c, p, decomps) for c, p in zip(ev.pair_claims("R(16K)", pairs), pairs)]
     for p in pairs:
         if not p["resolved"] or CONTROL in (p["a"], p["b"]):
@@ -242,7 +244,7 @@ def ordering_claims(pairs: Sequence[dict], decomps: Mapping[str, CellDecompositi
         iv = difference_interval(b.draws["doc"]["R_within"], c.draws["doc"]["R_within"])
         out.append(ev.difference("Without the source term, R(16K)", "BOOKS", "CODE", b.R_within - c.R_within,
                                  iv["ci"], family="outside the Holm family, 95%"))
-    return out
+    return [ev.provisional(c, incomplete) for c in out] if incomplete else out
 
 
 def code_rho_claim(ours: float, ours_ci, published_cells) -> Claim:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 RESOLVED, NOT_RESOLVED, NOT_MEASURED, EQUIVALENT = "resolved", "not resolved", "not measured", "equivalent"
+PROVISIONAL = "provisional"     # computed on cells that still lack documents: shown, never read as a conclusion
 PASSES, FAILS, STRADDLES = "passes", "fails", "passes on its point estimate only"
 RESULT_BOX_WORDS = 120
 
@@ -62,6 +63,13 @@ def documents_per_corpus(counts: Mapping[str, Sequence[int]],
     short = [f"{lab} " + ", ".join(f"{k} {a}/{b}" for k, (a, b) in per.items())
              for lab, per in (incomplete or {}).items() if per]
     return out + (f" (provisional: {'; '.join(short)})" if short else "")
+
+
+def provisional(claim: Claim, incomplete: Mapping[str, Sequence[int]]) -> Claim:
+    """A claim computed on cells that lack documents ({corpus: (measured, held)}): status PROVISIONAL and the
+    counts in front, so no sentence reads as a conclusion before the data it was stated for are in."""
+    counts = ", ".join(f"{k} {a}/{b}" for k, (a, b) in incomplete.items())
+    return Claim(PROVISIONAL, f"Provisional ({counts} documents): {claim.text}")
 
 
 def _has(ci) -> bool:

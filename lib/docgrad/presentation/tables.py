@@ -141,6 +141,16 @@ def page_inputs_lines(results_dir, documents: str, chunk: int, resamples: int, p
     return lines
 
 
+def pair_order_frame(pairs: dict, decisions: dict) -> pd.DataFrame:
+    """Rows: pairs 'A − B'; columns: models; values: the pair's order under Holm ('A > B' or 'not resolved'),
+    marked 'provisional: ' for a model whose decision was not read because its cells lack documents.
+    pairs: {model: core.orderings.resolve_pairs}; decisions: {model: ordering_decision}."""
+    rows = [{"model": lab, "pair": f"{p['a']} − {p['b']}",
+             "order": ("provisional: " if decisions.get(lab, {}).get("incomplete") else "") + p["order"]}
+            for lab, ps in pairs.items() for p in ps]
+    return pd.DataFrame(rows, columns=["model", "pair", "order"]).pivot(index="pair", columns="model", values="order")
+
+
 def subset_frame(full: dict, subset: dict, name: str) -> pd.DataFrame:
     """Per model and corpus: R(16K) with its 95% interval over the page's documents beside the same over a subset
     of them (`name`, e.g. 'docs 0:16', the published design), with both document counts. full, subset: {model

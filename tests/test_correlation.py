@@ -96,6 +96,8 @@ def test_documents_and_source_lines_for_a_corpus_of_few_sources(tmp_path):
                          for s_, n in [("A", 3), ("P", 2), ("B", 3)]])
     lines = co.source_lines(split, 1.0, per2)       # P's two documents sit in different result files
     assert lines[0].startswith("**BOOKS: 3 sources.** A (3), B (3)") and "(P share a source across result" in lines[0]
+    box = co.documents_box("m", {}, {"BOOKS": split})
+    assert "(A)" in box and "(P)" not in box                        # P's documents never met in one file
     loo = {"BOOKS": {"dR_frac": -0.1, "title": "Emma", "doc": 0}}
     box = co.documents_box("m", loo, {"BOOKS": d})
     assert "at most 10% (BOOKS: Emma)" in box and "8 documents are 3 sources" in box and "m 8 documents per corpus" in box

@@ -450,3 +450,18 @@ def test_R_from_rho_is_kish_for_a_flat_profile_and_the_block_estimator_over_the_
     s = next(iter(load_cells(tmp_path).values())).sums["all"]
     e = bs.estimate(s, np.ones(6), 512)
     assert bs.R_from_rho(e["rho"][0], 32) == pytest.approx(e["R"][0, -1])
+
+
+def test_a_decomposition_gives_no_interval_where_documents_are_too_few_or_draws_mostly_not_finite(tmp_path):
+    from docgrad.results.cell_decomposition import decompose_cell
+
+    rng = np.random.default_rng(5)
+    n, m = 3, 8
+    X = rng.standard_normal((n * m, 20)) + 0.3
+    d = decompose_cell(_cell(tmp_path, X @ X.T, n, m, chunk=1024), ["a", "b", "c"], 200, 0, window=8192)
+    assert d.intervals["doc"]["R"] == [None, None] and d.intervals["source"]["R"] == [None, None]   # 3 documents
+    n = 5
+    X = rng.standard_normal((n * m, 20)) + 0.3
+    d = decompose_cell(_cell(tmp_path, X @ X.T, n, m, "five", chunk=1024), list("abcde"), 200, 0, window=8192)
+    assert d.intervals["doc"]["R"][0] is not None
+    assert (d.nonfinite["doc"]["R"] > 0.05) == (d.intervals["doc"]["R"] == [None, None])

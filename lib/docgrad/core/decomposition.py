@@ -53,7 +53,7 @@ from typing import Sequence
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.constants import CI_LEVEL, HEADLINE_WINDOW, MIN_INTERVAL_DOCS
+from docgrad.core.constants import CI_LEVEL, HEADLINE_WINDOW, MAX_NONFINITE_DRAWS, MIN_INTERVAL_DOCS
 
 
 def same_source_pair_fraction(sources: Sequence[str]) -> float:
@@ -192,7 +192,8 @@ def by_source(s: bs.BlockSums, sources: Sequence[str], chunk: int, window: int =
     are NaN. Rows: source, n_docs, S_cross, sigma2, rho_long, R (at window), mean_gradient_share, and R_ci: the
     95% percentile interval of R over `resamples` document-bootstrap draws within the source (its n_s documents
     drawn with replacement from `rng`, sources in first-seen order), None for 'all' (the cell's own interval is
-    the document bootstrap's), without draws, or with fewer than MIN_INTERVAL_DOCS documents."""
+    the document bootstrap's), without draws, with fewer than MIN_INTERVAL_DOCS documents or more than
+    MAX_NONFINITE_DRAWS of the draws not finite."""
     code, names = source_codes(sources)
     j = window_column(s, chunk, window)
     rows = []
@@ -204,7 +205,9 @@ def by_source(s: bs.BlockSums, sources: Sequence[str], chunk: int, window: int =
         if rng is not None and resamples and name != "all" and members.size >= MIN_INTERVAL_DOCS:
             w = np.zeros((resamples, len(code)))
             w[:, members] = bs.counts_from_indices(bs.resample_indices(rng, members.size, resamples), members.size)
-            ci = [float(x) for x in bs.percentile_ci(bs.estimate(s, w, chunk)["R"][:, j], CI_LEVEL)]
+            R = bs.estimate(s, w, chunk)["R"][:, j]
+            if np.mean(~np.isfinite(R)) <= MAX_NONFINITE_DRAWS:
+                ci = [float(x) for x in bs.percentile_ci(R, CI_LEVEL)]
         rows.append({"source": name, "n_docs": int(c.sum()), "S_cross": S, "sigma2": s2,
                      "rho_long": float(e["rho_long"][0]), "R": float(e["R"][0, j]), "R_ci": ci,
                      "mean_gradient_share": mean_gradient_share(S, s2)})

@@ -240,7 +240,7 @@ def documents_box(label: str, loo: Mapping[str, dict], decomps: Mapping[str, obj
         answer.append(f"Leaving out one document moves R(16K) by at most {abs(loo[k]['dR_frac']):.0%} ({k}: "
                       f"{loo[k]['title'] or 'document ' + str(loo[k]['doc'])}).")
     for k, d in decomps.items():
-        shared = list(d.shared_sources)
+        shared = [s_ for s_ in d.shared_sources if s_ in d.pair_means]   # documents that met in one file
         if len(shared) < 2:
             continue
         by_src = {r["source"]: r for r in d.by_source}

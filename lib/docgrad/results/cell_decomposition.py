@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.constants import BOOTSTRAP_SEED, CI_LEVEL, HEADLINE_WINDOW, RESAMPLES, RHO_BANDS
+from docgrad.core.constants import BOOTSTRAP_SEED, HEADLINE_WINDOW, MIN_INTERVAL_DOCS, RESAMPLES, RHO_BANDS
 from docgrad.core.decomposition import (
     DECOMP_KEYS,
     by_source,
@@ -27,7 +27,7 @@ from docgrad.core.decomposition import (
 )
 from docgrad.corpora.provenance import document_sources
 from docgrad.results.cells import load_cells
-from docgrad.results.stats import cell_rng, check_resamples
+from docgrad.results.stats import cell_rng, check_resamples, defined_ci
 
 
 @dataclass
@@ -111,7 +111,8 @@ def decompose_cell(cell, sources: Sequence[str], resamples: int = RESAMPLES, see
         for kind, c in counts.items():
             dr = _boot_stats(s, sources, C, c, j)
             out.draws[kind] = dr
-            out.intervals[kind] = {k: bs.percentile_ci(v, CI_LEVEL) for k, v in dr.items()}
+            few = len(s.n) < MIN_INTERVAL_DOCS      # too few documents; defined_ci: too many non-finite draws
+            out.intervals[kind] = {k: [None, None] if few else defined_ci(v) for k, v in dr.items()}
             out.nonfinite[kind] = {k: float(np.mean(~np.isfinite(v))) for k, v in dr.items()}
             fin = dr["R"][np.isfinite(dr["R"])]
             out.support[kind] = {"distinct": int(np.unique(fin).size), "min": float(fin.min()) if fin.size else None,

@@ -97,8 +97,8 @@ def check_page(page, port: int, notebook: str, timeout: float, shot: str | None)
 
 
 def check_sliders(page) -> list[tuple[str, bool, str]]:
-    """A page whose live charts bind sliders (page 04's explorer): moving the first slider to its far end
-    redraws its chart (the chart's pixels before and after differ) and raises no error. None: no check."""
+    """A page whose live charts bind sliders (page 04's explorer): moving the first slider to its other end
+    (the minimum, or the maximum when it starts there) redraws its chart (the chart's pixels before and after differ) and raises no error. None: no check."""
     from playwright.sync_api import Error
 
     sliders = page.locator(".jp-OutputArea-output .vega-embed .vega-bindings input[type=range]")
@@ -109,7 +109,8 @@ def check_sliders(page) -> list[tuple[str, bool, str]]:
     try:
         chart.scroll_into_view_if_needed(timeout=30_000)
         before = chart.screenshot(timeout=30_000)
-        sliders.first.evaluate("e => { e.value = e.max; e.dispatchEvent(new Event('input', {bubbles: true}));"
+        sliders.first.evaluate("e => { e.value = e.value === e.min ? e.max : e.min;"
+                               " e.dispatchEvent(new Event('input', {bubbles: true}));"
                                " e.dispatchEvent(new Event('change', {bubbles: true})); }")
         time.sleep(2)
         after = chart.screenshot(timeout=30_000)
@@ -117,7 +118,8 @@ def check_sliders(page) -> list[tuple[str, bool, str]]:
         return [("live sliders redraw their chart", False, f"{n} sliders; {type(e).__name__}: {str(e)[:120]}")]
     errors = page.locator(".jp-OutputArea-output .vega-embed :text('Error')").count()
     return [("live sliders redraw their chart", before != after and errors == 0,
-             f"{n} sliders; the chart {'changed' if before != after else 'did not change'} when the first moved"
+             f"{n} sliders; the chart {'changed' if before != after else 'did not change'} when the first moved to "
+             f"{sliders.first.input_value()}"
              + (f"; {errors} errors" if errors else ""))]
 
 

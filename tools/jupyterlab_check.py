@@ -53,7 +53,9 @@ def check_page(page, port: int, notebook: str, timeout: float, shot: str | None)
 
     out = []
     try:
-        page.goto(f"http://127.0.0.1:{port}/lab/tree/{notebook}", timeout=120_000)
+        # ?reset: a fresh workspace, so no tab of an earlier page is restored beside this one (its outputs
+        # would be counted by the checks below)
+        page.goto(f"http://127.0.0.1:{port}/lab/tree/{notebook}?reset", timeout=120_000)
         page.wait_for_function(KERNEL_IDLE, timeout=120_000)
     except Error as e:
         return [("opens with its kernel idle", False, f"not within 120 s ({type(e).__name__})")]
@@ -101,7 +103,8 @@ def check_sliders(page) -> list[tuple[str, bool, str]]:
     (the minimum, or the maximum when it starts there) redraws its chart (the chart's pixels before and after differ) and raises no error. None: no check."""
     from playwright.sync_api import Error
 
-    sliders = page.locator(".jp-OutputArea-output .vega-embed .vega-bindings input[type=range]")
+    sliders = page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output .vega-embed .vega-bindings "
+                           "input[type=range]")
     n = sliders.count()
     if n == 0:
         return []

@@ -728,6 +728,13 @@ def test_page_parameters_out_of_range_are_refused_before_the_kernel_starts(name,
         N.validate_parameters(source, {name: value})
 
 
+def test_page_04s_published_documents_range_is_checked_before_the_kernel_starts():
+    source = ROOT / "notebooks" / "04_design_effect.py"
+    with pytest.raises(N.ParameterError, match=re.escape("parameter 'published_documents' = '16:0'")):
+        N.validate_parameters(source, {"published_documents": "16:0"})
+    assert N.validate_parameters(source, {"published_documents": "0:8"}) == {"published_documents": "0:8"}
+
+
 def test_page_02_sketch_buckets_are_range_checked_before_the_kernel_starts():
     source = ROOT / "notebooks" / "02_sketching.py"
     with pytest.raises(N.ParameterError, match="16 to 4194304 buckets"):

@@ -212,7 +212,7 @@ def _check_range(name: str, value, listing: str) -> None:
 
     if isinstance(value, bool):
         return
-    if name == "documents" and isinstance(value, str):
+    if name.endswith("documents") and isinstance(value, str):      # documents, published_documents
         try:
             parse_docs(value)
         except ResultFileError:

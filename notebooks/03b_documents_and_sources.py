@@ -126,7 +126,7 @@ for k, d in decomp.items():
                                       "source_a": d.sources[i], "source_b": d.sources[j]}
                                      for i, a in enumerate(d.doc_ids) for j, b in enumerate(d.doc_ids)]))
 sources_df = pd.DataFrame(src_rows, columns=["corpus", "doc", "source"])
-pairs_df = pd.concat(pair_frames, ignore_index=True)
+pairs_df = pd.concat(pair_frames, ignore_index=True).dropna(subset=["ratio"])   # pairs across result files: never measured
 positive = bool((pairs_df["ratio"] > 0).all())   # a log scale only for positive ratios
 heat = alt.Chart(pairs_df).mark_rect().encode(
     x=alt.X("doc_a:O", title="document"), y=alt.Y("doc_b:O", title="document"),

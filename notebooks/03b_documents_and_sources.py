@@ -32,42 +32,32 @@ documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cel
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 
 import altair as alt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad import models as model_registry
-from docgrad.core import decomposition
-from docgrad.core.constants import CONTROL
-from docgrad.corpora import build as corpora_build
-from docgrad.corpora import provenance
-from docgrad.measure import model_facts
-from docgrad.presentation import correlation, tables
-from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.runtime.study_page import StudyPage
-
-page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+page = dg.StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
 page_models, study, first = page.models, page.study, page.models[0]
 report, missing = page.reports[first.label], page.missing[first.label]
 label, manifest = first.label, first.manifest
 cells_by = {c.corpus: c for c in report.cells}
 decomp = study.decompositions(first, list(cells_by))
 order = list(corpora)
-color = corpus_color(order)
+color = dg.corpus_color(order)
 corpus_docs = pd.concat([t[t["doc"].isin(cells_by[k].doc_ids)] for k in cells_by
-                         for t in [corpora_build.corpus_table(manifest, corpora=[k])]
+                         for t in [dg.corpora_build.corpus_table(manifest, corpora=[k])]
                          if k in study.manifest(first).get("corpora", {})] or
                         [pd.DataFrame(columns=["corpus", "doc", "title", "tokens"])], ignore_index=True)
-influence = tables.influence_frame(decomp, corpus_docs)
-loo_facts = tables.leave_one_out_facts(tables.top_influences(influence, 1), influence, cells_by, decomp)
+influence = dg.tables.influence_frame(decomp, corpus_docs)
+loo_facts = dg.tables.leave_one_out_facts(dg.tables.top_influences(influence, 1), influence, cells_by, decomp)
 
 # %% tags=["hide-input"]
-display(Markdown(correlation.documents_box(label, loo_facts, decomp)))
+display(Markdown(dg.correlation.documents_box(label, loo_facts, decomp)))
 
 # %% [markdown]
 # ## Which documents carry the correlation
@@ -76,17 +66,17 @@ display(Markdown(correlation.documents_box(label, loo_facts, decomp)))
 # mean driven by a few documents shows as a long upper tail; hover a point for the document.
 
 # %%
-per_doc = tables.per_doc_frame(report).merge(corpus_docs[["corpus", "doc", "title"]], on=["corpus", "doc"],
+per_doc = dg.tables.per_doc_frame(report).merge(corpus_docs[["corpus", "doc", "title"]], on=["corpus", "doc"],
                                             how="left").fillna({"title": ""})
-pick4 = legend_pick()
+pick4 = dg.legend_pick()
 strip = alt.Chart(per_doc).mark_circle(size=60).encode(
     x=alt.X("corpus:N", sort=order, title=None), y=alt.Y("rho_long:Q", title="per-document ρ_long"),
-    xOffset=alt.XOffset("doc:N", title="document"), color=color, opacity=highlight(pick4, 0.9, 0.1),
+    xOffset=alt.XOffset("doc:N", title="document"), color=color, opacity=dg.highlight(pick4, 0.9, 0.1),
     tooltip=["corpus:N", "doc:Q", "title:N", alt.Tooltip("rho_long:Q", format=".4f")],
 ).add_params(pick4).properties(width=420, height=280)
-display(save_chart(strip, "03b_rho_long_per_document", figures_dir))
-tables.three_significant(per_doc.sort_values("rho_long", ascending=False).groupby("corpus", sort=False).head(3)
-                         [["corpus", "doc", "title", "rho_long"]])
+display(dg.save_chart(strip, "03b_rho_long_per_document", figures_dir))
+dg.tables.three_significant(per_doc.sort_values("rho_long", ascending=False).groupby("corpus", sort=False).head(3)
+                            [["corpus", "doc", "title", "rho_long"]])
 
 # %% [markdown]
 # ## Leave one document out
@@ -96,15 +86,15 @@ tables.three_significant(per_doc.sort_values("rho_long", ascending=False).groupb
 # below 0 is a document that raises $R$. Page 04c gives the interval of the largest move.
 
 # %%
-pick5 = legend_pick()
+pick5 = dg.legend_pick()
 chart_loo = alt.Chart(influence).mark_bar().encode(
     x=alt.X("doc:O", title="document"), y=alt.Y("dR:Q", title="R(16K) without it − R(16K)"), color=color,
-    opacity=highlight(pick5, 0.9, 0.15),
+    opacity=dg.highlight(pick5, 0.9, 0.15),
     tooltip=["corpus:N", "doc:Q", "title:N", "source:N", alt.Tooltip("R_without:Q", format=".3f"),
              alt.Tooltip("dR:Q", format="+.3f"), alt.Tooltip("dR_frac:Q", format="+.1%")],
 ).add_params(pick5).properties(width=170, height=220).facet(column=alt.Column("corpus:N", sort=order, title=None))
-display(save_chart(chart_loo, "03b_leave_one_out", figures_dir))
-loo_lines = correlation.leave_one_out_lines(loo_facts)
+display(dg.save_chart(chart_loo, "03b_leave_one_out", figures_dir))
+loo_lines = dg.correlation.leave_one_out_lines(loo_facts)
 display(Markdown("\n".join(f"- {s}" for s in loo_lines)))
 
 # %% [markdown]
@@ -120,7 +110,7 @@ display(Markdown("\n".join(f"- {s}" for s in loo_lines)))
 pair_frames, src_rows = [], []
 for k, d in decomp.items():
     src_rows += [{"corpus": k, "doc": doc, "source": s_} for doc, s_ in zip(d.doc_ids, d.sources)]
-    M = decomposition.document_pair_means(study.cell(first, k).sums["all"])
+    M = dg.decomposition.document_pair_means(study.cell(first, k).sums["all"])
     S = cells_by[k].all.S_cross
     pair_frames.append(pd.DataFrame([{"corpus": k, "doc_a": a, "doc_b": b, "ratio": M[i, j] / S,
                                       "source_a": d.sources[i], "source_b": d.sources[j]}
@@ -134,9 +124,9 @@ heat = alt.Chart(pairs_df).mark_rect().encode(
                     scale=alt.Scale(scheme="viridis", type="log" if positive else "linear")),
     tooltip=["corpus:N", "doc_a:Q", "source_a:N", "doc_b:Q", "source_b:N", alt.Tooltip("ratio:Q", format=".2f")],
 ).properties(width=170, height=170).facet(column=alt.Column("corpus:N", sort=order, title=None))
-display(save_chart(heat, "03b_document_pairs", figures_dir))
-src_lines = [line for k, d in decomp.items() for line in correlation.source_lines(
-    d, cells_by[k].all.S_cross, tables.per_doc_by_source(cells_by[k].rho_long_per_doc, d.doc_ids, d.sources))]
+display(dg.save_chart(heat, "03b_document_pairs", figures_dir))
+src_lines = [line for k, d in decomp.items() for line in dg.correlation.source_lines(
+    d, cells_by[k].all.S_cross, dg.tables.per_doc_by_source(cells_by[k].rho_long_per_doc, d.doc_ids, d.sources))]
 display(Markdown("\n\n".join(src_lines) or "No corpus has two sources with several documents each."))
 
 # %% [markdown]
@@ -149,9 +139,9 @@ display(Markdown("\n\n".join(src_lines) or "No corpus has two sources with sever
 # with one document cannot be told apart from that document, so its part counts as document.
 
 # %%
-parts = tables.decomposition_frame(decomp)[["corpus", "n_sources", "shared_sources", "rho_src", "rho_doc",
-                                            "rho_chunk"]]
-parts_text = correlation.parts_lines(parts)
+parts = dg.tables.decomposition_frame(decomp)[["corpus", "n_sources", "shared_sources", "rho_src", "rho_doc",
+                                               "rho_chunk"]]
+parts_text = dg.correlation.parts_lines(parts)
 display(Markdown("\n".join(f"- {s}" for s in parts_text)))
 
 # %% [markdown]
@@ -164,13 +154,13 @@ display(Markdown("\n".join(f"- {s}" for s in parts_text)))
 # %% tags=["hide-input"]
 mdescs = {}
 for m in page_models:
-    spec = model_registry.offline_model(m.model)
+    spec = dg.models.offline_model(m.model)
     try:                    # an offline model's file, sha256-checked; a hub model has no file described here
-        mdescs[m.label] = model_facts.model_description(model=spec.name) if spec is not None else None
+        mdescs[m.label] = dg.model_facts.model_description(model=spec.name) if spec is not None else None
     except Exception as e:  # its wheels are not installed here: say so instead of describing it
         mdescs[m.label] = None
         display(Markdown(f"**{m.label}**: the model file is not available here ({type(e).__name__}: {e})."))
-display(Markdown("\n\n".join(correlation.model_lines(lab, md, study.group_sizes(m).get("other"), chunk)
+display(Markdown("\n\n".join(dg.correlation.model_lines(lab, md, study.group_sizes(m).get("other"), chunk)
                              for (lab, md), m in zip(mdescs.items(), page_models) if md is not None)))
 
 # %% [markdown]
@@ -182,14 +172,14 @@ display(Markdown("\n\n".join(correlation.model_lines(lab, md, study.group_sizes(
 # %% tags=["hide-input"]
 ctrl = None
 try:
-    ctrl = provenance.control_facts(manifest, CONTROL, chunk,
-                                    doc_ids=cells_by[CONTROL].doc_ids if CONTROL in cells_by else None)
+    ctrl = dg.provenance.control_facts(manifest, dg.CONTROL, chunk,
+                                       doc_ids=cells_by[dg.CONTROL].doc_ids if dg.CONTROL in cells_by else None)
 except (OSError, KeyError) as e:
     display(Markdown(f"No control record in the manifest ({type(e).__name__}: {e})."))
-c_ctrl = cells_by.get(CONTROL)
-ctrl_lines = correlation.control_lines(ctrl, chunk, c_ctrl.all.rho.get(chunk) if c_ctrl else None,
-                                       c_ctrl.all.rho_long if c_ctrl else None,
-                                       c_ctrl.all.R_16K if c_ctrl else None) if ctrl else []
+c_ctrl = cells_by.get(dg.CONTROL)
+ctrl_lines = dg.correlation.control_lines(ctrl, chunk, c_ctrl.all.rho.get(chunk) if c_ctrl else None,
+                                          c_ctrl.all.rho_long if c_ctrl else None,
+                                          c_ctrl.all.R_16K if c_ctrl else None) if ctrl else []
 display(Markdown("\n".join(f"- {s}" for s in ctrl_lines)))
 
 # %% [markdown]
@@ -205,13 +195,13 @@ corpus_docs.merge(sources_df.rename(columns={"source": "source label"}), on=["co
 numbers = {"results_dir": results_dir, "model": first.model, "revision": first.revision, "chunk": chunk,
            "resamples": resamples, "seed": seed, "documents": documents, "missing": missing,
            "rho_long_per_doc": {c.corpus: {str(d): v for d, v in c.rho_long_per_doc.items()} for c in report.cells},
-           "result_box": correlation.documents_box(label, loo_facts, decomp), "leave_one_out_top": loo_facts, "leave_one_out_lines": loo_lines,
+           "result_box": dg.correlation.documents_box(label, loo_facts, decomp), "leave_one_out_top": loo_facts, "leave_one_out_lines": loo_lines,
            "leave_one_out": influence.to_dict("records"), "source_lines": src_lines,
            "decomposition": {k: d.to_json() for k, d in decomp.items()}, "parts_lines": parts_text,
            "model_descriptions": mdescs, "group_sizes": study.group_sizes(first), "control": ctrl,
            "control_lines": ctrl_lines, "R_16K": {c.corpus: c.all.R_16K for c in report.cells},
            "rho": {c.corpus: c.all.rho for c in report.cells}}
-_ = save_numbers("03b_documents_and_sources", numbers, figures_dir)
+_ = dg.save_numbers("03b_documents_and_sources", numbers, figures_dir)
 
 # %% [markdown]
 # ## References
@@ -224,4 +214,4 @@ _ = save_numbers("03b_documents_and_sources", numbers, figures_dir)
 #   LNCS 2380, 693–703. (The count sketch behind the Gram matrices; notebook 02.)
 
 # %%
-versions()
+dg.versions()

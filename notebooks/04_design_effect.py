@@ -33,27 +33,20 @@ published_documents = "0:16"  # the published design's documents, shown beside (
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 
 import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad.presentation import design_effect, tables
-from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.presentation.explorer import explorer_chart, published_text
-from docgrad.results import published
-from docgrad.results.profiles import cell_profile
-from docgrad.runtime.study_page import StudyPage
-
-page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
-design = StudyPage(results_dir, models, corpora, published_documents, resamples, seed, chunk)
+page = dg.StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+design = page.within(published_documents)   # the published design's documents, from the same files
 page_models, study, reports, decomps = page.models, page.study, page.reports, page.decomps
 
 # %% tags=["hide-input", "headline"]
-display(Markdown(design_effect.result_box(reports, decomps, incomplete=page.incomplete)))
+display(Markdown(dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete)))
 
 # %% [markdown]
 # **What R is.** The design effect $R(W)$ is the gradient-noise variance of one block of $m$ consecutive chunks
@@ -74,11 +67,11 @@ display(Markdown("\n".join(page.inputs_lines())))
 
 # %% tags=["headline"]
 order = list(corpora)
-R = pd.concat([tables.R_frame(r) for r in reports.values()], ignore_index=True)
-both = published.beside_ours(R[R["group"] == "all"], published.R_by_window(), None, "W_tokens")
+R = pd.concat([dg.tables.R_frame(r) for r in reports.values()], ignore_index=True)
+both = dg.published.beside_ours(R[R["group"] == "all"], dg.published.R_by_window(), None, "W_tokens")
 both = both[both["corpus"].isin(order)]
-pick = legend_pick()
-color = corpus_color(order)
+pick = dg.legend_pick()
+color = dg.corpus_color(order)
 xW = alt.X("W_tokens:Q", title="window W (tokens)", scale=alt.Scale(type="log", base=2),
            axis=alt.Axis(values=[512, 1024, 2048, 4096, 8192, 16384]))
 tip = ["source:N", "corpus:N", "W_tokens:Q", alt.Tooltip("R:Q", format=".3f"),
@@ -86,12 +79,12 @@ tip = ["source:N", "corpus:N", "W_tokens:Q", alt.Tooltip("R:Q", format=".3f"),
 base = alt.Chart(both)
 chart_R = alt.layer(   # the selection lives on the first layer that encodes colour (the line; its legend)
     base.mark_line(point=True).encode(x=xW, y=alt.Y("R:Q", title="R(W)"), color=color, tooltip=tip,
-                                      opacity=highlight(pick)).add_params(pick),
+                                      opacity=dg.highlight(pick)).add_params(pick),
     base.mark_errorbar(ticks=True).encode(x=xW, y=alt.Y("lo:Q", title="R(W)"), y2="hi:Q", color=color,
-                                          opacity=highlight(pick, 0.8, 0.08)),
+                                          opacity=dg.highlight(pick, 0.8, 0.08)),
 ).properties(width=260, height=240).facet(
     column=alt.Column("source:N", title=None, sort=list(dict.fromkeys(both["source"]))))
-display(save_chart(chart_R, "04_R_by_window", figures_dir))
+display(dg.save_chart(chart_R, "04_R_by_window", figures_dir))
 
 # %% [markdown]
 # ## Headline: R(16K) and R_rel
@@ -103,7 +96,7 @@ display(save_chart(chart_R, "04_R_by_window", figures_dir))
 # differ, so compare $R$ across them (page 04c).
 
 # %% tags=["headline"]
-headline = tables.headline_table(list(reports.values()), published.cells(), published.r_rel(), sources=decomps)
+headline = dg.tables.headline_table(list(reports.values()), dg.published.cells(), dg.published.r_rel(), sources=decomps)
 headline.set_index("corpus")
 
 # %% [markdown]
@@ -111,7 +104,7 @@ headline.set_index("corpus")
 # of each source alone (documents resampled within the source).
 
 # %% tags=["hide-input"]
-sources_said = {lab: design_effect.source_lines(d) for lab, d in decomps.items()}
+sources_said = {lab: dg.design_effect.source_lines(d) for lab, d in decomps.items()}
 display(Markdown("\n".join(f"- {lab}: {line}" for lab, lines in sources_said.items() for line in lines)))
 
 # %% [markdown]
@@ -120,7 +113,7 @@ display(Markdown("\n".join(f"- {lab}: {line}" for lab, lines in sources_said.ite
 # Where the two differ by more than their intervals suggest, a few documents carry the difference (page 04b).
 
 # %%
-beside = tables.subset_frame(reports, design.reports, f"docs {published_documents}")
+beside = dg.tables.subset_frame(reports, design.reports, f"docs {published_documents}")
 beside.set_index(["model", "corpus"])
 
 # %% [markdown]
@@ -130,7 +123,7 @@ beside.set_index(["model", "corpus"])
 
 # %% tags=["hide-input"]
 report = reports[page_models[0].label]
-display(Markdown("\n".join(f"- {s}" for s in [*tables.reading(report), *tables.effective_chunks_notes(report)])))
+display(Markdown("\n".join(f"- {s}" for s in [*dg.tables.reading(report), *dg.tables.effective_chunks_notes(report)])))
 
 # %% [markdown]
 # ## Gates and verdict
@@ -142,9 +135,9 @@ display(Markdown("\n".join(f"- {s}" for s in [*tables.reading(report), *tables.e
 # ([docs/methods.md](../docs/methods.md#gates-and-verdict)).
 
 # %% tags=["hide-input"]
-g2 = design_effect.gate_claims(reports)
+g2 = dg.design_effect.gate_claims(reports)
 display(Markdown("\n".join(f"- {c}" for c in g2)))
-gates_table = pd.concat([tables.gates_frame(r).assign(model=lab) for lab, r in reports.items()],
+gates_table = pd.concat([dg.tables.gates_frame(r).assign(model=lab) for lab, r in reports.items()],
                         ignore_index=True)[["model", "gate", "status", "measured"]]
 with pd.option_context("display.max_colwidth", 200):
     display(gates_table)
@@ -160,12 +153,12 @@ with pd.option_context("display.max_colwidth", 200):
 # sets the design effect of a long window. The formulas are in `docgrad.presentation.explorer`.
 
 # %%
-profiles = [cell_profile(study.cell(m, c.corpus), m.label, resamples, seed) for m in page_models
+profiles = [dg.profiles.cell_profile(study.cell(m, c.corpus), m.label, resamples, seed) for m in page_models
             for c in reports[m.label].cells]
-explorer = explorer_chart(pd.concat([p[0] for p in profiles], ignore_index=True),
-                          pd.concat([p[1] for p in profiles], ignore_index=True),
-                          published_text(published.R_by_window()), chunk)
-display(save_chart(explorer, "04_explorer", figures_dir))
+explorer = dg.explorer.explorer_chart(pd.concat([p[0] for p in profiles], ignore_index=True),
+                                      pd.concat([p[1] for p in profiles], ignore_index=True),
+                                      dg.explorer.published_text(dg.published.R_by_window()), chunk)
+display(dg.save_chart(explorer, "04_explorer", figures_dir))
 
 # %% [markdown]
 # ## Where to read on
@@ -197,12 +190,12 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                               "R_rel": [x.to_json() for x in r.R_rel], "missing": page.missing[lab],
                               "gates": {k: {"status": g["status"], "summary": g["summary"]}
                                         for k, g in r.gates.items()},
-                              "reading": tables.reading(r), "effective_chunks_notes": tables.effective_chunks_notes(r),
+                              "reading": dg.tables.reading(r), "effective_chunks_notes": dg.tables.effective_chunks_notes(r),
                               "verdict": r.verdict, "verdict_detail": r.verdict_detail}
                         for lab, r in reports.items()},
-           "result_box": design_effect.result_box(reports, decomps, incomplete=page.incomplete),
+           "result_box": dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete),
            "gate_claims": [c.text for c in g2]}
-_ = save_numbers("04_design_effect", numbers, figures_dir)
+_ = dg.save_numbers("04_design_effect", numbers, figures_dir)
 
 # %% [markdown]
 # ## References
@@ -214,4 +207,4 @@ _ = save_numbers("04_design_effect", numbers, figures_dir)
 # - Efron, B., & Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*. New York: Chapman & Hall.
 
 # %%
-versions()
+dg.versions()

@@ -32,35 +32,28 @@ documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cel
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 
 import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad.core.constants import GROUPS
-from docgrad.core.decomposition import mean_gradient_share, without_groups
-from docgrad.presentation import design_effect, tables
-from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.results import published
-from docgrad.runtime.study_page import StudyPage
-
-page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+page = dg.StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
 page_models, study, reports, decomps = page.models, page.study, page.reports, page.decomps
 label = page.label                                # the model read in depth
 decomp = decomps[label]
-final = published.final_checkpoints()
+final = dg.published.final_checkpoints()
 final = final[final["corpus"].isin(corpora)]
-shares = {lab: {c.corpus: mean_gradient_share(c.all.S_cross, c.all.sigma2) for c in r.cells}
+shares = {lab: {c.corpus: dg.decomposition.mean_gradient_share(c.all.S_cross, c.all.sigma2) for c in r.cells}
           for lab, r in reports.items()}
-without_norms = {m.label: {k: without_groups(study.cell(m, k).sums, chunk, ["other"]) for k in decomps[m.label]
+without_norms = {m.label: {k: dg.decomposition.without_groups(study.cell(m, k).sums, chunk, ["other"]) for k in decomps[m.label]
                            if "other" in study.cell(m, k).sums} for m in page_models}
-pub_shares = final[final.corpus.isin(design_effect.LONG_DOCUMENT_CORPORA)]["mean_gradient_share"].tolist()
+pub_shares = final[final.corpus.isin(dg.design_effect.LONG_DOCUMENT_CORPORA)]["mean_gradient_share"].tolist()
 
 # %% tags=["hide-input"]
-display(Markdown(design_effect.drivers_box(label, decomp, shares[label], without_norms[label], pub_shares)))
+display(Markdown(dg.design_effect.drivers_box(label, decomp, shares[label], without_norms[label], pub_shares)))
 
 # %% [markdown]
 # ## Per parameter group
@@ -72,17 +65,17 @@ display(Markdown(design_effect.drivers_box(label, decomp, shares[label], without
 
 # %%
 order = list(corpora)
-color = corpus_color(order)
+color = dg.corpus_color(order)
 model_order = [m.label for m in page_models]
-groups_by_model = pd.concat([tables.group_frame(r) for r in reports.values()], ignore_index=True)
-gpick = legend_pick()
+groups_by_model = pd.concat([dg.tables.group_frame(r) for r in reports.values()], ignore_index=True)
+gpick = dg.legend_pick()
 chart_groups = alt.Chart(groups_by_model).mark_point(filled=True, size=70).encode(
-    x=alt.X("group:N", sort=list(GROUPS), title="parameter group"), y=alt.Y("R_16K:Q", title="R(16K) of the group"),
-    color=color, opacity=highlight(gpick, 1.0, 0.15),
+    x=alt.X("group:N", sort=list(dg.GROUPS), title="parameter group"), y=alt.Y("R_16K:Q", title="R(16K) of the group"),
+    color=color, opacity=dg.highlight(gpick, 1.0, 0.15),
     tooltip=["model:N", "corpus:N", "group:N", alt.Tooltip("R_16K:Q", format=".3f"),
              alt.Tooltip("share of sigma2:Q", format=".3f", title="share of σ²")],
 ).add_params(gpick).properties(width=240, height=220).facet(column=alt.Column("model:N", title=None, sort=model_order))
-display(save_chart(chart_groups, "04b_R_by_group_and_model", figures_dir))
+display(dg.save_chart(chart_groups, "04b_R_by_group_and_model", figures_dir))
 groups_by_model.pivot_table(index=["model", "corpus"], columns="group", values=["R_16K", "share of sigma2"],
                             sort=False).round(3)
 
@@ -102,14 +95,14 @@ groups_by_model.pivot_table(index=["model", "corpus"], columns="group", values=[
 # tick: $R_\text{within}$. This section and the next read the first model of `models` in depth.
 
 # %%
-comp = tables.R_components_frame(decomp)
-pick2 = legend_pick("component")
-ccolor = alt.Color("component:N", sort=list(tables.R_COMPONENTS), title="part of R_x(16K)",
-                   scale=alt.Scale(domain=list(tables.R_COMPONENTS),
+comp = dg.tables.R_components_frame(decomp)
+pick2 = dg.legend_pick("component")
+ccolor = alt.Color("component:N", sort=list(dg.tables.R_COMPONENTS), title="part of R_x(16K)",
+                   scale=alt.Scale(domain=list(dg.tables.R_COMPONENTS),
                                    range=["#bbbbbb", "#d62728", "#1f77b4", "#9ecae1"]))
 bars = alt.Chart(comp).mark_bar().encode(
     y=alt.Y("corpus:N", sort=order, title=None), x=alt.X("value:Q", stack="zero", title="R(16K)"),
-    color=ccolor, order=alt.Order("order:Q"), opacity=highlight(pick2, 1.0, 0.25),
+    color=ccolor, order=alt.Order("order:Q"), opacity=dg.highlight(pick2, 1.0, 0.25),
     tooltip=["corpus:N", "component:N", alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("R_x:Q", format=".3f"),
              alt.Tooltip("R:Q", format=".3f", title="study's R"), alt.Tooltip("R_within:Q", format=".3f")],
 ).add_params(pick2)
@@ -119,8 +112,8 @@ tick_R = alt.Chart(ticks).mark_tick(color="black", thickness=3, size=34, opacity
 tick_W = alt.Chart(ticks).mark_tick(color="white", thickness=3, size=34, opacity=1).encode(
     y=alt.Y("corpus:N", sort=order), x="R_within:Q",
     tooltip=[alt.Tooltip("R_within:Q", format=".3f", title="R without the source term")])
-display(save_chart((bars + tick_R + tick_W).properties(width=520, height=200), "04b_R_components", figures_dir))
-drive_lines = design_effect.decomposition_lines(decomp)
+display(dg.save_chart((bars + tick_R + tick_W).properties(width=520, height=200), "04b_R_components", figures_dir))
+drive_lines = dg.design_effect.decomposition_lines(decomp)
 display(Markdown("\n".join(f"- {s}" for s in drive_lines)))
 
 # %% [markdown]
@@ -135,9 +128,9 @@ display(Markdown("\n".join(f"- {s}" for s in drive_lines)))
 man = study.manifest(page_models[0])
 titles = {k: {int(d["doc"]): d["title"] for d in man.get("corpora", {}).get(k, {}).get("documents", [])}
           for k in decomp}
-rob_lines = design_effect.robustness_lines(decomp, titles)
+rob_lines = dg.design_effect.robustness_lines(decomp, titles)
 display(Markdown("\n".join(f"- {s}" for s in rob_lines)))
-tables.bootstrap_frame(decomp, stats=("R", "R_within")).round(3)
+dg.tables.bootstrap_frame(decomp, stats=("R", "R_within")).round(3)
 
 # %% [markdown]
 # ## The mean gradient and B_simple
@@ -149,41 +142,41 @@ tables.bootstrap_frame(decomp, stats=("R", "R_within")).round(3)
 # mean gradient. Log scale; ours with 95% intervals, the published final checkpoints without (none published).
 
 # %%
-bsf = pd.concat([tables.b_simple_frame(r, decomps[lab], final if lab == label else final.iloc[0:0])
+bsf = pd.concat([dg.tables.b_simple_frame(r, decomps[lab], final if lab == label else final.iloc[0:0])
                  for lab, r in reports.items()], ignore_index=True)
-pick3 = legend_pick()
+pick3 = dg.legend_pick()
 bx = alt.X("source:N", title=None, sort=list(dict.fromkeys(bsf["source"])))
 by = alt.Y("B_simple_shuf:Q", title="B_simple, shuffled chunks (tokens)", scale=alt.Scale(type="log"))
 chart_Bp = alt.layer(   # points first: the layer that draws the colour legend holds the selection
     alt.Chart(bsf).mark_point(filled=True, size=70).encode(
-        x=bx, y=by, xOffset="corpus:N", color=color, opacity=highlight(pick3, 1.0, 0.15),
+        x=bx, y=by, xOffset="corpus:N", color=color, opacity=dg.highlight(pick3, 1.0, 0.15),
         tooltip=["source:N", "corpus:N", alt.Tooltip("B_simple_shuf:Q", format=",.0f"),
                  alt.Tooltip("shuf_lo:Q", format=",.0f", title="95% lo"),
                  alt.Tooltip("shuf_hi:Q", format=",.0f", title="95% hi"),
                  alt.Tooltip("mean_gradient_share:Q", format=".4f", title="S/(S+σ²)")]).add_params(pick3),
     alt.Chart(bsf).mark_errorbar(ticks=True).encode(
         x=bx, y=alt.Y("shuf_lo:Q", title="B_simple, shuffled chunks (tokens)"), y2="shuf_hi:Q", xOffset="corpus:N",
-        color=color, opacity=highlight(pick3, 0.9, 0.1)),
+        color=color, opacity=dg.highlight(pick3, 0.9, 0.1)),
 ).properties(width=420, height=280)
-display(save_chart(chart_Bp, "04b_B_simple_vs_published", figures_dir))
+display(dg.save_chart(chart_Bp, "04b_B_simple_vs_published", figures_dir))
 R16 = {lab: {c.corpus: c.all.R_16K for c in r.cells} for lab, r in reports.items()}
-pub_by = {k: float(v) for k, v in final[final.corpus.isin(design_effect.LONG_DOCUMENT_CORPORA)]
+pub_by = {k: float(v) for k, v in final[final.corpus.isin(dg.design_effect.LONG_DOCUMENT_CORPORA)]
           .set_index(["model_label", "corpus"])["mean_gradient_share"].items()} if len(final) else {}
-mg_lines = design_effect.mean_gradient_lines(shares, without_norms, pub_by, R16)
+mg_lines = dg.design_effect.mean_gradient_lines(shares, without_norms, pub_by, R16)
 display(Markdown("\n".join(f"- {s}" for s in mg_lines)))
-tables.three_significant(bsf[["source", "corpus", "B_simple_shuf", "shuf_lo", "shuf_hi", "B_simple_contig_16K",
-                              "mean_gradient_share"]])
+dg.tables.three_significant(bsf[["source", "corpus", "B_simple_shuf", "shuf_lo", "shuf_hi", "B_simple_contig_16K",
+                                 "mean_gradient_share"]])
 
 # %%
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "model": label, "models": [m.__dict__ for m in page_models],
-           "result_box": design_effect.drivers_box(label, decomp, shares[label], without_norms[label], pub_shares),
+           "result_box": dg.design_effect.drivers_box(label, decomp, shares[label], without_norms[label], pub_shares),
            "groups_by_model": groups_by_model.to_dict("records"),
            "decomposition": {k: d.to_json() for k, d in decomp.items()}, "decomposition_lines": drive_lines,
            "robustness_lines": rob_lines, "mean_gradient_share": shares, "without_norm_weights": without_norms,
            "published_mean_gradient_share": {f"{a} {b}": v for (a, b), v in pub_by.items()},
            "mean_gradient_lines": mg_lines, "B_simple": bsf.to_dict("records")}
-_ = save_numbers("04b_what_drives_R", numbers, figures_dir)
+_ = dg.save_numbers("04b_what_drives_R", numbers, figures_dir)
 
 # %% [markdown]
 # ## References
@@ -198,4 +191,4 @@ _ = save_numbers("04b_what_drives_R", numbers, figures_dir)
 #   random effects: the source / document / chunk parts of R.)
 
 # %%
-versions()
+dg.versions()

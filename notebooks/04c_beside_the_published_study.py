@@ -31,9 +31,9 @@ documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cel
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 
 from itertools import combinations
 
@@ -41,40 +41,32 @@ import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad.core.constants import CONTROL
-from docgrad.presentation import comparison, design_effect, tables
-from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.results import published
-from docgrad.results.cell_decomposition import R_draws_without
-from docgrad.runtime.study_page import StudyPage
-
-page = StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
+page = dg.StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
 page_models, study, reports, decomps, label = page.models, page.study, page.reports, page.decomps, page.label
 model_order = [m.label for m in page_models]
-final = published.final_checkpoints()
+final = dg.published.final_checkpoints()
 final = final[final["corpus"].isin(corpora)]
 PUBLISHED_ORDER = ["CODE", "PAPERS", "BOOKS"]     # the published study's finding, stated before our data
-long_corpora = [k for k in corpora if k != CONTROL]
+long_corpora = [k for k in corpora if k != dg.CONTROL]
 
-points = {lab: {k: d.R for k, d in decomps[lab].items()} for lab in model_order}
-draws = {lab: {k: d.draws["doc"]["R"] for k, d in decomps[lab].items() if "doc" in d.draws} for lab in model_order}
+R_16K = {m.label: study.R_16K(m, corpora) for m in page_models}   # ({corpus: R(16K)}, {corpus: bootstrap draws})
 orderings = {m.label: study.ordering(m, long_corpora, PUBLISHED_ORDER) for m in page_models}   # Holm per model
 pairs = {lab: o["pairs"] for lab, o in orderings.items() if o["pairs"]}
 decisions = {lab: orderings[lab]["decision"] for lab in pairs}
 n_docs = {lab: o["n_docs"] for lab, o in orderings.items()}
 paired = {(a, b): study.paired(ma, mb, corpora) for (a, ma), (b, mb) in
           combinations(zip(model_order, page_models), 2)}
-model_cmp = comparison.compare({lab: (points[lab], draws[lab] or None) for lab in model_order},
-                               {f"{lab} (published)": {k: v for k, v in zip(g["corpus"], g["R_16K"])}
-                                for lab, g in final.groupby("model_label", sort=False)},
-                               corpora=long_corpora, paired=paired, by_corpus_corpora=corpora)
-model_claims = [c for blk in model_cmp["between_models"] for c in comparison.by_corpus_claims(blk)]
+model_cmp = dg.comparison.compare({lab: (points, draws or None) for lab, (points, draws) in R_16K.items()},
+                                  {f"{lab} (published)": {k: v for k, v in zip(g["corpus"], g["R_16K"])}
+                                   for lab, g in final.groupby("model_label", sort=False)},
+                                  corpora=long_corpora, paired=paired, by_corpus_corpora=corpora)
+model_claims = [c for blk in model_cmp["between_models"] for c in dg.comparison.by_corpus_claims(blk)]
 code = reports[label].cell("CODE")
-rho_claim = design_effect.code_rho_claim(code.all.rho_long, code.all.interval("rho_long"), published.cells()) \
+rho_claim = dg.design_effect.code_rho_claim(code.all.rho_long, code.all.interval("rho_long"), dg.published.cells()) \
     if code else None
 
 # %% tags=["hide-input"]
-display(Markdown(design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs)))
+display(Markdown(dg.design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs)))
 
 # %% [markdown]
 # ## The orderings, pair by pair
@@ -87,7 +79,7 @@ display(Markdown(design_effect.comparison_box(decisions, model_claims, rho_claim
 
 # %%
 order = list(corpora)
-by_model = pd.concat([tables.cells_frame(r).assign(model_label=lab) for lab, r in reports.items()],
+by_model = pd.concat([dg.tables.cells_frame(r).assign(model_label=lab) for lab, r in reports.items()],
                      ignore_index=True)
 mbase = alt.Chart(by_model)
 mcolor = alt.Color("model_label:N", title="model", sort=model_order)
@@ -101,19 +93,19 @@ chart_models = alt.layer(
     mbase.mark_errorbar(ticks=True).encode(x=alt.X("corpus:N", sort=order), xOffset=xo,
                                            y=alt.Y("R_16K_lo:Q", title="R(16K)"), y2="R_16K_hi:Q", color=mcolor),
 ).properties(width=420, height=260, title="R(16K) per corpus and model, 95% document-bootstrap intervals")
-display(save_chart(chart_models, "04c_R_by_model", figures_dir))
+display(dg.save_chart(chart_models, "04c_R_by_model", figures_dir))
 d0 = decomps[label]
 loo = {}
 for k, d in d0.items():
-    i = design_effect.most_influential(d)
+    i = dg.design_effect.most_influential(d)
     title = next((doc["title"] for doc in study.manifest(page_models[0]).get("corpora", {}).get(k, {})
                   .get("documents", []) if doc["doc"] == d.doc_ids[i]), f"document {d.doc_ids[i]}")
-    R_loo, loo_draws = R_draws_without(study.cell(page_models[0], k), i, resamples, seed)
+    R_loo, loo_draws = dg.cell_decomposition.R_draws_without(study.cell(page_models[0], k), i, resamples, seed)
     loo[k] = {"title": title, "R": R_loo, "draws": loo_draws}
-order_claims = {lab: design_effect.ordering_claims(pairs[lab], decomps[lab], loo if lab == label else None,
+order_claims = {lab: dg.design_effect.ordering_claims(pairs[lab], decomps[lab], loo if lab == label else None,
                                                   decisions[lab]["incomplete"]) for lab in pairs}
 display(Markdown("\n\n".join(f"**{lab}**\n\n" + "\n".join(f"- {c}" for c in cl) for lab, cl in order_claims.items())))
-tables.pair_order_frame(pairs, decisions)
+dg.tables.pair_order_frame(pairs, decisions)
 
 # %% [markdown]
 # ## Model against model, and against the published points
@@ -124,7 +116,7 @@ tables.pair_order_frame(pairs, decisions)
 # each of ours is compared with them by point order.
 
 # %% tags=["hide-input"]
-display(Markdown("\n".join(f"- {line}" for line in comparison.describe(model_cmp))))
+display(Markdown("\n".join(f"- {line}" for line in dg.comparison.describe(model_cmp))))
 
 # %% [markdown]
 # ## Our code against the published code
@@ -145,12 +137,12 @@ display(Markdown(f"- {rho_claim}" if rho_claim else "- no CODE cell"))
 # is the number to compare across the studies.
 
 # %%
-lfl = tables.like_for_like_frame(reports[label], published.cells())
+lfl = dg.tables.like_for_like_frame(reports[label], dg.published.cells())
 lfl = lfl[lfl["corpus"].isin(order)].reset_index(drop=True)
-ctrl = reports[label].cell(CONTROL)
-like_lines = design_effect.like_for_like_lines(lfl, label, ctrl.all.R_16K, ctrl.all.R_16K_ci) if ctrl else []
+ctrl = reports[label].cell(dg.CONTROL)
+like_lines = dg.design_effect.like_for_like_lines(lfl, label, ctrl.all.R_16K, ctrl.all.R_16K_ci) if ctrl else []
 display(Markdown("\n".join(f"- {s}" for s in like_lines)))
-tables.three_significant(lfl.assign(block_noise_ratio=lfl["R_rel"] * lfl["sigma2_ratio"]))
+dg.tables.three_significant(lfl.assign(block_noise_ratio=lfl["R_rel"] * lfl["sigma2_ratio"]))
 
 # %% [markdown]
 # ## The published study through training
@@ -159,43 +151,43 @@ tables.three_significant(lfl.assign(block_noise_ratio=lfl["R_rel"] * lfl["sigma2
 # the tooltips). Ours is one checkpoint of each model.
 
 # %%
-tt = published.through_training()
+tt = dg.published.through_training()
 tt = tt[tt["corpus"].isin(order)]
-color = corpus_color(order)
-pick4 = legend_pick()
+color = dg.corpus_color(order)
+pick4 = dg.legend_pick()
 xt = alt.X("frac_training:Q", title="fraction of training", scale=alt.Scale(type="log", nice=False),
            axis=alt.Axis(values=sorted(tt["frac_training"].unique().tolist()), format=".1%"))
 tbase = alt.Chart(tt)
 chart_tt = alt.layer(   # the line first: the layer that draws the colour legend holds the selection
     tbase.mark_line(point=True).encode(
-        x=xt, y=alt.Y("R_16K:Q", title="R(16K)"), color=color, opacity=highlight(pick4),
+        x=xt, y=alt.Y("R_16K:Q", title="R(16K)"), color=color, opacity=dg.highlight(pick4),
         tooltip=["model_label:N", "revision:N", "corpus:N", "n_docs:Q", alt.Tooltip("frac_training:Q", format=".4f"),
                  alt.Tooltip("R_16K:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
                  alt.Tooltip("hi:Q", format=".3f")]).add_params(pick4),
     tbase.mark_errorbar(ticks=True).encode(x=xt, y=alt.Y("lo:Q", title="R(16K)"), y2="hi:Q", color=color,
-                                           opacity=highlight(pick4, 0.7, 0.08)),
+                                           opacity=dg.highlight(pick4, 0.7, 0.08)),
 ).properties(width=230, height=220).facet(column=alt.Column("model_label:N", title=None,
                                                             sort=["Pythia-410M", "Pythia-1.4B", "OLMo-2-1B"]))
-display(save_chart(chart_tt, "04c_published_through_training", figures_dir))
-tt_orders = {f"{g.iloc[0].model_label} {g.iloc[0].frac_training:.1%}": tables.ordering(dict(zip(g["corpus"], g["R_16K"])))
+display(dg.save_chart(chart_tt, "04c_published_through_training", figures_dir))
+tt_orders = {f"{g.iloc[0].model_label} {g.iloc[0].frac_training:.1%}": dg.tables.ordering(dict(zip(g["corpus"], g["R_16K"])))
              for _, g in tt.groupby(["model", "frac_training"], sort=True)}
-tt_lines = design_effect.through_training_lines(tt_orders)
+tt_lines = dg.design_effect.through_training_lines(tt_orders)
 display(Markdown("Ordered by R(16K) at each checkpoint (fraction of training):\n\n"
                  + "\n".join(f"- {s}" for s in tt_lines)))
 
 # %%
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models], "published_order": PUBLISHED_ORDER,
-           "result_box": design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs),
+           "result_box": dg.design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs),
            "pairs": pairs, "decisions": decisions, "n_docs": n_docs,
            "leave_one_out": {k: {"title": v["title"], "R": v["R"]} for k, v in loo.items()},
            "ordering_claims": {lab: [c.text for c in cl] for lab, cl in order_claims.items()},
            "paired": {f"{a} vs {b}": {k: d.to_json() for k, d in v.items()} for (a, b), v in paired.items()},
-           "model_comparison": {**model_cmp, "lines": comparison.describe(model_cmp)},
+           "model_comparison": {**model_cmp, "lines": dg.comparison.describe(model_cmp)},
            "code_rho_long": rho_claim.text if rho_claim else None,
            "like_for_like": lfl.to_dict("records"), "like_for_like_lines": like_lines,
            "published_orders_through_training": tt_orders, "through_training_lines": tt_lines}
-_ = save_numbers("04c_beside_the_published_study", numbers, figures_dir)
+_ = dg.save_numbers("04c_beside_the_published_study", numbers, figures_dir)
 
 # %% [markdown]
 # ## References
@@ -206,4 +198,4 @@ _ = save_numbers("04c_beside_the_published_study", numbers, figures_dir)
 #   Statistics* 6(2), 65-70.
 
 # %%
-versions()
+dg.versions()

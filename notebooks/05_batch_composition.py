@@ -35,44 +35,37 @@ vocab_size = 49152  # vocabulary for the add-one counts, used only if the corpus
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 
 import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from docgrad.errors import AnalysisError
-from docgrad.presentation import batch_reading, evidence
-from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.results import batching, stats
-from docgrad.results.format import parse_docs
-from docgrad.results.study import Study
-
-study = Study(results_dir, resamples, seed, docs=parse_docs(documents))   # reads the result files once
+study = dg.Study(results_dir, resamples, seed, docs=dg.parse_docs(documents))   # reads the result files once
 cells = [c for c in study.cells.values() if c.model in models and c.corpus in corpora]
 cells.sort(key=lambda c: (models.index(c.model), c.revision, corpora.index(c.corpus), c.chunk))
 rows, comparisons, measured, refused, notes = [], [], [], {}, {}
 for cell in cells:
     try:
-        inputs = batching.cell_inputs(cell, vocab_size=vocab_size)
-    except AnalysisError as e:  # e.g. a cell of several files: cross-file pairs were never computed
+        inputs = dg.batching.cell_inputs(cell, vocab_size=vocab_size)
+    except dg.AnalysisError as e:  # e.g. a cell of several files: cross-file pairs were never computed
         refused[cell.name] = str(e)
         continue
     if inputs.surprise is None:
         notes[cell.corpus] = inputs.surprise_note
-    cell_rows = batching.measure(inputs, batch_sizes, window=window, score=score, resamples=resamples, seed=seed)
+    cell_rows = dg.batching.measure(inputs, batch_sizes, window=window, score=score, resamples=resamples, seed=seed)
     rows += cell_rows
-    comparisons += batching.compare_identity(inputs, cell_rows, stats.estimate_cell(cell, resamples=0).all)
+    comparisons += dg.batching.compare_identity(inputs, cell_rows, dg.stats.estimate_cell(cell, resamples=0).all)
     measured.append({"cell": cell.name, "corpus": cell.corpus, "n_chunks": inputs.n, "documents": len(inputs.doc_ids),
                      "chunks_per_document": inputs.m, "vocab_size": inputs.vocab_size,
                      "unigram_surprise": inputs.surprise_note or "available", "synthetic": any(
                          bool(sh.meta.get("synthetic")) for sh in cell.shards)})
-tests = batching.rule_tests(rows)             # the page's family: Holm over every comparison it states
-summary = batching.summary(rows, tests, comparisons)
-reading = batch_reading.reading(summary) + [batch_reading.interval_note(summary["rules"], resamples)]
-box = batch_reading.result_box(summary, models, max((c["documents"] for c in measured), default=0), batch_sizes)
+tests = dg.batching.rule_tests(rows)             # the page's family: Holm over every comparison it states
+summary = dg.batching.summary(rows, tests, comparisons)
+reading = dg.batch_reading.reading(summary) + [dg.batch_reading.interval_note(summary["rules"], resamples)]
+box = dg.batch_reading.result_box(summary, models, max((c["documents"] for c in measured), default=0), batch_sizes)
 
 # %% tags=["hide-input"]
 display(Markdown(box))
@@ -95,8 +88,8 @@ display(Markdown(box))
 # estimate ([methods](../docs/methods.md#batch-composition)).
 
 # %% tags=["hide-input"]
-display(Markdown("\n".join(batch_reading.inputs_lines(results_dir, models, batch_sizes, window, score, seed, resamples,
-                                                      measured, corpora, refused, notes))))
+display(Markdown("\n".join(dg.batch_reading.inputs_lines(results_dir, models, batch_sizes, window, score, seed, resamples,
+                                                         measured, corpora, refused, notes))))
 
 # %% [markdown]
 # ## Rule by rule
@@ -106,7 +99,7 @@ display(Markdown("\n".join(batch_reading.inputs_lines(results_dir, models, batch
 # marks a gradient-noise ratio resolved from random's.
 
 # %%
-df = batching.frame(rows)
+df = dg.batching.frame(rows)
 order = [k for k in corpora if k in {c["corpus"] for c in measured}]
 long = pd.concat([
     df.assign(measure="gradient noise", ratio=df["gradient"], lo=df["gradient_lo"], hi=df["gradient_hi"]),
@@ -114,8 +107,8 @@ long = pd.concat([
 ])[["model", "corpus", "b", "rule", "measure", "ratio", "lo", "hi"]]
 long = long[(long["rule"] != "random") & long["ratio"].notna()]
 long["model"] = long["model"].str.split("/").str[-1]
-pick = legend_pick()
-color = corpus_color(order)
+pick = dg.legend_pick()
+color = dg.corpus_color(order)
 measures = ["gradient noise", "unigram surprise (lexical)"]
 yR = alt.Y("ratio:Q", title="ratio to random batches", scale=alt.Scale(type="log"))
 xb = alt.X("b:Q", title="batch size b (chunks)", scale=alt.Scale(type="log", base=2),
@@ -126,9 +119,9 @@ tip = ["corpus:N", "rule:N", "measure:N", "b:Q", alt.Tooltip("ratio:Q", format="
 base = alt.Chart(long)
 chart_rules = alt.layer(  # the legend selection lives on the first layer that encodes the corpus colour
     base.mark_line(point=True).encode(x=xb, y=yR, color=color, strokeDash=dash, tooltip=tip,
-                                      opacity=highlight(pick)).add_params(pick),
+                                      opacity=dg.highlight(pick)).add_params(pick),
     base.mark_errorbar(ticks=True).encode(x=xb, y=alt.Y("lo:Q", title="ratio to random batches"), y2="hi:Q",
-                                          color=color, opacity=highlight(pick, 0.7, 0.05)),
+                                          color=color, opacity=dg.highlight(pick, 0.7, 0.05)),
     base.mark_rule(color="gray", strokeDash=[2, 2]).encode(y=alt.datum(1)),
 ).properties(width=210, height=260)
 facet = dict(column=alt.Column("rule:N", title=None, sort=["identity", "balanced", "coherent"]))
@@ -136,9 +129,9 @@ if long["model"].nunique() > 1:
     facet["row"] = alt.Row("model:N", title=None)
 chart_rules = chart_rules.facet(**facet)
 if len(long):
-    display(save_chart(chart_rules, "05_ratio_by_batch_size", figures_dir))
+    display(dg.save_chart(chart_rules, "05_ratio_by_batch_size", figures_dir))
 with pd.option_context("display.max_colwidth", 80):
-    display(batch_reading.table(rows, tests, notes))
+    display(dg.batch_reading.table(rows, tests, notes))
 
 # %% [markdown]
 # ## Does the lexical ratio predict the gradient noise?
@@ -151,7 +144,7 @@ with pd.option_context("display.max_colwidth", 80):
 pts = df[(df["rule"] != "random") & df["lexical"].notna()].copy()
 diag = pd.DataFrame({"x": [0.005, 50.0], "y": [0.005, 50.0]})
 log = alt.Scale(type="log", domain=[0.005, 50], nice=False)
-pick2 = legend_pick()
+pick2 = dg.legend_pick()
 chart_scatter = alt.layer(
     alt.Chart(diag).mark_line(color="gray", strokeDash=[4, 3]).encode(x=alt.X("x:Q", scale=log),
                                                                       y=alt.Y("y:Q", scale=log)),
@@ -159,13 +152,13 @@ chart_scatter = alt.layer(
     alt.Chart(pts).mark_point(filled=True, size=70).encode(
         x=alt.X("lexical:Q", scale=log, title="lexical ratio to random (between-batch variance of mean surprise)"),
         y=alt.Y("gradient:Q", scale=log, title="gradient-noise ratio to random"),
-        color=corpus_color(order), shape=alt.Shape("rule:N", sort=["identity", "balanced", "coherent"]),
-        opacity=highlight(pick2),
+        color=dg.corpus_color(order), shape=alt.Shape("rule:N", sort=["identity", "balanced", "coherent"]),
+        opacity=dg.highlight(pick2),
         tooltip=["corpus:N", "rule:N", "b:Q", alt.Tooltip("lexical:Q", format=".3g"),
                  alt.Tooltip("gradient:Q", format=".3g")]).add_params(pick2),
 ).properties(width=420, height=320)
 if len(pts):
-    display(save_chart(chart_scatter, "05_lexical_vs_gradient", figures_dir))
+    display(dg.save_chart(chart_scatter, "05_lexical_vs_gradient", figures_dir))
 
 # %% [markdown]
 # ## Identity batches and R(bC)
@@ -175,13 +168,13 @@ if len(pts):
 # other reproduces $R(bC)$ ([methods](../docs/methods.md#batch-composition)).
 
 # %%
-batch_reading.identity_table(comparisons)
+dg.batch_reading.identity_table(comparisons)
 
 # %% [markdown]
 # ## Reading
 
 # %% tags=["hide-input"]
-display(Markdown(evidence.claims_markdown(reading)))
+display(Markdown(dg.evidence.claims_markdown(reading)))
 
 # %% [markdown]
 # ## What was measured, and what not
@@ -200,11 +193,11 @@ display(Markdown(evidence.claims_markdown(reading)))
 # %%
 numbers = {"results_dir": results_dir, "models": models, "corpora": corpora, "batch_sizes": batch_sizes,
            "window": window, "score": score, "seed": seed, "resamples": resamples, "measured": measured,
-           "refused": refused, "lexical_notes": notes, "composition_study": batching.COMPOSITION_STUDY,
+           "refused": refused, "lexical_notes": notes, "composition_study": dg.batching.COMPOSITION_STUDY,
            "rows": rows, "identity_vs_R": comparisons, "tests": tests, "summary": summary,
-           "comparison_claims": [c.text for c in batch_reading.comparison_claims(tests)],
+           "comparison_claims": [c.text for c in dg.batch_reading.comparison_claims(tests)],
            "result_box": box, "reading": [str(c) for c in reading]}
-_ = save_numbers("05_batch_composition", numbers, figures_dir)
+_ = dg.save_numbers("05_batch_composition", numbers, figures_dir)
 
 # %% [markdown]
 # ## References
@@ -217,4 +210,4 @@ _ = save_numbers("05_batch_composition", numbers, figures_dir)
 #   replacement.)
 
 # %%
-versions()
+dg.versions()

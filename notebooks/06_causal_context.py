@@ -47,42 +47,38 @@ seed = 20261007  # bootstrap seed
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
-from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad import page as dg
 
-ROOT = setup()
+ROOT = dg.setup()
 
 import altair as alt
 from IPython.display import Markdown, display
 
-from docgrad import models as model_registry
-from docgrad.presentation import causal
-from docgrad.results import positions
-
-page_model = model_registry.result_model(model)
-pc = positions.page_comparisons(causal_dir, standalone_dir, page_model.model, page_model.revision, chunk, window,
-                                corpora, resamples, seed)
+page_model = dg.models.result_model(model)
+pc = dg.positions.page_comparisons(causal_dir, standalone_dir, page_model.model, page_model.revision, chunk, window,
+                                   corpora, resamples, seed)
 comps = pc.comparisons
 measured = pc.measured
-family = positions.comparison_family(comps)
+family = dg.positions.comparison_family(comps)
 
 # %% tags=["hide-input"]
-box_facts, box = causal.result_box(pc, family, page_model.label)
+box_facts, box = dg.causal.result_box(pc, family, page_model.label)
 display(Markdown(box))
 
 # %% [markdown]
 # ## What is measured
 
 # %%
-display(Markdown("\n".join(causal.measured_lines(pc, page_model.label, causal_dir, standalone_dir, resamples))))
+display(Markdown("\n".join(dg.causal.measured_lines(pc, page_model.label, causal_dir, standalone_dir, resamples))))
 order = [k for k in corpora if k in measured]
-modes = list(causal.FIGURE_MODES)
+modes = list(dg.causal.FIGURE_MODES)
 mode_color = alt.Color("mode:N", title="gradients", sort=modes, scale=alt.Scale(domain=modes))
 
 
 def side_by_side(frame, x, y, x_title, value_title, name, ref=0.0, log_x=False):
     """Both modes (top row, a rule at `ref`) and the two differences with their paired intervals (bottom row, a
     rule at 0), one column per corpus; hover for values."""
-    diff = frame["mode"].isin([causal.CENTRED_DIFFERENCE, causal.UNCENTRED_DIFFERENCE])
+    diff = frame["mode"].isin([dg.causal.CENTRED_DIFFERENCE, dg.causal.UNCENTRED_DIFFERENCE])
     frame = frame.assign(panel=["causal − standalone" if d else value_title for d in diff],
                          ref=[0.0 if d else ref for d in diff])
     xs = alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log", base=2) if log_x else alt.Scale(domainMin=0))
@@ -97,7 +93,7 @@ def side_by_side(frame, x, y, x_title, value_title, name, ref=0.0, log_x=False):
         column=alt.Column("corpus:N", sort=order, title=None),
         row=alt.Row("panel:N", sort=[value_title, "causal − standalone"], title=None),
     ).resolve_scale(y="independent")
-    return display(save_chart(chart, name, figures_dir))
+    return display(dg.save_chart(chart, name, figures_dir))
 
 
 # %% [markdown]
@@ -109,9 +105,9 @@ def side_by_side(frame, x, y, x_title, value_title, name, ref=0.0, log_x=False):
 
 # %%
 if measured:
-    side_by_side(causal.rho_by_mode_frame(comps), "lag_tokens", "rho", "distance Δ between chunks (tokens)",
+    side_by_side(dg.causal.rho_by_mode_frame(comps), "lag_tokens", "rho", "distance Δ between chunks (tokens)",
                  "ρ(Δ), centred", "06_rho_by_mode")
-    side_by_side(causal.R_by_mode_frame(comps), "W_tokens", "R", "window W′ (tokens)", "R(W′), centred",
+    side_by_side(dg.causal.R_by_mode_frame(comps), "W_tokens", "R", "window W′ (tokens)", "R(W′), centred",
                  "06_R_by_mode", ref=1.0, log_x=True)
 else:
     display(Markdown("*Not measured yet: no causal result to show.*"))
@@ -128,7 +124,7 @@ else:
 
 # %%
 if measured:
-    display(causal.family_frame(family, comps))
+    display(dg.causal.family_frame(family, comps))
 else:
     display(Markdown("*Not measured yet.*"))
 
@@ -144,9 +140,9 @@ else:
 
 # %%
 if measured:
-    pos = causal.position_frame(comps)
-    both_modes = pos[pos["mode"] != positions.DIFFERENCE].assign(
-        quantity=lambda f: f["quantity"].map(causal.QUANTITY_LABELS))
+    pos = dg.causal.position_frame(comps)
+    both_modes = pos[pos["mode"] != dg.positions.DIFFERENCE].assign(
+        quantity=lambda f: f["quantity"].map(dg.causal.QUANTITY_LABELS))
     xk = alt.X("position:O", title="chunk position k in the window", axis=alt.Axis(labelAngle=0))
     two = alt.Color("mode:N", title="gradients", sort=modes[:2], scale=alt.Scale(domain=modes[:2]))
     tip = ["corpus:N", "mode:N", "position:O", alt.Tooltip("value:Q", format=".4f"),
@@ -161,11 +157,11 @@ if measured:
         data=both_modes,
     ).properties(width=200, height=150).facet(
         column=alt.Column("corpus:N", sort=order, title=None),
-        row=alt.Row("quantity:N", sort=list(causal.QUANTITY_LABELS.values()), title=None),
+        row=alt.Row("quantity:N", sort=list(dg.causal.QUANTITY_LABELS.values()), title=None),
     ).resolve_scale(y="independent")
-    display(save_chart(chart_pos, "06_loss_norm_by_position", figures_dir))
-    display(causal.position_mean_frame(comps))
-    position_facts, position_line = causal.position_reading(comps)
+    display(dg.save_chart(chart_pos, "06_loss_norm_by_position", figures_dir))
+    display(dg.causal.position_mean_frame(comps))
+    position_facts, position_line = dg.causal.position_reading(comps)
     display(Markdown(position_line))
 else:
     position_facts = {}
@@ -178,7 +174,7 @@ else:
 # their intervals at Holm's level, and the others.
 
 # %%
-reading_facts, reading_lines = causal.readings(pc, family)
+reading_facts, reading_lines = dg.causal.readings(pc, family)
 display(Markdown("\n".join(reading_lines)))
 
 # %%
@@ -188,10 +184,10 @@ numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone
            "model": {"id": page_model.model, "revision": page_model.revision, "label": page_model.label},
            "chunks_per_window": window // chunk, "measured": measured, "not_measured": pc.not_measured,
            "causal_windows": pc.causal_windows, "nothing_measured": not measured,
-           "comparisons": {k: c.to_json() for k, c in comps.items()}, "family": causal.family_facts(family),
+           "comparisons": {k: c.to_json() for k, c in comps.items()}, "family": dg.causal.family_facts(family),
            "result_box": box_facts, "positions": position_facts, "corpus_readings": reading_facts,
-           "readings": {k: causal.window_facts(c) for k, c in comps.items()}}
-_ = save_numbers("06_causal_context", numbers, figures_dir)
+           "readings": {k: dg.causal.window_facts(c) for k, c in comps.items()}}
+_ = dg.save_numbers("06_causal_context", numbers, figures_dir)
 
 # %% [markdown]
 # ## References
@@ -206,4 +202,4 @@ _ = save_numbers("06_causal_context", numbers, figures_dir)
 #   Statistics* 6(2), 65–70. (Holm's step-down.)
 
 # %%
-versions()
+dg.versions()

@@ -9,6 +9,7 @@ import zlib
 
 import numpy as np
 import pytest
+from docgrad.results.cells import load_cells
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import GROUPS
 from docgrad.core.orderings import resolve_differences
@@ -45,7 +46,7 @@ def _split(K, weights=(0.4, 0.3, 0.2, 0.1)):
 def _cell(tmp_path, X, n_docs, m, **kw):
     K = X @ X.T
     write_gram_cell(tmp_path, _split(K), n_docs=n_docs, m=m, shard_size=kw.pop("shard_size", n_docs), **kw)
-    (cell,) = stats.load_cells(tmp_path).values()
+    (cell,) = load_cells(tmp_path).values()
     return cell
 
 
@@ -355,11 +356,11 @@ def test_cell_gram_has_the_exact_squared_norms_and_refuses_a_cell_of_several_fil
     K = X @ X.T
     sq = {g: w * np.diag(K) * 1.01 for g, w in zip(GROUPS, (0.4, 0.3, 0.2, 0.1))}   # sketch != exact on the diagonal
     write_gram_cell(tmp_path / "one", _split(K), n_docs=4, m=8, shard_size=4, sqnorms=sq)
-    (cell,) = stats.load_cells(tmp_path / "one").values()
+    (cell,) = load_cells(tmp_path / "one").values()
     G = B.cell_gram(cell)
     assert np.allclose(np.diag(G), 1.01 * np.diag(K)) and np.allclose(G - np.diag(np.diag(G)), K - np.diag(np.diag(K)))
     write_gram_cell(tmp_path / "two", _split(K), n_docs=4, m=8, shard_size=2)
-    (cell2,) = stats.load_cells(tmp_path / "two").values()
+    (cell2,) = load_cells(tmp_path / "two").values()
     with pytest.raises(AnalysisError, match="2 result files.*cross-file"):
         B.cell_gram(cell2)
 
@@ -409,7 +410,7 @@ def test_span_cache_gives_surprise_only_for_the_spans_the_result_file_measured(t
     meta = json.loads(meta_path.read_text())
     meta["spans_sha256"] = {"0": docs[0]["span_sha256"], "1": "0" * 64}
     meta_path.write_text(json.dumps(meta))
-    (cell,) = stats.load_cells(tmp_path / "r").values()
+    (cell,) = load_cells(tmp_path / "r").values()
     ci = B.cell_inputs(cell, manifest, tmp_path / "cache")
     assert ci.surprise is None and "documents [1] are not the ones the result file measured" in ci.surprise_note
 

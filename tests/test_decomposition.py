@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from docgrad.results.cells import load_cells
 from docgrad.core import bootstrap as bs
 from docgrad.core import decomposition
 from docgrad.core.constants import GROUPS
@@ -181,7 +182,7 @@ def _cell(tmp_path, K, n, m, name="cell", **kw):
     d = tmp_path / name
     write_gram_cell(d, {g: w * K for g, w in zip(GROUPS, (0.4, 0.3, 0.2, 0.1))}, n_docs=n, m=m, shard_size=n,
                     **kw)
-    return next(iter(stats.load_cells(d).values()))
+    return next(iter(load_cells(d).values()))
 
 
 def test_leave_one_out_and_by_source_equal_cells_rebuilt_from_those_documents(tmp_path):
@@ -247,7 +248,7 @@ def test_decompose_cell_document_bootstrap_is_the_pages_bootstrap(tmp_path):
 
     write_cell(tmp_path, model="t/m", revision="r", corpus="BOOKS", profile=Profile(exch=0.1, ar=0.2, phi=0.5),
                m=32, chunk=512, shard_size=8, dim=64, seed=3, heterogeneity=0.5)
-    cell = next(iter(stats.load_cells(tmp_path).values()))
+    cell = next(iter(load_cells(tmp_path).values()))
     src = ["A"] * 4 + ["B"] * 4 + [f"s{i}" for i in range(8)]
     d = cell_decomposition.decompose_cell(cell, src, resamples=200, seed=7)
     est = stats.estimate_cell(cell, resamples=200, seed=7)

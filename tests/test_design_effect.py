@@ -76,7 +76,7 @@ def test_result_boxes_stay_within_their_word_limit(study):
     assert box.startswith("> **Result.**") and "sources resampled" in box      # BOOKS clusters by source
     assert len(box.split()) <= ev.RESULT_BOX_WORDS + 10 and "provisional" not in box
     short = de.result_box({"m": sub}, {"m": decomps}, window_chunks=8, incomplete={"m": {"CODE": (4, 6)}})
-    assert "(provisional: m CODE 4/6)" in short
+    assert "(provisional: m CODE 4 of 6)" in short
     shares = {k: 0.1 for k in decomps}
     box = de.drivers_box("m", decomps, shares, {}, [0.003, 0.014])
     assert "holds a source term" in box and "0.0030-0.014 published" in box and "m 8 documents per corpus" in box
@@ -102,7 +102,7 @@ def test_claims_and_orders_of_incomplete_cells_are_provisional(study):
     long = ["BOOKS", "CODE", "PAPERS"]
     pairs = resolve_pairs({k: decomps[k].R for k in long}, {k: decomps[k].draws["doc"]["R"] for k in long}, long)
     claims = de.ordering_claims(pairs, decomps, incomplete={"CODE": (6, 8)})
-    assert all(c.status == ev.PROVISIONAL and c.text.startswith("Provisional (CODE 6/8 documents): ")
+    assert all(c.status == ev.PROVISIONAL and c.text.startswith("Provisional (CODE 6 of 8 documents): ")
                for c in claims)
     orders = tables.pair_order_frame({"m": pairs, "g": pairs}, {"m": {"incomplete": {"CODE": [6, 8]}},
                                                                 "g": {"incomplete": {}}})

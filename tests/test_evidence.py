@@ -104,4 +104,4 @@ def test_sketch_box_calls_bf16_equivalent_only_within_a_margin():
 def test_documents_per_corpus_gives_each_model_its_range_and_names_provisional_cells():
     assert ev.documents_per_corpus({"S": [31, 48, 48], "G": [16, 16]}) == "S 31-48; G 16 documents per corpus"
     assert ev.documents_per_corpus({"S": [32]}, {"S": {"CODE": (32, 48)}, "G": {}}) == \
-        "S 32 documents per corpus (provisional: S CODE 32/48)"
+        "S 32 documents per corpus (provisional: S CODE 32 of 48)"

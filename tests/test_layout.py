@@ -9,7 +9,8 @@ LIB = Path(__file__).resolve().parents[1] / "lib"
 PKG = LIB / "docgrad"
 # lowest first; a package may import itself and any package before it
 LAYERS = ["errors", "fileio", "core", "models", "corpora", "results", "measure", "presentation", "teaching",
-          "runtime", "__main__"]
+          "runtime", "page", "__main__"]
+PAGES = sorted((LIB.parent / "notebooks").glob("*.py"))
 
 
 def _modules():
@@ -69,3 +70,21 @@ def test_no_private_name_is_imported_or_used_across_modules():
                     and isinstance(n.value, ast.Name) and n.value.id in aliases:
                 bad.append(f"{mod}:{n.lineno} uses {n.value.id}.{n.attr}")
     assert bad == []
+
+
+def test_a_page_imports_one_name_from_docgrad_and_the_page_namespace_holds_only_what_pages_use():
+    from docgrad import page as dg
+
+    imported, used = {}, set()
+    for f in PAGES:
+        tree = ast.parse(f.read_text(), str(f))
+        imported[f.name] = [f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                            and (n.module or "").split(".")[0] == "docgrad" for a in n.names]
+        imported[f.name] += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                             for a in n.names if a.name.split(".")[0] == "docgrad"]
+        used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                 and n.value.id == "dg"}
+    assert len(PAGES) >= 11
+    assert {name: got for name, got in imported.items() if got != ["docgrad.page"]} == {}
+    assert sorted(set(dg.__all__) - used) == []                       # nothing gathered that no page calls
+    assert sorted(used - set(dg.__all__)) == []                       # nothing called that is not gathered

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from docgrad.results.cells import load_cells
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import GROUPS
 from docgrad.fileio import to_jsonable
@@ -20,7 +21,7 @@ def _split(K, weights=(0.4, 0.3, 0.2, 0.1)):
 
 def _one_cell(tmp_path, K, n_docs, m, shard_size, **kw):
     write_gram_cell(tmp_path, _split(K), n_docs=n_docs, m=m, shard_size=shard_size, **kw)
-    cells = stats.load_cells(tmp_path)
+    cells = load_cells(tmp_path)
     assert len(cells) == 1
     return next(iter(cells.values()))
 
@@ -205,7 +206,7 @@ def test_R_rel_interval_divides_the_ith_draws_of_two_independently_resampled_cel
     for corpus, prof in (("WEB", Profile(ar=0.1, phi=0.3)), ("CODE", Profile(exch=0.1, ar=0.2, phi=0.8))):
         write_cell(tmp_path, model="t/m", revision="r", corpus=corpus, profile=prof, m=16, chunk=1024,
                    shard_size=8, dim=64, seed=1)
-    cells = stats.load_cells(tmp_path)
+    cells = load_cells(tmp_path)
     est = {k[2]: stats.estimate_cell(c, resamples=300, seed=11) for k, c in cells.items()}
     (rel,) = stats.r_rel(list(est.values()))
     code, web = est["CODE"].R_16K_draws, est["WEB"].R_16K_draws
@@ -220,7 +221,7 @@ def test_bootstrap_is_reproducible_per_cell_and_percentile_intervals_cover_the_e
 
     write_cell(tmp_path, model="t/m", revision="r", corpus="BOOKS", profile=Profile(exch=0.1), m=8, chunk=2048,
                shard_size=4, dim=64, seed=2)
-    cell = next(iter(stats.load_cells(tmp_path).values()))
+    cell = next(iter(load_cells(tmp_path).values()))
     a, b, c = (stats.estimate_cell(cell, resamples=200, seed=s) for s in (1, 1, 2))
     assert np.array_equal(a.R_16K_draws, b.R_16K_draws) and not np.array_equal(a.R_16K_draws, c.R_16K_draws)
     assert a.all.R_16K_ci[0] <= a.all.R_16K <= a.all.R_16K_ci[1]
@@ -236,7 +237,7 @@ def test_per_document_rho_long_and_loss_by_position(tmp_path):
     K[np.arange(m), np.arange(m)] = 1.1
     loss = np.tile(np.arange(m, dtype=float), n_docs) + np.repeat(np.arange(n_docs), m)
     write_gram_cell(tmp_path, _split(K), n_docs=n_docs, m=m, shard_size=2, loss=loss, chunk=1024)
-    est = stats.estimate_cell(next(iter(stats.load_cells(tmp_path).values())), resamples=0)
+    est = stats.estimate_cell(next(iter(load_cells(tmp_path).values())), resamples=0)
     # cell S_cross = 0.1, sigma2 = 1.0; rho_long uses lags 2..7 (2048 <= lag*1024 < 16384)
     assert est.rho_long_per_doc[0] == pytest.approx(0.6) and est.rho_long_per_doc[1] == pytest.approx(0.3)
     assert est.loss_by_chunk_position == pytest.approx(np.arange(m) + 1.5)
@@ -323,3 +324,26 @@ def test_cached_analysis_reuses_the_result_until_an_input_changes(tmp_path):
     f.write_text(f.read_text().replace('"synthetic": true', '"synthetic": true, "note": "edited"'))
     stats.cached_analysis(tmp_path / "res", 100, 0, cache_dir=cache)       # a result file changed
     assert len(list(cache.glob("*.json"))) == 3 and entry.exists()
+
+
+def test_the_cache_key_is_the_same_from_the_files_on_disk_and_from_the_files_already_read(tmp_path):
+    from docgrad.results.cells import read_results
+    from docgrad.results.synthetic import write_synthetic_results
+
+    write_synthetic_results(tmp_path, n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
+    shards = read_results(tmp_path)
+    assert stats.inputs_key(tmp_path, 100, 0, (0, 4)) == stats.inputs_key(tmp_path, 100, 0, (0, 4), shards)
+    shards[0].sha256 = "0" * 64                                        # another file's bytes: another key
+    assert stats.inputs_key(tmp_path, 100, 0, (0, 4)) != stats.inputs_key(tmp_path, 100, 0, (0, 4), shards)
+
+
+def test_the_cached_analysis_keeps_the_results_directory_as_each_caller_spelled_it(tmp_path, monkeypatch):
+    from docgrad.results.synthetic import write_synthetic_results
+
+    write_synthetic_results(tmp_path / "res", n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "cache"
+    absolute = stats.cached_analysis(tmp_path / "res", 0, 0, cache_dir=cache)     # asked first, absolute
+    relative = stats.cached_analysis("res", 0, 0, cache_dir=cache)                # then as a page spells it
+    assert absolute.results_dir == str(tmp_path / "res") and relative.results_dir == "res"
+    assert len(list(cache.glob("*.json"))) == 2

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from docgrad.results.cells import load_cells
 from docgrad.core.constants import MAX_NONFINITE_DRAWS
 from docgrad.results import stats
 from docgrad.results.format import GROUPS, ResultFileError
@@ -28,7 +29,7 @@ def _rewrite(npz, **changes):
 
 def _fails(tmp_path, needle, path):
     with pytest.raises(ResultFileError) as e:
-        stats.load_cells(tmp_path)
+        load_cells(tmp_path)
     msg = str(e.value)
     assert str(path) in msg or path.name in msg, msg
     assert needle in msg, msg
@@ -113,13 +114,13 @@ def test_a_document_missing_a_chunk(tmp_path):
 def test_cell_without_any_cross_document_pair(tmp_path):
     paths = _cell(tmp_path, shard_size=1)
     with pytest.raises(ResultFileError, match="no cross-document pairs") as e:
-        stats.load_cells(tmp_path)
+        load_cells(tmp_path)
     assert paths[0].name in str(e.value)
 
 
 def test_empty_results_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match="no result files"):
-        stats.load_cells(tmp_path)
+        load_cells(tmp_path)
 
 
 def test_cli_reports_bad_input_and_writes_nothing(tmp_path, capsys):
@@ -150,7 +151,7 @@ def test_a_probes_partial_folder_beside_the_results_is_not_read(tmp_path):
     partial = files[0].parent / ".partial" / "WEB_c512_d0-16"
     partial.mkdir(parents=True)
     np.savez(partial / "doc_00000.npz", sketch=np.zeros((2, 4, 8), dtype=np.float32))
-    assert len(stats.load_cells(tmp_path)) == 1
+    assert len(load_cells(tmp_path)) == 1
 
 
 # --- impossible data is refused, not analysed (each of these printed a verdict MEASURED before) ------------
@@ -170,7 +171,7 @@ def test_rounding_level_asymmetry_is_accepted(tmp_path):
         K = z["gram_mlp"].copy()
     K[0, 3] *= 1 + 1e-13
     _rewrite(f, gram_mlp=K)
-    assert len(stats.load_cells(tmp_path)) == 1
+    assert len(load_cells(tmp_path)) == 1
 
 
 def test_negative_squared_norms_are_refused(tmp_path):
@@ -199,7 +200,7 @@ def test_the_same_documents_under_new_ids_are_refused(tmp_path):
         meta["spans_sha256"] = {str(d): h[str(d - 2 if d >= 2 else d)] for d in docs}   # docs 2, 3 repeat 0, 1
         j.write_text(json.dumps(meta))
     with pytest.raises(ResultFileError, match="documents 0 .* and 2 .* have the same token span"):
-        stats.load_cells(tmp_path)
+        load_cells(tmp_path)
 
 
 def test_metadata_that_is_not_an_object_is_a_clear_error(tmp_path):
@@ -245,11 +246,11 @@ def test_load_cells_docs_reads_only_the_shards_inside_the_range(tmp_path):
     """With 48-document shards beside the published design's d0-16 file, docs=(0, 16) analyses exactly the
     first file's documents and None pools every shard."""
     _cell(tmp_path, shard_size=2)                          # d0-2, d2-4
-    both = stats.load_cells(tmp_path)
-    first = stats.load_cells(tmp_path, docs=(0, 2))
+    both = load_cells(tmp_path)
+    first = load_cells(tmp_path, docs=(0, 2))
     (cb,), (cf,) = both.values(), first.values()
     assert cb.doc_ids == [0, 1, 2, 3] and cf.doc_ids == [0, 1] and len(cf.shards) == 1
-    assert stats.load_cells(tmp_path, docs=(0, 4)).keys() == both.keys()
+    assert load_cells(tmp_path, docs=(0, 4)).keys() == both.keys()
 
 
 def _edit_json(npz, **args):
@@ -263,7 +264,7 @@ def test_shards_sketched_with_other_buckets_or_seeds_are_not_pooled(tmp_path):
     f = _cell(tmp_path)
     _edit_json(f[1], buckets=1024, seed=7)
     with pytest.raises(ResultFileError, match=r"args.buckets is 1024 but .* shards sketched differently"):
-        stats.load_cells(tmp_path)
+        load_cells(tmp_path)
 
 
 @pytest.mark.parametrize("name,change,needle", [

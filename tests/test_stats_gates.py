@@ -196,7 +196,7 @@ def test_study_reads_the_files_once_and_decomposes_each_cell_once(tmp_path, monk
 
     write_synthetic_results(tmp_path / "res", model="o/m", revision="r", **SMALL)
     calls = {"load": 0, "decompose": 0}
-    load, decompose = S.load_cells, S.decompose_cell
+    load, decompose = S.read_results, S.decompose_cell
 
     def counted_load(*a, **k):
         calls["load"] += 1
@@ -206,7 +206,7 @@ def test_study_reads_the_files_once_and_decomposes_each_cell_once(tmp_path, monk
         calls["decompose"] += 1
         return decompose(*a, **k)
 
-    monkeypatch.setattr(S, "load_cells", counted_load)
+    monkeypatch.setattr(S, "read_results", counted_load)
     monkeypatch.setattr(S, "decompose_cell", counted_decompose)
     m = ResultModel("o/m", "r", str(tmp_path / "no-manifest.json"), "m")
     study = S.Study(tmp_path / "res", resamples=40, chunk=2048, cache_dir=tmp_path / "cache")

@@ -3,6 +3,7 @@ their decompositions and what they lack, reading the result files once."""
 
 import json
 
+from docgrad.results import cells as C
 from docgrad.results import study as S
 from docgrad.results.synthetic import Profile, write_synthetic_results
 from docgrad.runtime import study_page
@@ -18,8 +19,8 @@ def test_a_study_page_answers_the_page_from_one_reading_of_the_files(tmp_path, m
     man.write_text(json.dumps({"corpora": {"CODE": {"documents": [{"doc": d} for d in range(8)]},
                                            "WEB": {"documents": [{"doc": d} for d in range(6)]}}}))
     calls = []
-    load = S.load_cells
-    monkeypatch.setattr(S, "load_cells", lambda *a, **k: calls.append(1) or load(*a, **k))
+    load = C.load_result
+    monkeypatch.setattr(C, "load_result", lambda path, *a, **k: calls.append(path.name) or load(path, *a, **k))
     monkeypatch.setattr(study_page, "result_models",
                         lambda names: [S.ResultModel("o/m", "r", str(man), "m") for _ in names])
     monkeypatch.chdir(tmp_path)
@@ -30,4 +31,8 @@ def test_a_study_page_answers_the_page_from_one_reading_of_the_files(tmp_path, m
         page.reports["m"].cell("CODE").all.R_16K
     lines = page.inputs_lines()
     assert "(documents 0:48)" in lines[0] and any("CODE 6 of 8" in line for line in lines)
-    assert calls == [1]                                              # the result files were read once
+    files = sorted(p.name for p in (tmp_path / "res").rglob("*.npz"))
+    assert sorted(calls) == files                                    # each result file was read once
+    first = page.within("0:6")                                       # fewer documents: no file read again
+    assert sorted(calls) == files and first.study.shards is page.study.shards
+    assert [c.n_docs for c in first.reports["m"].cells] == [c.n_docs for c in page.reports["m"].cells]

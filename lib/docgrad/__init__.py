@@ -2,6 +2,8 @@
 
 Definitions: docs/methods.md. Packages, arrows pointing down only (a package imports the ones below it):
 
+  page           what a notebook page imports, its one docgrad name (`from docgrad import page as dg`): the verbs
+                 below gathered, nothing defined (tests/test_layout.py keeps it to what pages call)
   runtime/       running things: pages (in-kernel helpers, page names), study_page (StudyPage: what a research
                  page opens with), notebooks (`docgrad run`), report (HTML), commands (`docgrad analyze`), cli
   presentation/  what the pages show: evidence (sentences no stronger than their intervals), design_effect,
@@ -9,8 +11,8 @@ Definitions: docs/methods.md. Packages, arrows pointing down only (a package imp
                  (frames, headline table), comparison (orderings in words), explorer (the in-browser chart), charts
   teaching/      the teaching pages: reduction (page 01), pitfalls (01b, 01c), worked (worked solutions, tables),
                  records (committed records of the expensive runs), history (what changed when, with links)
-  results/       result files: format (read, validate, write), cells (pooling into block sums), stats (the analysis
-                 as typed results, cached), study (Study: a results directory read once, answered to the pages),
+  results/       result files: format (read, validate, write), cells (read once, pooled into block sums), stats (the
+                 analysis as typed results, cached), study (Study: a results directory read once, answered to pages),
                  cell_decomposition (one cell's decomposition and bootstraps), paired (model vs model on shared
                  documents), profiles (the explorer's data), positions (causal vs standalone), batching (batch
                  composition), published (the published study's numbers), synthetic (Gram files with a known profile)

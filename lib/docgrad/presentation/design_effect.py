@@ -264,8 +264,8 @@ def comparison_box(decisions: Mapping[str, dict], model_claims: Sequence[Claim],
     answer = []
     for label, dec in decisions.items():
         if dec.get("incomplete"):
-            counts = ", ".join(f"{k} {a} of {b}" for k, (a, b) in dec["incomplete"].items())
-            answer.append(f"{label}: the ordering is not read until every cell holds its documents ({counts} "
+            answer.append(f"{label}: the ordering is not read until every cell holds its documents "
+                          f"({ev.measured_of_held(dec['incomplete'])} "
                           "measured so far).")
             continue
         res = ", ".join(dec["resolved"]) or "no pair"

@@ -52,24 +52,28 @@ def sig(x, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"
 
 
+def measured_of_held(incomplete: Mapping[str, Sequence[int]]) -> str:
+    """'CODE 32 of 48, WEB 32 of 48' from {corpus: (documents measured, documents held)}: how every page and
+    result box counts the cells that lack documents."""
+    return ", ".join(f"{k} {a} of {b}" for k, (a, b) in incomplete.items())
+
+
 def documents_per_corpus(counts: Mapping[str, Sequence[int]],
                          incomplete: Mapping[str, Mapping[str, Sequence[int]]] | None = None) -> str:
     """'SmolLM2 31-48; Gemma 16 documents per corpus' from {model: document counts of its cells}, with
-    ' (provisional: SmolLM2 CODE 32/48, WEB 32/48)' for cells that lack documents their corpus holds."""
+    ' (provisional: SmolLM2 CODE 32 of 48, WEB 32 of 48)' for cells that lack documents their corpus holds."""
     def span(c):
         c = sorted(set(c))
         return f"{c[0]}" if len(c) == 1 else f"{c[0]}-{c[-1]}"
     out = "; ".join(f"{lab} {span(c)}" for lab, c in counts.items() if len(c)) + " documents per corpus"
-    short = [f"{lab} " + ", ".join(f"{k} {a}/{b}" for k, (a, b) in per.items())
-             for lab, per in (incomplete or {}).items() if per]
+    short = [f"{lab} {measured_of_held(per)}" for lab, per in (incomplete or {}).items() if per]
     return out + (f" (provisional: {'; '.join(short)})" if short else "")
 
 
 def provisional(claim: Claim, incomplete: Mapping[str, Sequence[int]]) -> Claim:
     """A claim computed on cells that lack documents ({corpus: (measured, held)}): status PROVISIONAL and the
     counts in front, so no sentence reads as a conclusion before the data it was stated for are in."""
-    counts = ", ".join(f"{k} {a}/{b}" for k, (a, b) in incomplete.items())
-    return Claim(PROVISIONAL, f"Provisional ({counts} documents): {claim.text}")
+    return Claim(PROVISIONAL, f"Provisional ({measured_of_held(incomplete)} documents): {claim.text}")
 
 
 def _has(ci) -> bool:

@@ -12,6 +12,7 @@ from docgrad.core.constants import ALL, CONTROL, HEADLINE_WINDOW, PUBLISHED_MODE
 from docgrad.core.decomposition import mean_gradient_share
 from docgrad.core.gates import MEANING
 from docgrad.models import model_label
+from docgrad.presentation.evidence import measured_of_held
 from docgrad.results.stats import Analysis
 
 _ID = ["model", "revision", "corpus", "chunk"]
@@ -133,7 +134,7 @@ def page_inputs_lines(results_dir, documents: str, chunk: int, resamples: int, p
         short = (incomplete or {}).get(m.label)
         if short:
             lines.append(f"- **{m.label}: cells still lacking documents** (shards not yet probed): "
-                         + ", ".join(f"{k} {a} of {b}" for k, (a, b) in short.items())
+                         + measured_of_held(short)
                          + "; their numbers are provisional and no ordering is read from them")
     if any(c.synthetic for rep, _ in pages.values() for c in rep.cells):
         lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers below "

@@ -23,7 +23,7 @@ import numpy as np
 
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import ALL, CAUSAL, DTYPES, FLOAT32, GROUPS, STANDALONE
-from docgrad.results.format import ResultFileError, Shard, find_results, load_result, parse_stem
+from docgrad.results.format import ResultFileError, Shard, check_groups, find_results, load_result, parse_stem
 
 
 class NoResultsError(ResultFileError, FileNotFoundError):
@@ -214,27 +214,43 @@ def position_profile(cell: Cell) -> dict[str, np.ndarray]:
     return {"loss": cell.loss.mean(axis=0), "sqnorm": cell.sqnorm.mean(axis=0)}
 
 
-def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
-               context: str | None = STANDALONE, dtype: str | None = FLOAT32,
-               docs: tuple[int, int] | None = None) -> dict[tuple, Cell]:
-    """Every cell under results_dir, pooled. groups: groups each file must have (None: whatever they share).
-    context: which files to read: "standalone" (default: every file that is not causal, so the standard
-    analysis is the same whether or not causal results sit beside it), "causal", or None (all kinds, each in
-    its own cells). dtype: likewise "float32" (default), "bfloat16", or None (both, each in its own cells).
-    docs: (a, b) reads only the files whose documents all lie in [a, b) (e.g. (0, 16), the published design's
-    documents, when 48-document shards sit beside them); None (default) reads every file."""
+def read_results(results_dir: Path) -> list[Shard]:
+    """Every result file under results_dir (format.find_results), read and validated once, in path order. A
+    directory without result files (or none at all) is a NoResultsError; a bad file, a ResultFileError naming it."""
+    files = find_results(results_dir)
+    if not files:
+        raise NoResultsError(f"{results_dir}: no result files (*.npz with .json) found")
+    shards = []
+    for f in files:
+        sh = load_result(f)
+        _check_names(sh)                         # a renamed file is refused, not silently filtered out
+        shards.append(sh)
+    return shards
+
+
+def check_kind(context: str | None, dtype: str | None) -> None:
+    """context and dtype name kinds of result files (see pool_results)."""
     if context not in (STANDALONE, CAUSAL, None):
         raise ValueError(f"load_cells: context must be {STANDALONE!r}, {CAUSAL!r} or None, got {context!r}")
     if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"load_cells: dtype must be one of {DTYPES} or None, got {dtype!r}")
-    files = find_results(results_dir)
-    if not files:
-        raise NoResultsError(f"{results_dir}: no result files (*.npz with .json) found")
+
+
+def pool_results(shards: list[Shard], results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
+                 context: str | None = STANDALONE, dtype: str | None = FLOAT32,
+                 docs: tuple[int, int] | None = None) -> dict[tuple, Cell]:
+    """The cells of result files already read (read_results from results_dir), pooled. groups: groups each file
+    must have (None: whatever they share). context: which files to pool: "standalone" (default: every file that
+    is not causal, so the standard analysis is the same whether or not causal results sit beside it), "causal",
+    or None (all kinds, each in its own cells). dtype: likewise "float32" (default), "bfloat16", or None (both,
+    each in its own cells). docs: (a, b) pools only the files whose documents all lie in [a, b) (e.g. (0, 16),
+    the published design's documents, when 48-document shards sit beside them); None (default) every file."""
+    check_kind(context, dtype)
     by_cell: dict[tuple, list[Shard]] = {}
     skipped, other_dtype = 0, set()
-    for f in files:
-        sh = load_result(f, groups=groups)
-        _check_names(sh)                         # a renamed file is refused, not silently filtered out
+    for sh in shards:
+        if groups is not None:
+            check_groups(sh, groups)
         if context is not None and (sh.context == CAUSAL) != (context == CAUSAL):
             skipped += 1
             continue
@@ -253,3 +269,11 @@ def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
         raise NoResultsError(f"{results_dir}: no {context} result files ({skipped} {other} file(s) there; read "
                              f"those with context={other!r})")
     return {k: pool_cell(v) for k, v in sorted(by_cell.items())}
+
+
+def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
+               context: str | None = STANDALONE, dtype: str | None = FLOAT32,
+               docs: tuple[int, int] | None = None) -> dict[tuple, Cell]:
+    """Every cell under results_dir, pooled: pool_results(read_results(results_dir), ...) (see both)."""
+    check_kind(context, dtype)
+    return pool_results(read_results(results_dir), results_dir, groups, context, dtype, docs)

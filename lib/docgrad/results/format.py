@@ -17,6 +17,8 @@ file's cell ends in "bfloat16" and its name says so (`_bfloat16`), so it is neve
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import re
 import zipfile
@@ -55,6 +57,7 @@ class Shard:
     gram: dict[str, np.ndarray]
     sqnorm: dict[str, np.ndarray]
     exact_ref_dot: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sha256: str = ""       # result_digest of the bytes as read: the analysis cache's key (results.stats.inputs_key)
 
     @property
     def args(self) -> dict:
@@ -234,8 +237,9 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
         raise ResultFileError(f"{npz_path}: no such result file")
     if not json_path.exists():
         raise ResultFileError(f"{npz_path}: metadata {json_path.name} is missing (incomplete or partial result)")
+    json_bytes = json_path.read_bytes()
     try:
-        meta = json.loads(json_path.read_bytes().decode("utf-8"))
+        meta = json.loads(json_bytes.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ResultFileError(f"{json_path}: not valid JSON ({type(e).__name__}: {e})") from None
     if not isinstance(meta, dict):
@@ -261,18 +265,15 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
     if dtype not in DTYPES:
         raise ResultFileError(f"{json_path}: args.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     try:
-        with np.load(npz_path, allow_pickle=False) as z:
+        npz_bytes = npz_path.read_bytes()           # read once: loaded and hashed from the same bytes
+        with np.load(io.BytesIO(npz_bytes), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
         raise ResultFileError(f"{npz_path}: cannot read npz (truncated or corrupt: {e})") from e
     _validate_arrays(npz_path, arrays)
     _check_meta_against_arrays(json_path, meta, arrays)
     have = sorted(k[5:] for k in arrays if k.startswith("gram_"))
-    if groups is not None:
-        missing = [g for g in groups if g not in have]
-        if missing:
-            raise ResultFileError(f"{npz_path}: missing group(s) {missing}; file has {have}")
-    return Shard(
+    shard = Shard(
         path=npz_path,
         meta=meta,
         index=arrays["index"].astype(np.int64),
@@ -280,7 +281,27 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
         gram={g: arrays[f"gram_{g}"] for g in have},
         sqnorm={g: arrays[f"sqnorm_{g}"] for g in have},
         exact_ref_dot=arrays.get("exact_ref_dot", np.zeros(0)),
+        sha256=result_digest(npz_bytes, json_bytes),
     )
+    if groups is not None:
+        check_groups(shard, groups)
+    return shard
+
+
+def check_groups(shard: Shard, groups: tuple[str, ...]) -> None:
+    """The file holds every group of `groups` (a ResultFileError naming the file and what it has, if not)."""
+    missing = [g for g in groups if g not in shard.gram]
+    if missing:
+        raise ResultFileError(f"{shard.path}: missing group(s) {missing}; file has {sorted(shard.gram)}")
+
+
+def result_digest(npz_bytes: bytes, json_bytes: bytes | None) -> str:
+    """sha256 of one result file's npz and json bytes (json None: missing), each length-prefixed."""
+    h = hashlib.sha256()
+    for b in (npz_bytes, b"<missing>" if json_bytes is None else json_bytes):
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
 
 
 def _check_meta_against_arrays(json_path: Path, meta: dict, z: dict) -> None:

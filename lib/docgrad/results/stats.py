@@ -41,8 +41,8 @@ from docgrad.core.constants import (
 )
 from docgrad.errors import AnalysisError
 from docgrad.fileio import atomic_write_json, to_jsonable
-from docgrad.results.cells import Cell, load_cells
-from docgrad.results.format import find_results
+from docgrad.results.cells import Cell, check_kind, pool_results, read_results
+from docgrad.results.format import Shard, find_results, result_digest
 
 Interval = tuple  # (lo, hi), each a float or None
 
@@ -439,15 +439,18 @@ def with_gates(a: Analysis) -> Analysis:
 
 def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
             groups: tuple[str, ...] | None = GROUPS, context: str = "standalone", dtype: str = "float32",
-            docs: tuple[int, int] | None = None) -> Analysis:
+            docs: tuple[int, int] | None = None, shards: list[Shard] | None = None) -> Analysis:
     """Every cell of a results directory, R_rel, gates and verdict. A missing or empty directory is an error.
     context: "standalone" (default; causal files beside them are left out) or "causal" (only causal cells:
     gates and verdict are defined for the standalone 16K measurement, and G2 cannot pass without R(16K)).
     dtype: "float32" (default; bf16 files beside them are left out) or "bfloat16" (only bf16 cells).
-    docs: (a, b) analyses only the files whose documents lie in [a, b) (cells.load_cells); None: every file."""
+    docs: (a, b) analyses only the files whose documents lie in [a, b) (cells.pool_results); None: every file.
+    shards: the directory's files already read (cells.read_results), so none is read again."""
     t0 = time.perf_counter()
     resamples, seed = check_resamples(resamples), check_seed(seed)
-    cells = load_cells(Path(results_dir), groups=groups, context=context, dtype=dtype, docs=docs)
+    check_kind(context, dtype)
+    shards = read_results(Path(results_dir)) if shards is None else shards
+    cells = pool_results(shards, Path(results_dir), groups=groups, context=context, dtype=dtype, docs=docs)
     t_load = time.perf_counter() - t0
     estimates = []
     for cell in cells.values():
@@ -465,16 +468,24 @@ def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP
 ANALYSIS_FORMAT = "docgrad-analysis/1"
 
 
-def inputs_key(results_dir: Path, resamples: int, seed: int, docs: tuple[int, int] | None = None) -> str:
-    """sha256 over the analysis inputs: every result file's relative path and bytes, resamples, seed, the
-    document range, and the sources of the estimator modules (so a code change invalidates the cache)."""
+def inputs_key(results_dir: Path, resamples: int, seed: int, docs: tuple[int, int] | None = None,
+               shards: list[Shard] | None = None) -> str:
+    """sha256 over the analysis inputs: the results directory as spelled (the analysis records it and its files'
+    paths, so "data/results" and its absolute path are two entries, not whichever was asked first), every result
+    file's relative path and digest (format.result_digest of its bytes; taken from `shards` when the files were
+    already read), resamples, seed, the document range, and the sources of the estimator modules (so a code
+    change invalidates the cache)."""
     scope = "" if docs is None else f"|docs {int(docs[0])}:{int(docs[1])}"
-    h = hashlib.sha256(f"{ANALYSIS_FORMAT}|{int(resamples)}|{int(seed)}{scope}".encode())
+    h = hashlib.sha256(f"{ANALYSIS_FORMAT}|{results_dir}|{int(resamples)}|{int(seed)}{scope}".encode())
     root = Path(results_dir)
-    for npz in find_results(root):
-        for f in (npz, npz.with_suffix(".json")):
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes() if f.exists() else b"<missing>")
+    if shards is not None:
+        digests = [(Path(sh.path), sh.sha256) for sh in shards]
+    else:
+        digests = [(npz, result_digest(npz.read_bytes(), npz.with_suffix(".json").read_bytes()
+                                       if npz.with_suffix(".json").exists() else None)) for npz in find_results(root)]
+    for path, digest in digests:
+        h.update(str(path.relative_to(root)).encode())
+        h.update(digest.encode())
     lib = Path(__file__).resolve().parents[1]
     for mod in ("core/bootstrap", "core/gates", "core/constants", "results/cells", "results/format", "results/stats"):
         h.update((lib / f"{mod}.py").read_bytes())
@@ -482,20 +493,22 @@ def inputs_key(results_dir: Path, resamples: int, seed: int, docs: tuple[int, in
 
 
 def cached_analysis(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                    cache_dir: Path = Path("cache/analysis"), docs: tuple[int, int] | None = None) -> Analysis:
+                    cache_dir: Path = Path("cache/analysis"), docs: tuple[int, int] | None = None,
+                    shards: list[Shard] | None = None) -> Analysis:
     """analyze(results_dir, resamples, seed, docs=docs), stored in cache_dir under the sha256 of its inputs
     (inputs_key); a later call with the same inputs reads it instead of recomputing. Timings are those of the
-    first run."""
+    first run. shards: the directory's files already read (cells.read_results): neither the key nor the analysis
+    reads them again."""
     resamples, seed = check_resamples(resamples), check_seed(seed)
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise AnalysisError(f"results directory {results_dir} does not exist")
-    path = Path(cache_dir) / f"{inputs_key(results_dir, resamples, seed, docs)}.json"
+    path = Path(cache_dir) / f"{inputs_key(results_dir, resamples, seed, docs, shards)}.json"
     if path.exists():
         try:
             return Analysis.from_json(json.loads(path.read_text()))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError):
             path.unlink(missing_ok=True)        # unreadable cache entry: recompute it
-    a = analyze(results_dir, resamples, seed, docs=docs)
+    a = analyze(results_dir, resamples, seed, docs=docs, shards=shards)
     atomic_write_json(path, to_jsonable(a))
     return a

@@ -7,6 +7,8 @@ loads result files itself and never reads another page's output.
     shown, missing = study.page(model, corpora)        # the cells a page shows, gated on themselves
     study.decompositions(model, corpora)               # {corpus: CellDecomposition}, computed once per cell
     study.cell(model, corpus)                          # the pooled cell (block sums, losses, shards)
+    study.within((0, 16))                              # the same study over fewer documents, files not read again
+    study.R_16K(model, corpora)                        # R(16K) per corpus and its document-bootstrap draws
     study.paired(model_x, model_y, corpora)            # {corpus: R(16K) of y - x, paired over shared documents}
     study.incomplete(model, corpora)                   # {corpus: (measured, held)}: cells lacking documents
     study.ordering(model, corpora, published_order)    # the pre-stated decision on the long-document corpora
@@ -23,13 +25,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, CONTROL, CORPORA, RESAMPLES
 from docgrad.core.orderings import ordering_decision, resolve_pairs
 from docgrad.corpora.provenance import document_sources
 from docgrad.errors import AnalysisError
 from docgrad.models import ResultModel
 from docgrad.results.cell_decomposition import CellDecomposition, decompose_cell
-from docgrad.results.cells import Cell, load_cells
+from docgrad.results.cells import Cell, pool_results, read_results
+from docgrad.results.format import Shard
 from docgrad.results.paired import PairedDifference, paired_difference, shared_documents
 from docgrad.results.stats import Analysis, cached_analysis, check_resamples, check_seed
 
@@ -44,6 +49,7 @@ class Study:
     chunk: int = CHUNK
     docs: tuple[int, int] | None = None
     cache_dir: Path = Path("cache/analysis")
+    shards: list[Shard] | None = field(default=None, repr=False, compare=False)   # files as read (None: read at first use)
     _decompositions: dict = field(default_factory=dict, init=False, repr=False)
     _manifests: dict = field(default_factory=dict, init=False, repr=False)
 
@@ -53,16 +59,30 @@ class Study:
         if self.docs is not None:
             self.docs = (int(self.docs[0]), int(self.docs[1]))
 
+    def read(self) -> list[Shard]:
+        """Every result file of the directory, read and validated once (cells.read_results) and kept: the cells,
+        the analysis and its cache key, and every study `within` this one, use these."""
+        if self.shards is None:
+            if not self.results_dir.is_dir():
+                raise AnalysisError(f"results directory {self.results_dir} does not exist")
+            self.shards = read_results(self.results_dir)
+        return self.shards
+
+    def within(self, docs: tuple[int, int]) -> "Study":
+        """The same study over the files whose documents lie in [a, b) (e.g. the published design's (0, 16)
+        beside the 48-document cells), from the files this one read."""
+        return Study(self.results_dir, self.resamples, self.seed, self.chunk, docs, self.cache_dir, self.read())
+
     @cached_property
     def cells(self) -> dict[tuple, Cell]:
         """Every standalone float32 cell of the directory (within `docs`), pooled; keyed (model, revision, corpus,
-        chunk). Read once."""
-        return load_cells(self.results_dir, docs=self.docs)
+        chunk)."""
+        return pool_results(self.read(), self.results_dir, docs=self.docs)
 
     @cached_property
     def analysis(self) -> Analysis:
         """The analysis of every cell (stats.cached_analysis: computed once per set of inputs and code)."""
-        return cached_analysis(self.results_dir, self.resamples, self.seed, self.cache_dir, docs=self.docs)
+        return cached_analysis(self.results_dir, self.resamples, self.seed, self.cache_dir, self.docs, self.read())
 
     def page(self, model: ResultModel, corpora: Sequence[str]) -> tuple[Analysis, list[str]]:
         """(the cells of `model` a page shows, gates and verdict on them alone; the requested corpora without a
@@ -147,12 +167,19 @@ class Study:
         the long-document corpora among `corpora` that have a cell: 'pairs' (core.orderings.resolve_pairs over
         the document-bootstrap draws of R(16K), Holm over the family) and 'decision' (ordering_decision; not read
         while a cell is incomplete), with each cell's document count in 'n_docs'."""
-        decomps = self.decompositions(model, [k for k in corpora if k != CONTROL])
-        points = {k: d.R for k, d in decomps.items()}
-        draws = {k: d.draws["doc"]["R"] for k, d in decomps.items() if "doc" in d.draws}
+        long = [k for k in corpora if k != CONTROL]
+        points, draws = self.R_16K(model, long)
         pairs = resolve_pairs(points, draws, list(draws))
         decision = ordering_decision(points, pairs, published, self.incomplete(model, list(draws))) if pairs else None
-        return {"pairs": pairs, "decision": decision, "n_docs": {k: len(d.doc_ids) for k, d in decomps.items()}}
+        return {"pairs": pairs, "decision": decision,
+                "n_docs": {k: len(d.doc_ids) for k, d in self.decompositions(model, long).items()}}
+
+    def R_16K(self, model: ResultModel, corpora: Sequence[str]) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """({corpus: R(16K)}, {corpus: its document-bootstrap draws}) of each requested corpus with a cell, from
+        the decompositions (the draws are the analysis's; a cell without a bootstrap has a point and no draws)."""
+        decomps = self.decompositions(model, corpora)
+        return ({k: d.R for k, d in decomps.items()},
+                {k: d.draws["doc"]["R"] for k, d in decomps.items() if "doc" in d.draws})
 
     def paired(self, x: ResultModel, y: ResultModel, corpora: Sequence[str]) -> dict[str, PairedDifference]:
         """R(16K) of model y minus model x per corpus, over the documents both measured (matched by text sha256

@@ -8,6 +8,7 @@ over its results directory, the cells it shows, their decompositions and what th
     page.decomps         {label: {corpus: CellDecomposition}}
     page.incomplete      {label: {corpus: (documents measured, documents held)}}: shards not yet probed
     page.inputs_lines()  what the page read, as Markdown bullet lines
+    page.within("0:16")  the same page over fewer documents, from the files already read
 """
 
 from __future__ import annotations
@@ -27,16 +28,22 @@ class StudyPage:
     document range (None: every result file)."""
 
     def __init__(self, results_dir, models: Sequence[str], corpora: Sequence[str], documents: str | None = None,
-                 resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED, chunk: int = CHUNK):
-        self.results_dir, self.corpora, self.documents = results_dir, list(corpora), documents
-        self.resamples, self.chunk = resamples, chunk
+                 resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED, chunk: int = CHUNK, study: Study | None = None):
+        self.results_dir, self.model_names, self.corpora, self.documents = results_dir, list(models), list(corpora), \
+            documents
+        self.resamples, self.seed, self.chunk = resamples, seed, chunk
         self.models = result_models(models)
         self.label = self.models[0].label
-        self.study = Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents) if documents else None)
+        self.study = study or Study(results_dir, resamples, seed, chunk, docs=parse_docs(documents) if documents else None)
         shown = {m.label: self.study.page(m, self.corpora) for m in self.models}
         self.reports = {lab: rep for lab, (rep, _) in shown.items()}
         self.missing = {lab: miss for lab, (_, miss) in shown.items()}
         self.incomplete = {m.label: self.study.incomplete(m, self.corpora) for m in self.models}
+
+    def within(self, documents: str) -> "StudyPage":
+        """This page over documents A:B (e.g. the published design's "0:16"), from the result files already read."""
+        return StudyPage(self.results_dir, self.model_names, self.corpora, documents, self.resamples, self.seed,
+                         self.chunk, study=self.study.within(parse_docs(documents)))
 
     @cached_property
     def decomps(self) -> dict:

@@ -1,0 +1,47 @@
+"""What a notebook page imports, under one name: `from docgrad import page as dg`.
+
+A page then calls `dg.setup()`, `dg.StudyPage(...)`, `dg.tables.R_frame(report)`, `dg.published.cells()`: the
+module that does the work stays in every call, and nothing is defined here, only gathered (as d2l's
+`from d2l import torch as d2l`). tests/test_layout.py checks that each page imports this name and nothing else of
+docgrad, and that everything gathered here is used by some page.
+
+  running a page     setup, save_chart, save_numbers, versions; corpus_color, highlight, legend_pick (charts)
+  the measurements   StudyPage (a research page's opening call), Study, parse_docs, AnalysisError; the study's
+                     constants CHUNK, CONTROL, CORPORA, DOCS_PER_CORPUS, GROUPS, HEADLINE_WINDOW
+  the method         decomposition, groups, sketch (docgrad.core)
+  the inputs         models (offline models, loading), corpora_build, provenance, model_facts, probe_bench, precision
+  the results        published, stats, batching, positions, cell_decomposition, profiles
+  what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
+                     explorer
+  teaching pages     reduction, pitfalls, worked (and its sig, sig_table), records, history
+"""
+
+from docgrad import models
+from docgrad.core import decomposition, groups, sketch
+from docgrad.core.constants import CHUNK, CONTROL, CORPORA, DOCS_PER_CORPUS, GROUPS, HEADLINE_WINDOW
+from docgrad.corpora import build as corpora_build
+from docgrad.corpora import provenance
+from docgrad.errors import AnalysisError
+from docgrad.measure import model_facts, precision, probe_bench
+from docgrad.presentation import (batch_reading, causal, comparison, correlation, design_effect, evidence, explorer,
+                                  sketching, tables)
+from docgrad.presentation.charts import corpus_color, highlight, legend_pick
+from docgrad.results import batching, cell_decomposition, positions, profiles, published, stats
+from docgrad.results.format import parse_docs
+from docgrad.results.study import Study
+from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
+from docgrad.runtime.study_page import StudyPage
+from docgrad.teaching import history, pitfalls, records, reduction, worked
+from docgrad.teaching.worked import sig, sig_table
+
+__all__ = [
+    "setup", "save_chart", "save_numbers", "versions", "corpus_color", "highlight", "legend_pick",
+    "StudyPage", "Study", "parse_docs", "AnalysisError",
+    "CHUNK", "CONTROL", "CORPORA", "DOCS_PER_CORPUS", "GROUPS", "HEADLINE_WINDOW",
+    "decomposition", "groups", "sketch",
+    "models", "corpora_build", "provenance", "model_facts", "probe_bench", "precision",
+    "published", "stats", "batching", "positions", "cell_decomposition", "profiles",
+    "tables", "design_effect", "correlation", "comparison", "evidence", "batch_reading", "causal", "sketching",
+    "explorer",
+    "reduction", "pitfalls", "worked", "sig", "sig_table", "records", "history",
+]

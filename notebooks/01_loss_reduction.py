@@ -125,10 +125,12 @@ The token mean weighs B {dg.sig(tm['document_weights'][1] / tm['document_weights
 ps = [i / 200 for i in range(4, 197)]
 curves = pd.DataFrame(dg.reduction.loss_curves(batch, ps))
 optima = pd.DataFrame([{"label": dg.reduction.OBJECTIVE_LABELS[k], "p": v["optimum_p"],
-                        "loss": dg.reduction.loss(dg.reduction.logit(v["optimum_p"]), batch, k), "optimum": v["optimum"]}
+                        "loss": dg.reduction.loss(dg.reduction.logit(v["optimum_p"]), batch, k),
+                        "optimum": v["optimum"]}
                        for k, v in NUMBERS["objectives"].items() if v["optimum_p"] is not None])
 pick = alt.selection_point(fields=["label"], bind="legend")
-color = alt.Color("label:N", title="objective", sort=[dg.reduction.OBJECTIVE_LABELS[k] for k in dg.reduction.OBJECTIVES],
+color = alt.Color("label:N", title="objective",
+                  sort=[dg.reduction.OBJECTIVE_LABELS[k] for k in dg.reduction.OBJECTIVES],
                   legend=alt.Legend(labelLimit=320))
 lines = alt.Chart(curves).mark_line().encode(
     x=alt.X("p:Q", title="p = sigmoid(θ)"), y=alt.Y("loss:Q", title="loss (nats)"), color=color,
@@ -227,9 +229,11 @@ instead says: *{ignored['docgrad']}*
 
 # %% tags=["hide-input"]
 prob_weights = [1.0, 4.0, 0.5]
-prob = dg.reduction.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0], [0.0, 0.0, 3.0]], [1, 1, 2], prob_weights)
+prob = dg.reduction.probability_targets_mean([[2.0, 0.0, -1.0], [0.5, 1.0, 0.0], [0.0, 0.0, 3.0]], [1, 1, 2],
+                                             prob_weights)
 NUMBERS["probability_targets"] = prob
-display(Markdown(f"Class weights {dg.sig(prob_weights)}; weighted sum of the row losses {dg.sig(prob['weighted_sum'])}."))
+display(Markdown(f"Class weights {dg.sig(prob_weights)}; weighted sum of the row losses "
+                 f"{dg.sig(prob['weighted_sum'])}."))
 dg.sig_table([{"targets given as": "class indices", "divides by": "the targets' weights",
                "denominator": prob["sum_of_target_weights"], "mean": prob["indices"]},
               {"targets given as": "one-hot probabilities", "divides by": "the rows",
@@ -353,7 +357,8 @@ dg.sig_table(bias, {"long_tokens": "long", "short_tokens": "short", "loss_averag
 ex1 = dg.worked.optima(3, 30)
 display(Markdown(ex1.markdown))
 ex1_batch = dg.reduction.make_batch([3, 30], [1, 0], padding=[0, 0])
-assert all(abs(ex1.values[k] - dg.reduction.optimum(ex1_batch, k).p) < 1e-12 for k in ex1.values)   # the general formula agrees
+# the general formula agrees
+assert all(abs(ex1.values[k] - dg.reduction.optimum(ex1_batch, k).p) < 1e-12 for k in ex1.values)
 
 # %% [markdown]
 # **Exercise 2 (padding).** Pad A with 27 positions to B's length. By what factor does dividing the masked sum by
@@ -363,7 +368,8 @@ assert all(abs(ex1.values[k] - dg.reduction.optimum(ex1_batch, k).p) < 1e-12 for
 ex2 = dg.worked.padding_factor(3, 30, 27)
 display(Markdown(ex2.markdown))
 ex2_batch = dg.reduction.make_batch([3, 30], [1, 0], padding=[27, 0])
-assert abs(ex2.values["factor"] - dg.reduction.loss(0.0, ex2_batch, "padding_in_denominator") / dg.reduction.loss(0.0, ex2_batch, "token_mean")) < 1e-12
+assert abs(ex2.values["factor"] - dg.reduction.loss(0.0, ex2_batch, "padding_in_denominator")
+           / dg.reduction.loss(0.0, ex2_batch, "token_mean")) < 1e-12
 assert abs(ex2.values["padding_as_class0_p"] - dg.reduction.optimum(ex2_batch, "padding_as_class0").p) < 1e-12
 
 # %% [markdown]
@@ -398,7 +404,8 @@ worst = max(r["abs_error"] for r in fd)
 assert worst < tolerance, f"finite-difference error {worst} exceeds the tolerance {tolerance}"
 display(Markdown(f"At θ = {fd_theta:g} with step h = {fd_step:g}, (L(θ+h) − L(θ−h))/2h against Σ w (p − y); the "
                  f"largest difference, {dg.sig(worst)}, is below the tolerance {tolerance:g}."))
-dg.sig_table([dict(r, objective=dg.reduction.OBJECTIVE_LABELS[r["objective"]]) for r in fd], {"objective": "objective", "analytic": "analytic", "numeric": "numeric", "abs_error": "|difference|"},
+dg.sig_table([dict(r, objective=dg.reduction.OBJECTIVE_LABELS[r["objective"]]) for r in fd],
+             {"objective": "objective", "analytic": "analytic", "numeric": "numeric", "abs_error": "|difference|"},
              index="objective")
 
 # %% [markdown]

@@ -65,8 +65,8 @@ NUMBERS = {"model": model_name, "corpus": corpus}
 
 
 model = dg.models.load_model(model_name)
-spans = [s for s in dg.corpora_build.load_spans(corpus) if s.doc < dg.DOCS_PER_CORPUS]   # the 16 documents the other pages read
-separator = dg.corpora_build.read_manifest(dg.corpora_build.DEFAULT_MANIFEST)["tokenizer"]["separator"]  # what the corpora pack documents with
+spans = [s for s in dg.corpora_build.load_spans(corpus) if s.doc < dg.DOCS_PER_CORPUS]   # the other pages' 16
+separator = dg.corpora_build.read_manifest(dg.corpora_build.DEFAULT_MANIFEST)["tokenizer"]["separator"]  # packs with
 EOS = int(separator["id"])
 NUMBERS["separator"] = separator
 display(Markdown(f"{model_name}: {sum(p.numel() for p in model.parameters()):,} parameters; {len(spans)} "
@@ -165,7 +165,8 @@ factors. The same holds for a model whose forward accepts `**kwargs` but drops `
 
 # %%
 ddp, ddp_prov = dg.records.recorded("01b_torchrun", {"ddp_lengths": ddp_lengths, "seed": seed},
-                                    lambda: [dg.pitfalls.ddp_trainer_step(ddp_lengths, average_tokens=a, seed=seed) for a in (True, False)],
+                                    lambda: [dg.pitfalls.ddp_trainer_step(ddp_lengths, average_tokens=a, seed=seed)
+                                             for a in (True, False)],
                                     rerun=rerun)
 display(Markdown(dg.records.provenance_line("The two-process torchrun steps", ddp_prov)))
 NUMBERS["ddp_torchrun"] = {("average_tokens" if r["average_tokens_across_devices"] else "per_rank_count"): r
@@ -243,7 +244,8 @@ sc = drift["scales"]
 display(Markdown(f"{train_steps} steps, {dg.sig(drift['n_trainable'])} trained weights in the last {train_top_layers} "
                  f"blocks; c_b from {dg.sig(min(sc))} to {dg.sig(max(sc))}, c = {dg.sig(drift['constant'])}. After the last "
                  f"step:"))
-dg.sig_table([dict(r, optimizer={"sgd": "SGD", "adam": "Adam"}[r["optimizer"]], scheme=dg.pitfalls.TRAINING_LABELS[r["scheme"]])
+dg.sig_table([dict(r, optimizer={"sgd": "SGD", "adam": "Adam"}[r["optimizer"]],
+                   scheme=dg.pitfalls.TRAINING_LABELS[r["scheme"]])
               for r in drift["final"] if r["scheme"] != "token_mean"],
              {"optimizer": "optimizer", "scheme": "objective", "drift": "drift from the reference",
               "drift_from_constant": "from the constant-c run"}).set_index(["optimizer", "objective"])

@@ -66,8 +66,8 @@ NUMBERS = {"model": model_name, "corpus": corpus}
 
 
 model = dg.models.load_model(model_name)
-spans = [s for s in dg.corpora_build.load_spans(corpus) if s.doc < dg.DOCS_PER_CORPUS]   # the 16 documents the other pages read
-separator = dg.corpora_build.read_manifest(dg.corpora_build.DEFAULT_MANIFEST)["tokenizer"]["separator"]  # what the corpora pack documents with
+spans = [s for s in dg.corpora_build.load_spans(corpus) if s.doc < dg.DOCS_PER_CORPUS]   # the other pages' 16
+separator = dg.corpora_build.read_manifest(dg.corpora_build.DEFAULT_MANIFEST)["tokenizer"]["separator"]  # packs with
 EOS = int(separator["id"])
 NUMBERS["separator"] = separator
 display(Markdown(f"{model_name}: {sum(p.numel() for p in model.parameters()):,} parameters; {len(spans)} "
@@ -235,7 +235,8 @@ NUMBERS["policy_gradient"] = {"lengths": pg_lengths, "advantages": pg_advantages
                               "schemes": pg.to_dict("records")}
 display(Markdown(f"Responses of {pg_lengths} tokens with advantages {dg.sig(pg_advantages)}; L_max = {pg_max_length} "
                  f"(the generation budget, fixed before sampling):"))
-dg.sig_table(pg, {"label": "scheme", "per_token_weight": "weight of one token", "sequence_weight": "weight of each response",
+dg.sig_table(pg, {"label": "scheme", "per_token_weight": "weight of one token",
+                  "sequence_weight": "weight of each response",
                   "signed_push": "A_i × response weight", "short_over_long_per_token": "shortest / longest, per token",
                   "n_eff": "n_eff of the tokens"}, index="label")
 
@@ -262,12 +263,13 @@ C = dg.pitfalls.block_correlation([n for n in kish_lengths], kish_rho)
 deff_tok_corr = dg.pitfalls.design_effect(np.ones(sum(kish_lengths)), C)
 deff_doc_corr = dg.pitfalls.design_effect(doc_w, C)
 design_study = dg.Study(ROOT / "data" / "results", docs=(0, dg.DOCS_PER_CORPUS))     # the published design's cells
-page04 = dg.pitfalls.design_effects(design_study.page(dg.models.result_model(model_name), dg.CORPORA)[0], dg.HEADLINE_WINDOW // dg.CHUNK)
+page04 = dg.pitfalls.design_effects(design_study.page(dg.models.result_model(model_name), dg.CORPORA)[0],
+                                    dg.HEADLINE_WINDOW // dg.CHUNK)
 NUMBERS["effective_sample_size"] = {"objectives": kish.to_dict("records"), "monte_carlo_document_mean": mc,
                                     "rho": kish_rho, "deff_token_mean_correlated": deff_tok_corr,
                                     "deff_document_mean_correlated": deff_doc_corr, "page_04": page04}
-dg.sig_table(kish, {"label": "objective", "n": "positions with weight", "n_eff": "n_eff", "design_effect": "design effect"},
-             index="label")
+dg.sig_table(kish, {"label": "objective", "n": "positions with weight", "n_eff": "n_eff",
+                    "design_effect": "design effect"}, index="label")
 
 # %% [markdown]
 # The weights that decide what is learned also decide how much noise the estimate carries.
@@ -280,8 +282,10 @@ dg.sig_table(kish, {"label": "objective", "n": "positions with weight", "n_eff":
 # %% tags=["hide-input"]
 books = next((c for c in page04 if c["corpus"] == "BOOKS"), page04[0])
 m_block = dg.HEADLINE_WINDOW // dg.CHUNK
-dg.sig_table([{"objective": "token mean", "deff": deff_tok_corr}, {"objective": "document mean", "deff": deff_doc_corr}],
-             {"objective": "objective", "deff": f"design effect, ρ = {dg.sig(kish_rho)} within a document"}, index="objective")
+dg.sig_table([{"objective": "token mean", "deff": deff_tok_corr},
+              {"objective": "document mean", "deff": deff_doc_corr}],
+             {"objective": "objective", "deff": f"design effect, ρ = {dg.sig(kish_rho)} within a document"},
+             index="objective")
 
 # %% [markdown]
 # **Page 04.** R(W) is this design effect for the chunk gradients of one contiguous W-token block, equal weights,
@@ -311,7 +315,8 @@ ex2_lengths = [10, 30, 60]
 ex2 = dg.worked.packing(ex2_lengths)
 display(Markdown(ex2.markdown))
 assert ex2.values["counts"] == dg.pitfalls.packed_target_counts([n + 1 for n in ex2_lengths])
-assert abs(ex2.values["n_eff_per_document"] - dg.pitfalls.packed_weights(ex2_lengths, per_document=True)["n_eff"]) < 1e-9
+assert abs(ex2.values["n_eff_per_document"]
+           - dg.pitfalls.packed_weights(ex2_lengths, per_document=True)["n_eff"]) < 1e-9
 
 # %% [markdown]
 # **Exercise 2 (class weights).** Targets [0, 2, 2, −100, 1] over three classes with `weight=[1, 4, 0.5]` and
@@ -347,7 +352,8 @@ assert all(abs(a - b) < 1e-12 for k in ("sequence_mean", "token_mean")
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex6 = dg.worked.n_eff_documents([1, 1, 98])
 display(Markdown(ex6.markdown))
-ex6_rows = {r["objective"]: r for r in dg.pitfalls.objective_effective_sizes(dg.reduction.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
+ex6_batch = dg.reduction.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0])
+ex6_rows = {r["objective"]: r for r in dg.pitfalls.objective_effective_sizes(ex6_batch)}
 assert all(abs(ex6.values[k] - ex6_rows[k]["n_eff"]) < 1e-9 for k in ex6.values)
 
 # %% [markdown]

@@ -220,7 +220,8 @@ pd.DataFrame(prec_rows)
 # (`docgrad.measure.precision.tail_across_contexts`).
 
 # %%
-prec_contexts = [dg.precision.tail_across_contexts(prec, dg.precision.read_record(p)) for p in precision_context_records]
+prec_contexts = [dg.precision.tail_across_contexts(prec, dg.precision.read_record(p))
+                 for p in precision_context_records]
 for c in prec_contexts:
     display(Markdown(" ".join(dg.precision.context_reading(c))))
 pd.DataFrame(dg.precision.context_rows(prec, prec_contexts))
@@ -228,7 +229,8 @@ pd.DataFrame(dg.precision.context_rows(prec, prec_contexts))
 # %%
 numbers = {
     "result_box": dg.sketching.sketch_box(g1_by_model, prec, prec_checks, dg.precision.R_EQUIVALENCE_MARGIN),
-    "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed, "sketch": dg.sketch.SKETCH_NAME,
+    "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed,
+    "sketch": dg.sketch.SKETCH_NAME,
     "threads": res["threads"], "parameters": n_params, "group_sizes": sizes, "storage": mem,
     "g1": g1, "g1_by_model": g1_by_model, "bucket_sweep": dg.probe_bench.bucket_sweep(res), "speed": speed,
     "losses": res["loss"],

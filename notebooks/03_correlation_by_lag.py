@@ -43,8 +43,8 @@ from IPython.display import Markdown, display
 page = dg.StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
 page_models, study, reports = page.models, page.study, page.reports
 model_order = list(reports)
-bands = {m.label: {c.corpus: dg.cell_decomposition.rho_bands(study.cell(m, c.corpus), resamples, seed) for c in reports[m.label].cells}
-         for m in page_models}
+bands = {m.label: {c.corpus: dg.cell_decomposition.rho_bands(study.cell(m, c.corpus), resamples, seed)
+                    for c in reports[m.label].cells} for m in page_models}
 band_claims = {lab: dg.correlation.band_claims(b) for lab, b in bands.items()}
 
 # %% tags=["hide-input"]
@@ -151,9 +151,9 @@ chart_groups = alt.Chart(rho_groups).mark_line().encode(
                                                            row=alt.Row("model_label:N", title=None, sort=model_order))
 display(dg.save_chart(chart_groups, "03_rho_by_group", figures_dir))
 group_long_all = pd.concat([dg.tables.group_frame(r) for r in reports.values()], ignore_index=True)
-group_share_by_model = {m.label: {c.corpus: dg.decomposition.group_shares(study.cell(m, c.corpus).sums, chunk,
-                                                                      [g for g in dg.GROUPS if g in study.cell(m, c.corpus).sums])
-                                  for c in reports[m.label].cells} for m in page_models}
+group_share_by_model = {m.label: {c.corpus: dg.decomposition.group_shares(
+    study.cell(m, c.corpus).sums, chunk, [g for g in dg.GROUPS if g in study.cell(m, c.corpus).sums])
+    for c in reports[m.label].cells} for m in page_models}
 group_sizes_by_model = {m.label: study.group_sizes(m) for m in page_models}
 share_lines = dg.correlation.group_share_lines(group_share_by_model, group_sizes_by_model, group_long_all)
 display(Markdown("Each group's share of $S_\\text{cross}$ and of $\\sigma^2$ (they add up to 1 over the groups; "

@@ -190,7 +190,8 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                               "R_rel": [x.to_json() for x in r.R_rel], "missing": page.missing[lab],
                               "gates": {k: {"status": g["status"], "summary": g["summary"]}
                                         for k, g in r.gates.items()},
-                              "reading": dg.tables.reading(r), "effective_chunks_notes": dg.tables.effective_chunks_notes(r),
+                              "reading": dg.tables.reading(r),
+                              "effective_chunks_notes": dg.tables.effective_chunks_notes(r),
                               "verdict": r.verdict, "verdict_detail": r.verdict_detail}
                         for lab, r in reports.items()},
            "result_box": dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete),

@@ -48,8 +48,8 @@ final = dg.published.final_checkpoints()
 final = final[final["corpus"].isin(corpora)]
 shares = {lab: {c.corpus: dg.decomposition.mean_gradient_share(c.all.S_cross, c.all.sigma2) for c in r.cells}
           for lab, r in reports.items()}
-without_norms = {m.label: {k: dg.decomposition.without_groups(study.cell(m, k).sums, chunk, ["other"]) for k in decomps[m.label]
-                           if "other" in study.cell(m, k).sums} for m in page_models}
+without_norms = {m.label: {k: dg.decomposition.without_groups(study.cell(m, k).sums, chunk, ["other"])
+                           for k in decomps[m.label] if "other" in study.cell(m, k).sums} for m in page_models}
 pub_shares = final[final.corpus.isin(dg.design_effect.LONG_DOCUMENT_CORPORA)]["mean_gradient_share"].tolist()
 
 # %% tags=["hide-input"]

@@ -169,7 +169,8 @@ chart_tt = alt.layer(   # the line first: the layer that draws the colour legend
 ).properties(width=230, height=220).facet(column=alt.Column("model_label:N", title=None,
                                                             sort=["Pythia-410M", "Pythia-1.4B", "OLMo-2-1B"]))
 display(dg.save_chart(chart_tt, "04c_published_through_training", figures_dir))
-tt_orders = {f"{g.iloc[0].model_label} {g.iloc[0].frac_training:.1%}": dg.tables.ordering(dict(zip(g["corpus"], g["R_16K"])))
+tt_orders = {f"{g.iloc[0].model_label} {g.iloc[0].frac_training:.1%}":
+             dg.tables.ordering(dict(zip(g["corpus"], g["R_16K"])))
              for _, g in tt.groupby(["model", "frac_training"], sort=True)}
 tt_lines = dg.design_effect.through_training_lines(tt_orders)
 display(Markdown("Ordered by R(16K) at each checkpoint (fraction of training):\n\n"

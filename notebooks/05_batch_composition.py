@@ -88,8 +88,8 @@ display(Markdown(box))
 # estimate ([methods](../docs/methods.md#batch-composition)).
 
 # %% tags=["hide-input"]
-display(Markdown("\n".join(dg.batch_reading.inputs_lines(results_dir, models, batch_sizes, window, score, seed, resamples,
-                                                         measured, corpora, refused, notes))))
+display(Markdown("\n".join(dg.batch_reading.inputs_lines(results_dir, models, batch_sizes, window, score, seed,
+                                                         resamples, measured, corpora, refused, notes))))
 
 # %% [markdown]
 # ## Rule by rule

@@ -65,7 +65,7 @@ def test_correlation_box_names_the_corpora_whose_rho_decays_and_its_caveat_follo
     box = co.correlation_box({"m": Rep()}, decays)
     assert "decays within the span for BOOKS" in box and "not one constant" in box
     assert "m 16 documents per corpus;" in box and "provisional" not in box
-    assert "(provisional: m BOOKS 16/31)" in co.correlation_box({"m": Rep()}, decays, {"m": {"BOOKS": (16, 31)}})
+    assert "(provisional: m BOOKS 16 of 31)" in co.correlation_box({"m": Rep()}, decays, {"m": {"BOOKS": (16, 31)}})
     flat = {"m": co.band_claims({"BOOKS": _bands(0.10, 0.10, 0.02)})}
     assert "for no corpus" in co.correlation_box({"m": Rep()}, flat) and "is not resolved" in \
         co.correlation_box({"m": Rep()}, flat)

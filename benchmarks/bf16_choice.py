@@ -4,11 +4,11 @@
         [--model smollm2-135m | random:smollm2-135m | random:neox-1.4b] [--device cpu|cuda] [--json F]
 
 On the same 512-token chunks, interleaved chunk by chunk so that background load hits all three alike, the
-gradient of the probe's chunk loss (docgrad.measure.probe.chunk_loss) is computed three ways:
+gradient of the probe's chunk loss (docgrad.measure.gradients.chunk_loss) is computed three ways:
 
   float32    the reference: float32 weights and arithmetic;
   autocast   float32 weights, the forward under torch.autocast(bfloat16) (what `docgrad probe --dtype
-             bfloat16` does: docgrad.measure.probe.autocast); .grad is float32;
+             bfloat16` does: docgrad.measure.gradients.autocast); .grad is float32;
   weights    a bfloat16 copy of the model (every weight rounded to bf16, every op in bf16 save the loss,
              which is taken in float32 as the probe does); .grad is bf16 and is converted to float32 after
              the backward. There is nothing to accumulate across a chunk's backward beyond what the matrix
@@ -37,12 +37,12 @@ WAYS = ("float32", "autocast", "weights")
 
 
 def step(model, ids, dtype: str):
-    """One forward+backward of the probe's chunk loss (docgrad.measure.probe.forward_backward, autocast for "bfloat16");
+    """One forward+backward of the probe's chunk loss (docgrad.measure.gradients.forward_backward, autocast for "bfloat16");
     returns (loss, wall s, CPU s, the gradient as one float64 vector, tied weights once)."""
     import torch
 
     from docgrad.measure.precision import _grads_by_group
-    from docgrad.measure.probe import forward_backward, sync
+    from docgrad.measure.gradients import forward_backward, sync
 
     sync(ids.device.type)
     t, c = time.perf_counter(), time.process_time()
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     import torch
 
     from docgrad.fileio import atomic_write_json, to_jsonable
-    from docgrad.measure.probe import resolve_device
+    from docgrad.measure.gradients import resolve_device
 
     device = resolve_device(a.device)
     if a.threads:

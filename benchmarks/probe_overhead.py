@@ -108,7 +108,7 @@ def main(argv=None) -> int:
 
     from docgrad.fileio import atomic_write_json, atomic_write_npz, to_jsonable
     from docgrad.measure.precision import check_dtype
-    from docgrad.measure.probe import resolve_device
+    from docgrad.measure.gradients import resolve_device
     from docgrad.measure.probe_bench import chunk_fidelity, measure_chunks, speed_summary
 
     dtypes = [check_dtype(d.strip()) for d in a.dtype.split(",") if d.strip()]
@@ -210,7 +210,7 @@ def main_causal(a) -> int:
 
     from docgrad import models
     from docgrad.fileio import atomic_write_json, to_jsonable
-    from docgrad.measure.probe import check_window
+    from docgrad.measure.causal import check_window
     from docgrad.measure.probe_bench import causal_summary, measure_causal
 
     if a.window % a.chunk:

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     import torch
 
     from docgrad.models import named_parameter_groups, random_config
-    from docgrad.measure.probe import sync
+    from docgrad.measure.gradients import sync
     from docgrad.core.sketch import CountSketch, reference_sketch
 
     if a.threads:

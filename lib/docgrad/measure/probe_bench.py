@@ -21,7 +21,9 @@ import numpy as np
 
 from docgrad.core.constants import DEFAULT_BUCKETS, FLOAT32, GROUPS, SKETCH_SEED
 from docgrad.core.sketch import CountSketch, cosine_errors, fidelity, g1_statistics, seed_style_sketch
-from docgrad.measure.probe import as_doc_spans, causal_steps, forward_backward, sync
+from docgrad.measure.causal import causal_steps
+from docgrad.measure.gradients import forward_backward, sync
+from docgrad.measure.probe_config import as_doc_spans
 
 
 def measure_chunks(model, chunks: Sequence, buckets: Sequence[int] = (DEFAULT_BUCKETS,), seed: int = SKETCH_SEED,

@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="arithmetic of the forward passes: float32 (default) or bfloat16 (torch.autocast; parameters "
                    "and gradients stay float32; file <CORPUS>_c<chunk>_d<a>-<b>_bfloat16.npz; check its fidelity "
                    "with `docgrad precision` first: docs/methods.md#reduced-precision)")
-    p.set_defaults(func=_lazy("measure.probe", "cli_probe"))
+    p.set_defaults(func=_lazy("runtime.probe_command", "cli_probe"))
 
     # --- precision ------------------------------------------------------------------------
     p = sub.add_parser("precision", help="bf16 vs float32 gradients on the same chunks: cosine, norm ratio, gate",

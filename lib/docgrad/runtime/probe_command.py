@@ -1,0 +1,155 @@
+"""`docgrad probe`: its arguments, the model pin, the output path and the spans are checked before the model
+loads; then docgrad.measure.probe.run_probe. Under torchrun, torch.distributed is initialised here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from docgrad import models
+from docgrad.core.constants import FLOAT32
+from docgrad.corpora import build as corpora
+from docgrad.fileio import shown_path
+from docgrad.measure.gradients import model_chunk_context, resolve_device
+from docgrad.measure.probe import run_probe
+from docgrad.measure.probe_config import ProbeConfig, ProbeError, as_doc_spans
+from docgrad.results.format import parse_docs, result_stem
+
+
+_PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
+
+def _path_parts(what: str, value: str) -> None:
+    """Refuse a value that would not stay one (or, split at '/', several) plain folder names under --out."""
+    if not all(_PATH_PART.fullmatch(p) and ".." not in p for p in str(value).split("/")):
+        raise ProbeError(f"{what} {value!r} cannot be part of a result path under --out (it must be names of "
+                         "letters, digits and '._+-', no '..'); pass a valid value, or an explicit --out FILE.npz")
+
+def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int],
+                context: str = "standalone", window: int | None = None, dtype: str = FLOAT32) -> Path:
+    """--out is an explicit .npz path, or the results root under which the standard stem goes (and stays);
+    a causal run's stem names its window (`<CORPUS>_c512_w4096_causal_d0-16`), a bf16 run its dtype
+    (`<CORPUS>_c512_d0-16_bfloat16`)."""
+    out = Path(out)
+    if out.suffix == ".npz":
+        return out
+    if out.suffix or (out.exists() and not out.is_dir()):
+        raise ProbeError(f"--out {out}: give the results root directory or an explicit .npz path (a {out.suffix or 'file'} "
+                         "path would become a directory tree)")
+    _path_parts("model", model_id)
+    _path_parts("revision", revision)
+    if "/" in str(corpus):
+        raise ProbeError(f"corpus {corpus!r} cannot be part of a result path (no '/'); pass a corpus name")
+    _path_parts("corpus", corpus)
+    path = out / (result_stem(model_id, revision, corpus, chunk, docs, context, window, dtype) + ".npz")
+    root = os.path.normpath(out)
+    if os.path.commonpath([root, os.path.normpath(path)]) != root:
+        raise ProbeError(f"{path}: would be written outside --out {out}")
+    return path
+
+def select_spans(spans, docs: tuple[int, int]) -> list:
+    a, b = docs
+    chosen = [s for s in spans if a <= int(s.doc) < b]
+    have = {int(s.doc) for s in chosen}
+    missing = [d for d in range(a, b) if d not in have]
+    if missing:
+        raise ProbeError(f"--docs {a}:{b}: documents {missing} are not in the corpus (it has "
+                         f"{sorted(int(s.doc) for s in spans)})")
+    return sorted(chosen, key=lambda s: int(s.doc))
+
+def _init_distributed(device: str) -> str:
+    """Initialise torch.distributed under torchrun; returns this rank's device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return device
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timedelta(hours=12))
+    return device
+
+def check_manifest_tokenizer(manifest, spec) -> None:
+    """Refuse to probe an offline model on spans cut by another tokenizer (the manifest records its tokenizer's
+    GGUF sha256). Hub models and a manifest that is not there yet are left to load_spans."""
+    path = Path(manifest)
+    if spec is None or not path.is_file():
+        return
+    try:
+        recorded = json.loads(path.read_text()).get("tokenizer", {})
+    except (OSError, ValueError, AttributeError):
+        return                                  # load_spans reports an unreadable manifest
+    if recorded.get("gguf_sha256") != spec.sha256:
+        raise ProbeError(f"{path}: its spans were cut by the tokenizer of {recorded.get('model')!r}, not "
+                         f"{spec.model}'s; leave out --manifest (default: {spec.corpora}) or build one with "
+                         f"`docgrad corpora build --model {spec.name}`")
+
+def causal_arguments(args, context: str) -> tuple[str, int | None]:
+    """(context, window) from --context / --window, given the context the model needs when standalone."""
+    if getattr(args, "context", "standalone") != "causal":
+        window = getattr(args, "window", None)
+        if window is not None:
+            raise ProbeError(f"--window {window}: a window is for --context causal; drop --window or pass "
+                             "--context causal")
+        return context, None
+    if context != "standalone":
+        raise ProbeError(f"--context causal: this model's chunks are probed as {context} (a BOS token first), and "
+                         "a causal window with a BOS token is not implemented; probe it without --context causal")
+    if getattr(args, "window", None) is None:
+        raise ProbeError(f"--context causal needs --window W, a multiple of --chunk {args.chunk} "
+                         f"(e.g. --window {8 * args.chunk})")
+    return "causal", args.window
+
+def cli_probe(args) -> int:
+    """`docgrad probe`: arguments, pin, output path and spans are checked before the model loads."""
+    import torch
+
+    threads = getattr(args, "threads", None)
+    if threads is not None and threads < 1:
+        raise ProbeError(f"--threads {threads}: need at least 1 (or leave it out for torch's choice)")
+    docs = parse_docs(args.docs)
+    corpus = args.corpus.upper()
+    pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
+    spec = models.offline_model(args.model)
+    check_manifest_tokenizer(args.manifest, spec)
+    context, window = causal_arguments(args, model_chunk_context(spec))
+    config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
+                         buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, context=context, pin=pin,
+                         dtype=getattr(args, "dtype", FLOAT32),
+                         window=window, docs=docs, device=args.device, manifest=shown_path(args.manifest),
+                         command=" ".join(sys.argv))
+    out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs, context, window,
+                      config.dtype)
+    if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
+        print(f"{out}: a complete result already exists; pass --overwrite to replace it", file=sys.stderr)
+        return 2
+    if threads:
+        torch.set_num_threads(int(threads))
+    device = _init_distributed(resolve_device(args.device))
+    spans = as_doc_spans(select_spans(corpora.load_spans(corpus, args.manifest,
+                                                           getattr(args, "cache", corpora.DEFAULT_CACHE)), docs))
+    config = config.bind(spans, torch.device(device).type)
+    t0 = time.perf_counter()
+    model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
+    load_s = time.perf_counter() - t0
+    path = run_probe(model, spans, out, config, overwrite=args.overwrite, load_seconds=load_s)
+    if path is not None:
+        print(path)
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except ImportError:
+        pass
+    return 0

@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     import torch
 
     from docgrad.fileio import atomic_write_json, atomic_write_npz, to_jsonable
-    from docgrad.measure.precision import check_dtype
+    from docgrad.measure.gradients import check_dtype
     from docgrad.measure.gradients import resolve_device
     from docgrad.measure.probe_bench import chunk_fidelity, measure_chunks, speed_summary
 

@@ -62,12 +62,12 @@ for m in dg.models.result_models(g1_models):
     shown, _ = study.page(m, [dg.CONTROL])
     g1_by_model[m.label] = {k: v for k, v in shown.gates["G1"].items() if k != "files"} | {
         "files": [str(f) for f in shown.gates["G1"].get("files", [])]}
-prec = dg.precision.read_record(precision_record)
+prec = dg.precision_checks.read_record(precision_record)
 ref_model = dg.models.result_model(model_name)
-prec_checks = dg.precision.cell_checks(results_dir, ref_model.model, ref_model.revision, docs=dg.parse_docs(documents))
+prec_checks = dg.precision_checks.cell_checks(results_dir, ref_model.model, ref_model.revision, docs=dg.parse_docs(documents))
 
 # %% tags=["hide-input"]
-display(Markdown(dg.sketching.sketch_box(g1_by_model, prec, prec_checks, dg.precision.R_EQUIVALENCE_MARGIN)))
+display(Markdown(dg.sketching.sketch_box(g1_by_model, prec, prec_checks, dg.BF16_R_EQUIVALENCE_MARGIN)))
 
 # %% [markdown]
 # ## Why a sketch
@@ -201,7 +201,7 @@ speed_table
 # study's numbers may only be probed that way if the gradients stay faithful. Two checks: per chunk, the cosine
 # between the bf16 and the float32 gradient of the same chunk (`docgrad precision`, committed at
 # `precision_record`; gate: median at least 0.999); and per cell, R(16K) of a bf16 probe minus that of the
-# float32 cell on the same documents, with a paired bootstrap interval (`docgrad.measure.precision.cell_checks`, on
+# float32 cell on the same documents, with a paired bootstrap interval (`docgrad.results.precision_checks.cell_checks`, on
 # whatever bf16 cells sit in `results_dir`).
 
 # %%
@@ -209,7 +209,7 @@ prec_rows = [{"corpus": c, "chunks": r["gate"]["chunks"], "median cosine": r["ga
               "smallest cosine": r["gate"]["min_cosine"], "median squared-norm ratio": r["gate"]["median_sqnorm_ratio"],
               **{f"cosine {g}": v for g, v in r["gate"]["median_cosine_by_group"].items() if g != "all"}}
              for c, r in prec["by_corpus"].items()]
-display(Markdown(" ".join(dg.precision.fidelity_reading(prec, prec_checks))))
+display(Markdown(" ".join(dg.sketching.fidelity_reading(prec, prec_checks))))
 pd.DataFrame(prec_rows)
 
 # %% [markdown]
@@ -217,18 +217,18 @@ pd.DataFrame(prec_rows)
 # same chunks with a token put ahead of each (`docgrad precision --context standalone-bos --bos-id N`): the
 # Instruct model's configured BOS, `<|im_start|>`, a chat token, and `<|endoftext|>`, the separator between
 # documents in the model's pretraining data. Each tail chunk is followed into the other record
-# (`docgrad.measure.precision.tail_across_contexts`).
+# (`docgrad.results.precision_checks.tail_across_contexts`).
 
 # %%
-prec_contexts = [dg.precision.tail_across_contexts(prec, dg.precision.read_record(p))
+prec_contexts = [dg.precision_checks.tail_across_contexts(prec, dg.precision_checks.read_record(p))
                  for p in precision_context_records]
 for c in prec_contexts:
-    display(Markdown(" ".join(dg.precision.context_reading(c))))
-pd.DataFrame(dg.precision.context_rows(prec, prec_contexts))
+    display(Markdown(" ".join(dg.sketching.context_reading(c))))
+pd.DataFrame(dg.sketching.context_rows(prec, prec_contexts))
 
 # %%
 numbers = {
-    "result_box": dg.sketching.sketch_box(g1_by_model, prec, prec_checks, dg.precision.R_EQUIVALENCE_MARGIN),
+    "result_box": dg.sketching.sketch_box(g1_by_model, prec, prec_checks, dg.BF16_R_EQUIVALENCE_MARGIN),
     "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed,
     "sketch": dg.sketch.SKETCH_NAME,
     "threads": res["threads"], "parameters": n_params, "group_sizes": sizes, "storage": mem,

@@ -99,7 +99,7 @@ display(Markdown("\n".join(dg.batch_reading.inputs_lines(results_dir, models, ba
 # marks a gradient-noise ratio resolved from random's.
 
 # %%
-df = dg.batching.frame(rows)
+df = dg.batch_reading.frame(rows)
 order = [k for k in corpora if k in {c["corpus"] for c in measured}]
 long = pd.concat([
     df.assign(measure="gradient noise", ratio=df["gradient"], lo=df["gradient_lo"], hi=df["gradient_hi"]),

@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from docgrad.core.constants import GROUPS
 from docgrad.core.groups import named_parameter_groups
 from docgrad.measure import precision as PR
+from docgrad.presentation import sketching as SK
+from docgrad.results import precision_checks as PCK
 from docgrad.measure import causal as CA
 from docgrad.measure import gradients as GR
 from docgrad.runtime import probe_command as CMD
@@ -143,7 +145,7 @@ def test_gate_is_on_the_median_all_parameter_cosine():
     g = PR.fidelity_gate(fid([0.9, 0.9991, 0.9995]))
     assert g["passes"] and g["median_cosine"] == 0.9991 and g["min_cosine"] == 0.9 and g["tail_rows"] == [0]
     assert not PR.fidelity_gate(fid([0.9989, 0.9989, 1.0]))["passes"]
-    with pytest.raises(PR.PrecisionError, match="no chunks"):
+    with pytest.raises(PCK.PrecisionError, match="no chunks"):
         PR.fidelity_gate(fid([]))
 
 
@@ -152,9 +154,9 @@ def test_fidelity_chunks_takes_the_first_chunks_and_refuses_short_documents():
     toks, where = PR.fidelity_chunks(sp, 2, 3, 16)
     assert where == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     np.testing.assert_array_equal(toks[4], np.arange(16, 32) + 100)
-    with pytest.raises(PR.PrecisionError, match="only 3 documents"):
+    with pytest.raises(PCK.PrecisionError, match="only 3 documents"):
         PR.fidelity_chunks(sp, 4, 1, 16)
-    with pytest.raises(PR.PrecisionError, match="shorter than 80 tokens"):
+    with pytest.raises(PCK.PrecisionError, match="shorter than 80 tokens"):
         PR.fidelity_chunks(sp, 1, 5, 16)
 
 
@@ -227,7 +229,7 @@ def test_paired_difference_equals_explicit_resampling_of_both_cells(tmp_path):
     f32 = load_cells(tmp_path)[(MODEL, REV, "BOOKS", C)]
     bf = load_cells(tmp_path, dtype="bfloat16")[(MODEL, REV, "BOOKS", C, "bfloat16")]
     draws = np.random.default_rng(7).integers(0, n, size=(60, n))
-    out = PR.paired_difference(bf, f32, indices=draws)
+    out = PCK.paired_difference(bf, f32, indices=draws)
     shard = np.zeros(n, dtype=int)
     explicit = []
     for draw in draws:
@@ -242,7 +244,7 @@ def test_paired_difference_equals_explicit_resampling_of_both_cells(tmp_path):
     Ra = _naive(*_explicit_resample(Y @ Y.T, n, m, shard, np.arange(n)))[3]
     Rb = _naive(*_explicit_resample(X @ X.T, n, m, shard, np.arange(n)))[3]
     assert out["diff"] == pytest.approx([Ra[b] - Rb[b] for b in sorted(Ra)], rel=1e-9)
-    same = PR.paired_difference(f32, f32, indices=draws)
+    same = PCK.paired_difference(f32, f32, indices=draws)
     assert all(w for w in same["within"]) and all(lo == hi == 0 for lo, hi in same["diff_ci"])
 
 
@@ -252,10 +254,10 @@ def test_paired_difference_refuses_other_documents_or_corpora(tmp_path):
     write_cell(tmp_path / "b", X[:20], 5, 4, dtype="bfloat16")
     write_cell(tmp_path / "c", X, 6, 4, dtype="bfloat16", corpus="CODE")
     f32 = next(iter(load_cells(tmp_path / "a").values()))
-    with pytest.raises(PR.PrecisionError, match=r"documents \[0, 1, 2, 3, 4\].*same documents"):
-        PR.paired_difference(next(iter(load_cells(tmp_path / "b", dtype="bfloat16").values())), f32, resamples=0)
-    with pytest.raises(PR.PrecisionError, match="differ in corpus .'CODE' vs 'BOOKS'."):
-        PR.paired_difference(next(iter(load_cells(tmp_path / "c", dtype="bfloat16").values())), f32, resamples=0)
+    with pytest.raises(PCK.PrecisionError, match=r"documents \[0, 1, 2, 3, 4\].*same documents"):
+        PCK.paired_difference(next(iter(load_cells(tmp_path / "b", dtype="bfloat16").values())), f32, resamples=0)
+    with pytest.raises(PCK.PrecisionError, match="differ in corpus .'CODE' vs 'BOOKS'."):
+        PCK.paired_difference(next(iter(load_cells(tmp_path / "c", dtype="bfloat16").values())), f32, resamples=0)
 
 
 def test_cli_probe_dtype_bfloat16_writes_its_own_file_and_precision_cli_reports_the_gate(tmp_path, monkeypatch,
@@ -312,46 +314,46 @@ def test_cell_checks_pair_each_bf16_cell_with_its_float32_cell_at_16k(tmp_path):
     write_cell(tmp_path, X, n, m)
     write_cell(tmp_path, X + 0.05 * np.random.default_rng(1).standard_normal(X.shape), n, m, dtype="bfloat16")
     write_cell(tmp_path, X, n, m, corpus="CODE")           # float32 only: no check
-    checks = PR.cell_checks(tmp_path, MODEL, REV, resamples=50)
+    checks = PCK.cell_checks(tmp_path, MODEL, REV, resamples=50)
     assert list(checks) == ["BOOKS"]
     c = checks["BOOKS"]
-    full = PR.paired_difference(load_cells(tmp_path, dtype="bfloat16")[(MODEL, REV, "BOOKS", C, "bfloat16")],
+    full = PCK.paired_difference(load_cells(tmp_path, dtype="bfloat16")[(MODEL, REV, "BOOKS", C, "bfloat16")],
                                 load_cells(tmp_path)[(MODEL, REV, "BOOKS", C)], resamples=50)
     j = full["windows"].index(16384)
     assert c["diff"] == full["diff"][j] and c["diff_ci"] == full["diff_ci"][j] and c["within"] == full["within"][j]
     assert c["documents"] == n and c["files"][0].endswith("BOOKS_c512_d0-4_bfloat16.npz")
     # float32 documents beyond the bf16 cell's (a 48-document shard) are left out by docs, not an error
     write_cell(tmp_path, gradients(11, n, m), n, m, docs=(4, 8))
-    assert PR.cell_checks(tmp_path, MODEL, REV, resamples=50, docs=(0, 4))["BOOKS"]["diff"] == c["diff"]
+    assert PCK.cell_checks(tmp_path, MODEL, REV, resamples=50, docs=(0, 4))["BOOKS"]["diff"] == c["diff"]
 
 
 def test_reading_calls_bf16_equivalent_only_within_a_margin_stated_in_advance():
     ok = {"BOOKS": {"R": 4.3, "R_reference": 4.25, "diff": 0.05, "diff_ci": [-0.1, 0.2], "within": True,
                     "documents": 16}}
-    text = " ".join(PR.fidelity_reading(record(), ok))            # no margin: an interval with 0 is not resolved
+    text = " ".join(SK.fidelity_reading(record(), ok))            # no margin: an interval with 0 is not resolved
     assert "passes the gate" in text and "not resolved" in text and "no equivalence margin" in text
     assert "not shown equivalent" in text and "may be probed" not in text
-    inside = " ".join(PR.fidelity_reading(record(), ok, margin=0.3))
+    inside = " ".join(SK.fidelity_reading(record(), ok, margin=0.3))
     assert "equivalent." in inside and "may be probed with --dtype bfloat16" in inside
-    wide = " ".join(PR.fidelity_reading(record(), ok, margin=0.15))
+    wide = " ".join(SK.fidelity_reading(record(), ok, margin=0.15))
     assert "reaches beyond the margin ±0.15" in wide and "not shown equivalent" in wide
-    assert "has not been made" in " ".join(PR.fidelity_reading(record(), {}))
+    assert "has not been made" in " ".join(SK.fidelity_reading(record(), {}))
     bad = {"BOOKS": {**ok["BOOKS"], "diff_ci": [0.01, 0.2], "within": False}}
-    assert "excludes 0" in " ".join(PR.fidelity_reading(record(), bad, margin=0.15))
-    assert "not shown equivalent" in " ".join(PR.fidelity_reading(record(), bad, margin=0.15))
-    assert "equivalent." in " ".join(PR.fidelity_reading(record(), bad, margin=0.3))   # smaller than the margin
-    assert "fails the gate" in " ".join(PR.fidelity_reading(record(passes=False), ok, margin=0.3))
-    assert "may be probed" not in " ".join(PR.fidelity_reading(record(passes=False), ok, margin=0.3))
+    assert "excludes 0" in " ".join(SK.fidelity_reading(record(), bad, margin=0.15))
+    assert "not shown equivalent" in " ".join(SK.fidelity_reading(record(), bad, margin=0.15))
+    assert "equivalent." in " ".join(SK.fidelity_reading(record(), bad, margin=0.3))   # smaller than the margin
+    assert "fails the gate" in " ".join(SK.fidelity_reading(record(passes=False), ok, margin=0.3))
+    assert "may be probed" not in " ".join(SK.fidelity_reading(record(passes=False), ok, margin=0.3))
 
 
 def test_read_record_refuses_a_missing_or_foreign_file(tmp_path):
-    with pytest.raises(PR.PrecisionError, match="no precision record.*docgrad precision --out"):
-        PR.read_record(tmp_path / "none.json")
+    with pytest.raises(PCK.PrecisionError, match="no precision record.*docgrad precision --out"):
+        PCK.read_record(tmp_path / "none.json")
     (tmp_path / "x.json").write_text('{"format": "other"}')
-    with pytest.raises(PR.PrecisionError, match="not a docgrad precision record"):
-        PR.read_record(tmp_path / "x.json")
+    with pytest.raises(PCK.PrecisionError, match="not a docgrad precision record"):
+        PCK.read_record(tmp_path / "x.json")
     (tmp_path / "y.json").write_text(json.dumps(record()))
-    assert PR.read_record(tmp_path / "y.json")["gate"]["passes"]
+    assert PCK.read_record(tmp_path / "y.json")["gate"]["passes"]
 
 
 def part(cos, ratio, sqnorm_fp32=None):
@@ -373,7 +375,7 @@ def test_with_gates_pools_the_corpora_and_names_the_tail_chunks():
     assert out["tail"] == [{"corpus": "BOOKS", "document": 0, "chunk": 1, "cosine": 0.97, "sqnorm_ratio": 1.4,
                             "sqnorm_fp32": None, "loss_fp32": 3.0, "loss": 3.0}]      # an older record: no norms
     assert out["by_corpus"]["WEB"]["gate"]["tail_rows"] == [] and out["median_cpu_speedup"] == 1.6
-    text = " ".join(PR.fidelity_reading(out, {}))
+    text = " ".join(SK.fidelity_reading(out, {}))
     assert "1 of the 5 chunks (BOOKS document 0 chunk 1) fall below a cosine of 0.99" in text and "1.40 times" in text
 
 
@@ -410,14 +412,14 @@ def two_context_records(bos_cos=(0.9995, 0.9994), first=0.9996, norms=True):
 
 def test_tail_across_contexts_follows_each_tail_chunk_into_the_other_record():
     alone, bos = two_context_records()
-    c = PR.tail_across_contexts(alone, bos)
+    c = PCK.tail_across_contexts(alone, bos)
     assert [(t["corpus"], t["document"], t["chunk"]) for t in c["tail"]] == [("BOOKS", 0, 1), ("CODE", 1, 0)]
     assert [t["cosine"] for t in c["tail"]] == [0.97, 0.96]
     assert [t["cosine_other"] for t in c["tail"]] == [0.9995, 0.9994]
     assert [t["sqnorm_ratio_other"] for t in c["tail"]] == [0.99, 0.98]
     assert c["other_tail"] == [] and c["other_gate"]["chunks"] == 4
     assert (c["label"], c["other_label"]) == ("the chunk alone", "<eot> (token 0) ahead of each chunk")
-    text = " ".join(PR.context_reading(c))
+    text = " ".join(SK.context_reading(c))
     assert "With `<eot>` (token 0) ahead of each chunk, the same 4 chunks" in text      # Markdown: not an HTML tag
     assert "BOOKS document 0 chunk 1 from 0.9700 to 0.9995 (float32 squared norm 20.0 to 13.0)" in text
     assert "No chunk falls below 0.99 there" in text
@@ -427,13 +429,13 @@ def test_tail_across_contexts_follows_each_tail_chunk_into_the_other_record():
 
 def test_context_reading_does_not_claim_the_first_position_when_the_tail_stays():
     alone, bos = two_context_records(bos_cos=(0.97, 0.9994))
-    text = " ".join(PR.context_reading(PR.tail_across_contexts(alone, bos)))
+    text = " ".join(SK.context_reading(PCK.tail_across_contexts(alone, bos)))
     assert "from 0.9700 to 0.9700" in text and "first position" not in text and "other chunk" not in text
 
 
 def test_context_reading_names_a_tail_the_other_context_creates():
     alone, bos = two_context_records(first=0.54)
-    text = " ".join(PR.context_reading(PR.tail_across_contexts(alone, bos)))
+    text = " ".join(SK.context_reading(PCK.tail_across_contexts(alone, bos)))
     assert ("But 1 other chunk falls below 0.99 there: BOOKS document 0 chunk 0 (0.5400, squared-norm ratio 1.00; "
             "float32 squared norm 390.0, against 13.0 for the chunk alone)") in text
     assert "(1.5 to 30.0 times the squared norm it has in the other): bf16 goes astray where" in text
@@ -442,18 +444,18 @@ def test_context_reading_names_a_tail_the_other_context_creates():
 
 def test_tail_across_contexts_refuses_records_that_differ_in_more_than_context():
     alone, bos = two_context_records()
-    with pytest.raises(PR.PrecisionError, match="differ in dtype"):
-        PR.tail_across_contexts(alone, {**bos, "dtype": "float32"})
+    with pytest.raises(PCK.PrecisionError, match="differ in dtype"):
+        PCK.tail_across_contexts(alone, {**bos, "dtype": "float32"})
     fewer = {**bos, "by_corpus": {"BOOKS": bos["by_corpus"]["BOOKS"]}}
-    with pytest.raises(PR.PrecisionError, match="different chunks"):
-        PR.tail_across_contexts(alone, fewer)
-    with pytest.raises(PR.PrecisionError, match="WEB document 0 chunk 0 was not measured"):
-        PR.chunk_row(bos, "WEB", 0, 0)
+    with pytest.raises(PCK.PrecisionError, match="different chunks"):
+        PCK.tail_across_contexts(alone, fewer)
+    with pytest.raises(PCK.PrecisionError, match="WEB document 0 chunk 0 was not measured"):
+        PCK.chunk_row(bos, "WEB", 0, 0)
 
 
 def test_context_rows_put_the_record_first_and_follow_its_tail_chunks():
     alone, bos = two_context_records(first=0.54)
-    rows = PR.context_rows(alone, [PR.tail_across_contexts(alone, bos)])
+    rows = SK.context_rows(alone, [PCK.tail_across_contexts(alone, bos)])
     assert [r["chunk input"] for r in rows] == ["the chunk alone", "<eot> (token 0) ahead of each chunk"]
     assert [r["chunks below 0.99"] for r in rows] == [2, 1]
     assert [(r["BOOKS d0 c1"], r["CODE d1 c0"]) for r in rows] == [(0.97, 0.96), (0.9995, 0.9994)]
@@ -462,10 +464,10 @@ def test_context_rows_put_the_record_first_and_follow_its_tail_chunks():
 
 def test_context_reading_makes_no_claim_about_norms_when_a_record_lacks_them_or_they_disagree():
     alone, bos = two_context_records(norms=False)
-    c = PR.tail_across_contexts(alone, bos)
-    text = " ".join(PR.context_reading(c))
+    c = PCK.tail_across_contexts(alone, bos)
+    text = " ".join(SK.context_reading(c))
     assert c["spike_factors"] is None and "squared norm" not in text and "spikes" not in text
     alone, bos = two_context_records()
     bos["by_corpus"]["BOOKS"]["sqnorm_fp32"][1] = 25.0        # the failing chunk is smaller where it fails
-    text = " ".join(PR.context_reading(PR.tail_across_contexts(alone, PR.with_gates(bos))))
+    text = " ".join(SK.context_reading(PCK.tail_across_contexts(alone, PR.with_gates(bos))))
     assert "spikes" not in text

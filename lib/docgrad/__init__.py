@@ -5,22 +5,26 @@ Definitions: docs/methods.md. Packages, arrows pointing down only (a package imp
   page           what a notebook page imports, its one docgrad name (`from docgrad import page as dg`): the verbs
                  below gathered, nothing defined (tests/test_layout.py keeps it to what pages call)
   runtime/       running things: pages (in-kernel helpers, page names), study_page (StudyPage: what a research
-                 page opens with), notebooks (`docgrad run`), report (HTML), commands (`docgrad analyze`), probe_command
-                 (`docgrad probe`: arguments checked before the model loads, torchrun), cli
+                 page opens with), notebooks (`docgrad run`), report (HTML), commands (`docgrad analyze`),
+                 probe_command (`docgrad probe`: arguments checked before the model loads, torchrun),
+                 precision_command (`docgrad precision`), cli
   presentation/  what the pages show: evidence (sentences no stronger than their intervals), design_effect,
-                 correlation, batch_reading, sketching, causal (each page's sentences and result box), tables
-                 (frames, headline table), comparison (orderings in words), explorer (the in-browser chart), charts
+                 correlation, batch_reading, sketching (page 02, bf16 too), causal (each page's sentences and
+                 result box), tables (frames, headline table), comparison (orderings in words), explorer (the
+                 in-browser chart), charts
   teaching/      the teaching pages: reduction (page 01), pitfalls (01b, 01c), worked (worked solutions, tables),
                  records (committed records of the expensive runs), history (what changed when, with links)
   results/       result files: format (read, validate, write), cells (read once, pooled into block sums), stats (the
                  analysis as typed results, cached), study (Study: a results directory read once, answered to pages),
                  cell_decomposition (one cell's decomposition and bootstraps), paired (model vs model on shared
-                 documents), profiles (the explorer's data), positions (causal vs standalone), batching (batch
+                 documents), precision_checks (bf16 records and cells compared), profiles (the explorer's data),
+                 positions (causal vs standalone), batching (batch
                  composition), published (the published study's numbers), synthetic (Gram files with a known profile)
   measure/       measurement: probe (per-chunk gradients -> sketches -> Gram files, scale-out), probe_config
                  (ProbeConfig: a run's settings and resume key; DocSpan), resume (per-document state, the cell's
                  lock), gradients (one chunk's loss and forward-backward, bf16 autocast, device), causal (per-chunk
-                 gradients inside one window), precision (bf16 fidelity), probe_bench (benchmarks), model_facts
+                 gradients inside one window), precision (bf16 against float32 on the same chunks), probe_bench
+                 (benchmarks), model_facts
   corpora/       the offline corpora: build (selection, spans, manifest), sources (Debian/PyPI), rlazy (R lazy-load
                  databases), hub (the published corpora, with network), provenance (document sources, the control)
   core/          the method, numpy/torch only, no I/O, no prose, nothing else of docgrad: constants (of the study),

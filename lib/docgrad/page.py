@@ -7,10 +7,11 @@ docgrad, and that everything gathered here is used by some page.
 
   running a page     setup, save_chart, save_numbers, versions; corpus_color, highlight, legend_pick (charts)
   the measurements   StudyPage (a research page's opening call), Study, parse_docs, AnalysisError; the study's
-                     constants CHUNK, CONTROL, CORPORA, DOCS_PER_CORPUS, GROUPS, HEADLINE_WINDOW
+                     constants BF16_R_EQUIVALENCE_MARGIN, CHUNK, CONTROL, CORPORA, DOCS_PER_CORPUS, GROUPS,
+                     HEADLINE_WINDOW
   the method         decomposition, groups, sketch (docgrad.core)
-  the inputs         models (offline models, loading), corpora_build, provenance, model_facts, probe_bench, precision
-  the results        published, stats, batching, positions, cell_decomposition, profiles
+  the inputs         models (offline models, loading), corpora_build, provenance, model_facts, probe_bench
+  the results        published, precision_checks, stats, batching, positions, cell_decomposition, profiles
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
                      explorer
   teaching pages     reduction, pitfalls, worked (and its sig, sig_table), records, history
@@ -18,15 +19,16 @@ docgrad, and that everything gathered here is used by some page.
 
 from docgrad import models
 from docgrad.core import decomposition, groups, sketch
-from docgrad.core.constants import CHUNK, CONTROL, CORPORA, DOCS_PER_CORPUS, GROUPS, HEADLINE_WINDOW
+from docgrad.core.constants import (BF16_R_EQUIVALENCE_MARGIN, CHUNK, CONTROL, CORPORA, DOCS_PER_CORPUS, GROUPS,
+                                    HEADLINE_WINDOW)
 from docgrad.corpora import build as corpora_build
 from docgrad.corpora import provenance
 from docgrad.errors import AnalysisError
-from docgrad.measure import model_facts, precision, probe_bench
+from docgrad.measure import model_facts, probe_bench
 from docgrad.presentation import (batch_reading, causal, comparison, correlation, design_effect, evidence, explorer,
                                   sketching, tables)
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
-from docgrad.results import batching, cell_decomposition, positions, profiles, published, stats
+from docgrad.results import batching, cell_decomposition, positions, precision_checks, profiles, published, stats
 from docgrad.results.format import parse_docs
 from docgrad.results.study import Study
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
@@ -37,10 +39,10 @@ from docgrad.teaching.worked import sig, sig_table
 __all__ = [
     "setup", "save_chart", "save_numbers", "versions", "corpus_color", "highlight", "legend_pick",
     "StudyPage", "Study", "parse_docs", "AnalysisError",
-    "CHUNK", "CONTROL", "CORPORA", "DOCS_PER_CORPUS", "GROUPS", "HEADLINE_WINDOW",
+    "BF16_R_EQUIVALENCE_MARGIN", "CHUNK", "CONTROL", "CORPORA", "DOCS_PER_CORPUS", "GROUPS", "HEADLINE_WINDOW",
     "decomposition", "groups", "sketch",
-    "models", "corpora_build", "provenance", "model_facts", "probe_bench", "precision",
-    "published", "stats", "batching", "positions", "cell_decomposition", "profiles",
+    "models", "corpora_build", "provenance", "model_facts", "probe_bench",
+    "published", "precision_checks", "stats", "batching", "positions", "cell_decomposition", "profiles",
     "tables", "design_effect", "correlation", "comparison", "evidence", "batch_reading", "causal", "sketching",
     "explorer",
     "reduction", "pitfalls", "worked", "sig", "sig_table", "records", "history",

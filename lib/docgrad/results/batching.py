@@ -713,27 +713,6 @@ def compare_identity(ci: CellInputs, rows: list[RuleRatio], estimates) -> list[d
     return out
 
 
-# --- presentation -------------------------------------------------------------------------------------------
-
-def frame(rows: list[RuleRatio]):
-    """One row per (cell, b, rule): ratios to random with their intervals (lo/hi), for tables and charts."""
-    import pandas as pd
-
-    recs = []
-    for r in rows:
-        draws = r.gradient_draws or (None, None)
-        recs.append({"model": r.model, "revision": r.revision, "corpus": r.corpus, "b": r.b, "rule": r.rule,
-                     "gradient": r.gradient, "gradient_lo": r.gradient_ci[0], "gradient_hi": r.gradient_ci[1],
-                     "lexical": r.lexical, "lexical_lo": r.lexical_ci[0], "lexical_hi": r.lexical_ci[1],
-                     "loss": r.loss, "draws_lo": draws[0], "draws_hi": draws[1]})
-    return pd.DataFrame(recs, columns=["model", "revision", "corpus", "b", "rule", "gradient", "gradient_lo",
-                                       "gradient_hi", "lexical", "lexical_lo", "lexical_hi", "loss", "draws_lo",
-                                       "draws_hi"]).astype({"gradient_lo": float, "gradient_hi": float,
-                                                            "lexical": float, "lexical_lo": float,
-                                                            "lexical_hi": float, "draws_lo": float,
-                                                            "draws_hi": float})
-
-
 # --- reading -----------------------------------------------------------------------------------------------
 
 # The batch-composition study's lexical ratios to (one) random partition, 64-row batches of 2,048-token packed rows

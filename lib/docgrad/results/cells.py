@@ -157,7 +157,7 @@ def pool_cell(shards: list[Shard]) -> Cell:
         if sh.dtype != shards[0].dtype:
             raise ResultFileError(f"{sh.path}: its forward passes ran in {sh.dtype}, those of {shards[0].path} in "
                                   f"{shards[0].dtype}; shards of different dtypes are never pooled into one cell "
-                                  "(compare them with docgrad.measure.precision.paired_difference)")
+                                  "(compare them with docgrad.results.precision_checks.paired_difference)")
         if sh.cell != key:
             raise ResultFileError(f"{sh.path}: belongs to cell {sh.cell}, not {key}")
         if sorted(sh.gram) != groups:

@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output JSON path")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an --out file that is not an earlier `docgrad precision` record (default: refuse)")
-    p.set_defaults(func=_lazy("measure.precision", "cli_precision"))
+    p.set_defaults(func=_lazy("runtime.precision_command", "cli_precision"))
 
     # --- models ---------------------------------------------------------------------------
     p = sub.add_parser("models", help="list the offline models (wheels, file, sha256, licence, corpora)",

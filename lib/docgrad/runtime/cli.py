@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(data/corpora/manifest.json + token-span cache), or show what they hold.")
     csub = p.add_subparsers(dest="corpora_command", required=True, metavar="ACTION")
     pb = csub.add_parser("build", help="fetch, clean, select, tokenize and cut spans; write the manifest")
-    pb.add_argument("--model", default="smollm2-135m", help="offline model whose tokenizer cuts the spans "
+    pb.add_argument("--model", default=models.SMOLLM2.name, help="offline model whose tokenizer cuts the spans "
                     "(default smollm2-135m; see `docgrad models`); each has its own manifest and span cache")
     pb.add_argument("--corpus", action="append", default=None,
                     help="build only this corpus (BOOKS, CODE, PAPERS, WEB; repeatable)")
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="replace manifest entries that the rebuild does not reproduce (default: refuse)")
     pb.set_defaults(func=_lazy("corpora.build", "cli_corpora"))
     ps = csub.add_parser("show", help="print a table per corpus: documents, tokens, first words")
-    ps.add_argument("--model", default="smollm2-135m", help="show this offline model's corpora (default smollm2-135m)")
+    ps.add_argument("--model", default=models.SMOLLM2.name, help="show this offline model's corpora (default smollm2-135m)")
     ps.add_argument("--manifest", default=None, help="manifest path (default: the model's)")
     ps.add_argument("--corpus", action="append", default=None, help="show only this corpus (repeatable)")
     ps.set_defaults(func=_lazy("corpora.build", "cli_corpora"))
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("probe", help="sketch per-chunk gradients of a model and write a result file",
                        description="For every chunk of every document span: standalone forward+backward, "
                        "count-sketch per parameter group, exact squared norms; writes the Gram file.")
-    p.add_argument("--model", default="smollm2-135m", help="model: an offline model ('smollm2-135m', the "
+    p.add_argument("--model", default=models.SMOLLM2.name, help="model: an offline model ('smollm2-135m', the "
                    "default, or 'gemma3-270m'; see `docgrad models`) or a pinned hub id")
     p.add_argument("--revision", default=None, help="hub revision (branch name pinned in data/checkpoint_revisions.json)")
     p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
@@ -131,14 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "goes to <org>__<model>/<revision>/<CORPUS>_c<chunk>_d<a>-<b>.npz under it), or an explicit .npz path")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing complete result")
-    p.add_argument("--context", default="standalone", choices=["standalone", "causal"],
+    p.add_argument("--context", default=constants.STANDALONE, choices=[constants.STANDALONE, constants.CAUSAL],
                    help="standalone (default): every chunk is its own sequence; causal: the first --window tokens of "
                    "each span are one sequence and chunk k's gradient has every earlier token as context "
                    "(docs/methods.md#causal-context; file <CORPUS>_c<chunk>_w<W>_causal_d<a>-<b>.npz)")
     p.add_argument("--window", type=int, default=None,
                    help="causal window W in tokens: a multiple of --chunk, at most the span and the model's context "
                    "(e.g. 4096: 8 chunks of 512)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+    p.add_argument("--dtype", default=constants.FLOAT32, choices=list(constants.DTYPES),
                    help="arithmetic of the forward passes: float32 (default) or bfloat16 (torch.autocast; parameters "
                    "and gradients stay float32; file <CORPUS>_c<chunk>_d<a>-<b>_bfloat16.npz; check its fidelity "
                    "with `docgrad precision` first: docs/methods.md#reduced-precision)")
@@ -148,17 +148,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("precision", help="bf16 vs float32 gradients on the same chunks: cosine, norm ratio, gate",
                        description="For the first --chunks chunks of --docs documents of each corpus: the probe's "
                        "chunk gradient in float32 and in --dtype, their cosine and squared-norm ratio per parameter "
-                       "group; the gate is a median all-parameter cosine >= 0.999. Writes a JSON file "
+                       f"group; the gate is a median all-parameter cosine >= {constants.BF16_GATE_COSINE}. Writes a JSON file "
                        "(docs/methods.md#reduced-precision).")
-    p.add_argument("--model", default="smollm2-135m", help="offline model name or pinned hub id (default smollm2-135m)")
+    p.add_argument("--model", default=models.SMOLLM2.name,
+                   help=f"offline model name or pinned hub id (default {models.SMOLLM2.name})")
     p.add_argument("--revision", default=None, help="hub revision")
     p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16"], help="the reduced precision (default bfloat16)")
-    p.add_argument("--corpora", default="BOOKS,CODE,PAPERS,WEB", help="comma-separated corpora (default all four)")
+    p.add_argument("--dtype", default=constants.BFLOAT16, choices=[constants.BFLOAT16],
+                   help=f"the reduced precision (default {constants.BFLOAT16})")
+    p.add_argument("--corpora", default=",".join(constants.CORPORA), help="comma-separated corpora (default all four)")
     p.add_argument("--docs", type=int, default=2, help="documents per corpus, the first ones (default 2)")
     p.add_argument("--chunks", type=int, default=4, help="chunks per document, the first ones (default 4)")
     p.add_argument("--chunk", type=int, default=constants.CHUNK, help=f"chunk length C in tokens (default {constants.CHUNK})")
-    p.add_argument("--context", default=None, choices=["standalone", "standalone-bos"],
+    p.add_argument("--context", default=None, choices=[constants.STANDALONE, constants.STANDALONE_BOS],
                    help="chunk input: the chunk alone (standalone) or BOS + chunk (standalone-bos); default: the "
                    "model's probe context (`docgrad models`)")
     p.add_argument("--bos-id", type=int, default=None,
@@ -194,11 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=constants.RESAMPLES,
                    help=f"bootstrap resamples: 0 skips the bootstrap, else {constants.MIN_RESAMPLES} to 1,000,000 (default {constants.RESAMPLES})")
     p.add_argument("--seed", type=int, default=constants.BOOTSTRAP_SEED, help=f"bootstrap seed (default {constants.BOOTSTRAP_SEED})")
-    p.add_argument("--context", default="standalone", choices=["standalone", "causal"],
+    p.add_argument("--context", default=constants.STANDALONE, choices=[constants.STANDALONE, constants.CAUSAL],
                    help="which cells to analyse: standalone (default; causal files beside them are left out) or "
                    "causal (--context causal probe results, one cell per window; with loss and squared norm by "
                    "chunk position; docs/methods.md#causal-context)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+    p.add_argument("--dtype", default=constants.FLOAT32, choices=list(constants.DTYPES),
                    help="which probes to analyse: float32 (default; bf16 files beside them are left out) or bfloat16")
     p.add_argument("--docs", default=None, metavar="A:B",
                    help="analyse only the result files whose documents lie in [A, B), e.g. 0:16 for the published "

@@ -437,3 +437,12 @@ def test_the_summary_table_keeps_its_columns_where_values_are_undefined(tmp_path
     books, code, web = rows
     assert books.split()[7:11] == ["-", "-", "-", "-"]              # rho_long, R(16K), its interval, B_simple
     assert web.split()[9] == "-" and "[" in code                    # an undefined interval vs a defined one
+
+
+def test_a_document_range_that_holds_no_whole_file_is_named_as_such(tmp_path):
+    from docgrad.results.synthetic import write_synthetic_results
+
+    write_synthetic_results(tmp_path, n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
+    with pytest.raises(ResultFileError, match=r"no standalone result file holds only documents 1:3 \(a cell is "
+                                              r"pooled from whole files; \d+ file\(s\) hold others"):
+        load_cells(tmp_path, docs=(1, 3))

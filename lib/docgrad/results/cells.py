@@ -247,23 +247,28 @@ def pool_results(shards: list[Shard], results_dir: Path, groups: tuple[str, ...]
     the published design's documents, when 48-document shards sit beside them); None (default) every file."""
     check_kind(context, dtype)
     by_cell: dict[tuple, list[Shard]] = {}
-    skipped, other_dtype = 0, set()
+    skipped, other_dtype, outside = 0, set(), []
     for sh in shards:
         if groups is not None:
             check_groups(sh, groups)
         if context is not None and (sh.context == CAUSAL) != (context == CAUSAL):
             skipped += 1
             continue
+        if docs is not None and not all(docs[0] <= int(d) < docs[1] for d in np.unique(sh.index[:, 0])):
+            outside.append(sh.path.stem)
+            continue
         if dtype is not None and sh.dtype != dtype:
             other_dtype.add(sh.dtype)
-            continue
-        if docs is not None and not all(docs[0] <= int(d) < docs[1] for d in np.unique(sh.index[:, 0])):
             continue
         by_cell.setdefault(sh.cell, []).append(sh)
     if not by_cell and other_dtype:
         raise NoResultsError(f"{results_dir}: no {dtype} result files of context {context} (only "
                              f"{', '.join(sorted(other_dtype))} files there; read those with --dtype / dtype= "
                              f"{' or '.join(sorted(other_dtype))})")
+    if not by_cell and outside:
+        raise NoResultsError(f"{results_dir}: no {context or ''} result file holds only documents {docs[0]}:{docs[1]} "
+                             f"(a cell is pooled from whole files; {len(outside)} file(s) hold others, e.g. "
+                             f"{', '.join(sorted(set(outside))[:3])}); choose a range of whole files, e.g. 0:16")
     if not by_cell:
         other = "standalone" if context == CAUSAL else "causal"
         raise NoResultsError(f"{results_dir}: no {context} result files ({skipped} {other} file(s) there; read "

@@ -326,15 +326,16 @@ def test_cached_analysis_reuses_the_result_until_an_input_changes(tmp_path):
     assert len(list(cache.glob("*.json"))) == 3 and entry.exists()
 
 
-def test_the_cache_key_is_the_same_from_the_files_on_disk_and_from_the_files_already_read(tmp_path):
+def test_the_cache_key_follows_each_files_bytes_as_read(tmp_path):
     from docgrad.results.cells import read_results
     from docgrad.results.synthetic import write_synthetic_results
 
     write_synthetic_results(tmp_path, n_docs=4, m=8, chunk=2048, shard_size=2, dim=32)
     shards = read_results(tmp_path)
-    assert stats.inputs_key(tmp_path, 100, 0, (0, 4)) == stats.inputs_key(tmp_path, 100, 0, (0, 4), shards)
+    key = stats.inputs_key(tmp_path, 100, 0, (0, 4), shards)
+    assert key == stats.inputs_key(tmp_path, 100, 0, (0, 4), read_results(tmp_path))   # read again: same key
     shards[0].sha256 = "0" * 64                                        # another file's bytes: another key
-    assert stats.inputs_key(tmp_path, 100, 0, (0, 4)) != stats.inputs_key(tmp_path, 100, 0, (0, 4), shards)
+    assert stats.inputs_key(tmp_path, 100, 0, (0, 4), shards) != key
 
 
 def test_the_cached_analysis_keeps_the_results_directory_as_each_caller_spelled_it(tmp_path, monkeypatch):

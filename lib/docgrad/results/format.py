@@ -295,10 +295,10 @@ def check_groups(shard: Shard, groups: tuple[str, ...]) -> None:
         raise ResultFileError(f"{shard.path}: missing group(s) {missing}; file has {sorted(shard.gram)}")
 
 
-def result_digest(npz_bytes: bytes, json_bytes: bytes | None) -> str:
-    """sha256 of one result file's npz and json bytes (json None: missing), each length-prefixed."""
+def result_digest(npz_bytes: bytes, json_bytes: bytes) -> str:
+    """sha256 of one result file's npz and json bytes, each length-prefixed."""
     h = hashlib.sha256()
-    for b in (npz_bytes, b"<missing>" if json_bytes is None else json_bytes):
+    for b in (npz_bytes, json_bytes):
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     return h.hexdigest()

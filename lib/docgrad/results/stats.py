@@ -42,7 +42,7 @@ from docgrad.core.constants import (
 from docgrad.errors import AnalysisError
 from docgrad.fileio import atomic_write_json, to_jsonable
 from docgrad.results.cells import Cell, check_kind, pool_results, read_results
-from docgrad.results.format import Shard, find_results, result_digest
+from docgrad.results.format import Shard
 
 Interval = tuple  # (lo, hi), each a float or None
 
@@ -468,24 +468,17 @@ def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP
 ANALYSIS_FORMAT = "docgrad-analysis/1"
 
 
-def inputs_key(results_dir: Path, resamples: int, seed: int, docs: tuple[int, int] | None = None,
-               shards: list[Shard] | None = None) -> str:
+def inputs_key(results_dir: Path, resamples: int, seed: int, docs: tuple[int, int] | None,
+               shards: list[Shard]) -> str:
     """sha256 over the analysis inputs: the results directory as spelled (the analysis records it and its files'
     paths, so "data/results" and its absolute path are two entries, not whichever was asked first), every result
-    file's relative path and digest (format.result_digest of its bytes; taken from `shards` when the files were
-    already read), resamples, seed, the document range, and the sources of the estimator modules (so a code
-    change invalidates the cache)."""
+    file's relative path and digest (Shard.sha256, format.result_digest of the bytes as read), resamples, seed,
+    the document range, and the sources of the estimator modules (so a code change invalidates the cache)."""
     scope = "" if docs is None else f"|docs {int(docs[0])}:{int(docs[1])}"
     h = hashlib.sha256(f"{ANALYSIS_FORMAT}|{results_dir}|{int(resamples)}|{int(seed)}{scope}".encode())
-    root = Path(results_dir)
-    if shards is not None:
-        digests = [(Path(sh.path), sh.sha256) for sh in shards]
-    else:
-        digests = [(npz, result_digest(npz.read_bytes(), npz.with_suffix(".json").read_bytes()
-                                       if npz.with_suffix(".json").exists() else None)) for npz in find_results(root)]
-    for path, digest in digests:
-        h.update(str(path.relative_to(root)).encode())
-        h.update(digest.encode())
+    for sh in shards:
+        h.update(str(Path(sh.path).relative_to(results_dir)).encode())
+        h.update(sh.sha256.encode())
     lib = Path(__file__).resolve().parents[1]
     for mod in ("core/bootstrap", "core/gates", "core/constants", "results/cells", "results/format", "results/stats"):
         h.update((lib / f"{mod}.py").read_bytes())
@@ -497,12 +490,13 @@ def cached_analysis(results_dir: Path, resamples: int = RESAMPLES, seed: int = B
                     shards: list[Shard] | None = None) -> Analysis:
     """analyze(results_dir, resamples, seed, docs=docs), stored in cache_dir under the sha256 of its inputs
     (inputs_key); a later call with the same inputs reads it instead of recomputing. Timings are those of the
-    first run. shards: the directory's files already read (cells.read_results): neither the key nor the analysis
-    reads them again."""
+    first run. shards: the directory's files already read (cells.read_results; read here when None), from which
+    both the key and the analysis are computed."""
     resamples, seed = check_resamples(resamples), check_seed(seed)
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise AnalysisError(f"results directory {results_dir} does not exist")
+    shards = read_results(results_dir) if shards is None else shards
     path = Path(cache_dir) / f"{inputs_key(results_dir, resamples, seed, docs, shards)}.json"
     if path.exists():
         try:

@@ -29,8 +29,8 @@ class StudyPage:
 
     def __init__(self, results_dir, models: Sequence[str], corpora: Sequence[str], documents: str | None = None,
                  resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED, chunk: int = CHUNK, study: Study | None = None):
-        self.results_dir, self.model_names, self.corpora, self.documents = results_dir, list(models), list(corpora), \
-            documents
+        self.results_dir, self.model_names, self.corpora = results_dir, list(models), list(corpora)
+        self.documents = documents
         self.resamples, self.seed, self.chunk = resamples, seed, chunk
         self.models = result_models(models)
         self.label = self.models[0].label

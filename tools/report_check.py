@@ -12,6 +12,7 @@ timeout that ends in a failed check, not a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import tempfile
@@ -23,13 +24,16 @@ LINE = re.compile(r"^(?P<corpus>[A-Z]+):\s+R\(W\) = (?P<R>[0-9.]+)")
 
 
 def expected(window: int, chunk: int = 512) -> dict[str, float]:
-    """R(window) of the page's first model per corpus, from the committed profiles (core.bootstrap.R_from_rho)."""
+    """R(window) of the page's first model per corpus, from the committed profiles (core.bootstrap.R_from_rho), over
+    the documents page 04 read (its numbers file says which)."""
     sys.path.insert(0, str(ROOT / "lib"))
     from docgrad import models as registry
     from docgrad.core import bootstrap as bs
+    from docgrad.results.format import parse_docs
     from docgrad.results.study import Study
 
-    study = Study(ROOT / "data" / "results", resamples=0, chunk=chunk, docs=(0, 16))
+    documents = json.loads((ROOT / "figures" / "04_design_effect.json").read_text())["documents"]
+    study = Study(ROOT / "data" / "results", resamples=0, chunk=chunk, docs=parse_docs(documents))
     model = registry.result_models(["smollm2-135m"])[0]
     out = {}
     for k in ("BOOKS", "CODE", "PAPERS", "WEB"):
@@ -62,7 +66,7 @@ def main() -> int:
             failed.append(what)
 
     with tempfile.TemporaryDirectory(prefix="docgrad-report-") as tmp:
-        report = Path(a.report) if a.report else Path(tmp)
+        report = Path(a.report).resolve() if a.report else Path(tmp)     # a file URI needs an absolute path
         if not a.report:
             sys.path.insert(0, str(ROOT / "lib"))
             from docgrad.runtime.report import build_report

@@ -22,8 +22,9 @@
 # single one is, and then measures all of that live on the default model (SmolLM2-135M) over real chunks,
 # together with what it costs per chunk.
 #
-# Every number on this page comes from `docgrad.core.sketch` and `docgrad.measure.probe` (tested in `tests/test_sketch.py`
-# and `tests/test_probe.py`) and is saved to `figures/02_sketching.json`. Re-execute with other settings, e.g.
+# Every number on this page comes from `docgrad.core.sketch`, `docgrad.measure.gradients` and
+# `docgrad.measure.probe_bench` (tested in `tests/test_sketch.py` and `tests/test_probe.py`) and is saved to
+# `figures/02_sketching.json`. Re-execute with other settings, e.g.
 # `docgrad run 02 -p n_chunks 10 -p corpus "\"CODE\""`.
 
 # %% tags=["parameters"]

@@ -61,11 +61,13 @@ def _barrier():
         dist.barrier()
 
 def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = False, progress: bool = True,
-              load_seconds: float = 0.0, on_document: Callable[[int], None] | None = None) -> Path | None:
+              load_seconds: float = 0.0, on_document: Callable[[int], None] | None = None,
+              extra_meta: dict | None = None) -> Path | None:
     """Probe every chunk of every span and write the result file `out_npz` (+ .json). See the module docstring.
 
     model: a causal LM already on its device. spans: corpora.Span objects or (doc, tokens, sha256) tuples.
-    on_document(doc) is called after each finished document (tests use it to simulate a kill).
+    on_document(doc) is called after each finished document (tests use it to simulate a kill). extra_meta: keys
+    added to the result json (e.g. what SIMEX noise was added; the numbers' settings are in config).
     Returns the result path on rank 0 (None on other ranks).
     """
     import torch
@@ -81,7 +83,10 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
     device = next(model.parameters()).device
     config = config.bind(spans, device.type)
     m, chunk = config.chunks_per_document, config.chunk
-    bos_id = context_bos(model, config.context)
+    bos_id = config.start_token if config.start_token is not None else context_bos(model, config.context)
+    vocab = model.get_input_embeddings().num_embeddings
+    if bos_id is not None and not 0 <= bos_id < vocab:
+        raise ProbeError(f"start token {bos_id}: not a token id of the model (0 to {vocab - 1})")
     if config.context == "causal":
         check_window(model, config.window)
     model.eval()
@@ -165,6 +170,7 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
                         "documents_resumed": resumed if world == 1 else None},
             "versions": versions(),
             "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **(extra_meta or {}),
         }
         write_result(out_npz, index=index, loss=loss, gram=gram, sqnorm=sqnorm, exact_ref_dot=ref_dot, meta=meta,
                      overwrite=overwrite)

@@ -2,8 +2,8 @@
 and whose args() are the result json's "args". Definitions: docs/methods.md#per-chunk-gradients.
 
 Configuration. One frozen ProbeConfig holds the run: its fingerprint() (everything the numbers depend on:
-model pin, corpus, span hashes, chunk, buckets, seed, exact_ref, dtype, context (and a causal run's window),
-device type) is the resume key (docgrad.measure.resume), and its args() the result json's "args".
+model pin, corpus, span hashes, chunk, buckets, seed, exact_ref, dtype, context (and a causal run's window, a
+start token, SIMEX noise), device type) is the resume key (docgrad.measure.resume), and its args() the result json's "args".
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from docgrad.core.constants import (
     MAX_BUCKETS,
     MIN_BUCKETS,
     SKETCH_SEED,
+    STANDALONE_BOS,
 )
 from docgrad.core.sketch import SKETCH_NAME
 from docgrad.errors import DocgradError
@@ -69,6 +70,10 @@ class ProbeConfig:
     dtype: str = "float32"
     context: str = "standalone"             # CONTEXTS
     window: int | None = None               # W in tokens: causal only, a multiple of chunk
+    start_token: int | None = None          # a token id ahead of every standalone chunk (context standalone-bos),
+                                            # instead of the model's config.bos_token_id (docs/methods.md#model-regime)
+    simex: dict | None = field(default=None, hash=False)   # {"lambda": L, "seed": S}: rounding noise added to
+                                            # the weights before probing (docgrad.measure.simex)
     pin: dict = field(default_factory=dict, hash=False)   # what pins the weights (models.model_pin)
     device: str | None = None               # as requested (--device); recorded only
     manifest: str | None = None             # corpus manifest; recorded only (the span hashes are fingerprinted)
@@ -110,11 +115,35 @@ class ProbeConfig:
                 raise ProbeError(f"--window {w}: must be a positive multiple of --chunk {self.chunk} (the window is "
                                  f"m whole chunks), e.g. {max(1, w // self.chunk) * self.chunk}")
             object.__setattr__(self, "window", int(w))
+        if self.start_token is not None:
+            t = self.start_token
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+                raise ProbeError(f"--start-token {t!r}: a token id is a non-negative integer (SmolLM2's "
+                                 "<|endoftext|> is 0)")
+            if self.context != STANDALONE_BOS:
+                raise ProbeError(f"--start-token {t}: a start token goes ahead of standalone chunks (context "
+                                 f"{STANDALONE_BOS}), not context {self.context!r}")
+            object.__setattr__(self, "start_token", int(t))
+        if self.simex is not None:
+            lam, seed = self.simex.get("lambda"), self.simex.get("seed")
+            if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)) or not lam > 0:
+                raise ProbeError(f"--simex-lambda {lam!r}: the added rounding-noise variance is a positive multiple "
+                                 "of the rounding error's (e.g. 1 or 2)")
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+                raise ProbeError(f"--simex-seed {seed!r}: the noise seed is a non-negative integer")
+            object.__setattr__(self, "simex", {"lambda": float(lam), "seed": int(seed)})
         object.__setattr__(self, "exact_ref", bool(self.exact_ref))
         object.__setattr__(self, "pin", dict(self.pin or {}))
         if self.docs is not None:
             object.__setattr__(self, "docs", (int(self.docs[0]), int(self.docs[1])))
         object.__setattr__(self, "spans", tuple((int(d), str(h)) for d, h in self.spans))
+
+    @property
+    def regime(self) -> str:
+        """The model regime's label ('' for the model as loaded; results.format.regime_label)."""
+        from docgrad.results.format import regime_label
+
+        return regime_label(self.start_token, self.simex)
 
     def bind(self, spans: list[DocSpan], device_type: str) -> "ProbeConfig":
         """This config completed from the spans and the device type. Every span must be the same whole
@@ -159,6 +188,10 @@ class ProbeConfig:
               "spans": [[d, h] for d, h in self.spans]}
         if self.context == "causal":          # other fingerprints stay as they were (their state stays resumable)
             fp["window"] = self.window
+        if self.start_token is not None:
+            fp["start_token"] = self.start_token
+        if self.simex is not None:
+            fp["simex"] = self.simex
         return json.loads(json.dumps(fp, default=str))
 
     def args(self) -> dict:
@@ -166,7 +199,9 @@ class ProbeConfig:
         return {"model": self.model, "revision": self.revision, "corpus": self.corpus, "chunk": self.chunk,
                 "docs": None if self.docs is None else list(self.docs), "device": self.device,
                 "manifest": self.manifest, "command": self.command, "buckets": self.buckets, "seed": self.seed,
-                "exact_ref": self.exact_ref, "dtype": self.dtype, "context": self.context, "window": self.window}
+                "exact_ref": self.exact_ref, "dtype": self.dtype, "context": self.context, "window": self.window,
+                **({"start_token": self.start_token} if self.start_token is not None else {}),
+                **({"simex": self.simex} if self.simex is not None else {})}
 
 def nearest_divisors(n: int, c: int) -> list[int]:
     """The divisors of n nearest to c from below (if >= 2) and from above."""

@@ -47,6 +47,7 @@ class Cell:
     window: int | None = None                # the causal window W in tokens, else None
     sqnorm: np.ndarray | None = field(default=None, repr=False)     # (D, m) exact squared norms, group 'all'
     dtype: str = FLOAT32                     # arithmetic of the forward passes (args.dtype of every shard)
+    regime: str = ""                         # model regime (format.regime_label): '' for the model as loaded
 
     @property
     def files(self) -> list[Path]:
@@ -64,7 +65,8 @@ class Cell:
         key = (self.model, self.revision, self.corpus, self.chunk)
         if self.context == CAUSAL:
             key = (*key, CAUSAL, self.window)
-        return key if self.dtype == FLOAT32 else (*key, self.dtype)
+        key = key if self.dtype == FLOAT32 else (*key, self.dtype)
+        return (*key, self.regime) if self.regime else key
 
     @property
     def name(self) -> str:
@@ -73,7 +75,8 @@ class Cell:
         name = f"{self.model} {self.revision} {self.corpus} c{self.chunk}"
         if self.context == CAUSAL:
             name = f"{name} {CAUSAL} w{self.window}"
-        return name if self.dtype == FLOAT32 else f"{name} {self.dtype}"
+        name = name if self.dtype == FLOAT32 else f"{name} {self.dtype}"
+        return f"{name} {self.regime}" if self.regime else name
 
 
 def ordered_rows(shard: Shard) -> tuple[list[int], int, np.ndarray]:
@@ -101,6 +104,9 @@ def _check_names(shard: Shard) -> None:
         named = f"window {st['window']} (causal)" if st["context"] == CAUSAL else "no window (standalone)"
         raise ResultFileError(f"{shard.path}: file name says {named} but args say context {shard.context!r}, "
                               f"window {shard.window}")
+    if st["regime"] != shard.regime:
+        raise ResultFileError(f"{shard.path}: file name says model regime {st['regime'] or '(none)'!r} but its args "
+                              f"(start_token, simex) say {shard.regime or '(none)'!r}")
     if st["dtype"] != shard.dtype:
         raise ResultFileError(f"{shard.path}: file name says dtype {st['dtype']} but args.dtype is {shard.dtype!r}")
     if int(st["chunk"]) != int(a["chunk"]):
@@ -150,6 +156,9 @@ def pool_cell(shards: list[Shard]) -> Cell:
     mode = (shards[0].context, shards[0].window)
     for sh in shards:
         _check_names(sh)
+        if sh.regime != shards[0].regime:
+            raise ResultFileError(f"{sh.path}: model regime {sh.regime or '(none)'!r}, but "
+                                  f"{shards[0].regime or '(none)'!r} in {shards[0].path}; regimes are never pooled")
         if (sh.context, sh.window) != mode:
             raise ResultFileError(f"{sh.path}: its gradients were taken in context {sh.context!r} (window "
                                   f"{sh.window}), those of {shards[0].path} in {mode[0]!r} (window {mode[1]}); "
@@ -204,7 +213,7 @@ def pool_cell(shards: list[Shard]) -> Cell:
                               f"{[str(p.shard.path) for p in parts]}); S_cross is undefined")
     model, revision, corpus, chunk = key[:4]
     return Cell(model, revision, corpus, chunk, doc_ids, m, sums, loss, [p.shard for p in parts],
-                context=mode[0], window=mode[1], sqnorm=sqnorm, dtype=shards[0].dtype)
+                context=mode[0], window=mode[1], sqnorm=sqnorm, dtype=shards[0].dtype, regime=shards[0].regime)
 
 
 def position_profile(cell: Cell) -> dict[str, np.ndarray]:
@@ -238,17 +247,22 @@ def check_kind(context: str | None, dtype: str | None) -> None:
 
 def pool_results(shards: list[Shard], results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
                  context: str | None = STANDALONE, dtype: str | None = FLOAT32,
-                 docs: tuple[int, int] | None = None) -> dict[tuple, Cell]:
+                 docs: tuple[int, int] | None = None, regime: str | None = "") -> dict[tuple, Cell]:
     """The cells of result files already read (read_results from results_dir), pooled. groups: groups each file
     must have (None: whatever they share). context: which files to pool: "standalone" (default: every file that
     is not causal, so the standard analysis is the same whether or not causal results sit beside it), "causal",
     or None (all kinds, each in its own cells). dtype: likewise "float32" (default), "bfloat16", or None (both,
     each in its own cells). docs: (a, b) pools only the files whose documents all lie in [a, b) (e.g. (0, 16),
-    the published design's documents, when 48-document shards sit beside them); None (default) every file."""
+    the published design's documents, when 48-document shards sit beside them); None (default) every file.
+    regime: the model regime to pool ('' (default): the model as loaded; 'bos0', ...; None: every regime, each in
+    its own cells)."""
     check_kind(context, dtype)
     by_cell: dict[tuple, list[Shard]] = {}
-    skipped, other_dtype, outside = 0, set(), []
+    skipped, other_dtype, outside, other_regime = 0, set(), [], set()
     for sh in shards:
+        if regime is not None and sh.regime != regime:
+            other_regime.add(sh.regime or "(none)")
+            continue
         if groups is not None:
             check_groups(sh, groups)
         if context is not None and (sh.context == CAUSAL) != (context == CAUSAL):
@@ -261,6 +275,9 @@ def pool_results(shards: list[Shard], results_dir: Path, groups: tuple[str, ...]
             other_dtype.add(sh.dtype)
             continue
         by_cell.setdefault(sh.cell, []).append(sh)
+    if not by_cell and other_regime:
+        raise NoResultsError(f"{results_dir}: no result files of model regime {regime or '(none)'!r} (only "
+                             f"{', '.join(sorted(other_regime))} there; pass regime= one of those)")
     if not by_cell and other_dtype:
         raise NoResultsError(f"{results_dir}: no {dtype} result files of context {context} (only "
                              f"{', '.join(sorted(other_dtype))} files there; read those with --dtype / dtype= "
@@ -278,7 +295,7 @@ def pool_results(shards: list[Shard], results_dir: Path, groups: tuple[str, ...]
 
 def load_cells(results_dir: Path, groups: tuple[str, ...] | None = GROUPS,
                context: str | None = STANDALONE, dtype: str | None = FLOAT32,
-               docs: tuple[int, int] | None = None) -> dict[tuple, Cell]:
+               docs: tuple[int, int] | None = None, regime: str | None = "") -> dict[tuple, Cell]:
     """Every cell under results_dir, pooled: pool_results(read_results(results_dir), ...) (see both)."""
     check_kind(context, dtype)
-    return pool_results(read_results(results_dir), results_dir, groups, context, dtype, docs)
+    return pool_results(read_results(results_dir), results_dir, groups, context, dtype, docs, regime)

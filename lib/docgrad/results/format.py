@@ -13,6 +13,10 @@ published files predate it), "standalone-bos", or "causal" with args.window the 
 file's cell includes ("causal", W) (Shard.cell), and its name says so (`_w<W>_causal`). args.dtype is the
 arithmetic of the forward passes, "float32" (also when absent) or "bfloat16" (docgrad.measure.precision); a bf16
 file's cell ends in "bfloat16" and its name says so (`_bfloat16`), so it is never pooled with float32 files.
+The model regime (docs/methods.md#model-regime): args.start_token (a token id put ahead of every standalone chunk
+beyond the model's own default) and args.simex ({"lambda", "seed"}: noise added to the rounded weights) make the
+file's regime label (`bos0`, `simex1-s1`, `bos0_simex1-s1`; "" for the model as loaded), which ends its name
+(`..._d0-16_bos0`) and its cell key, so regimes never pool with each other or with the model as loaded.
 """
 
 from __future__ import annotations
@@ -33,7 +37,20 @@ from docgrad.fileio import atomic_write_json, atomic_write_npz
 from docgrad.models import offline_model
 
 _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)(?:_w(?P<window>\d+)_(?P<context>causal))?"
-                   r"_d(?P<a>\d+)-(?P<b>\d+)(?:_(?P<dtype>bfloat16))?$")
+                   r"_d(?P<a>\d+)-(?P<b>\d+)(?:_(?P<dtype>bfloat16))?(?:_(?P<regime>bos\d+(?:_simex[0-9.]+-s\d+)?|simex[0-9.]+-s\d+))?$")
+
+
+def regime_label(start_token: int | None = None, simex: dict | None = None) -> str:
+    """The model regime of a result as a name part: '' (the model as loaded), 'bos<id>' (that token ahead of
+    every chunk), 'simex<lambda>-s<seed>' (rounding noise of variance lambda times the rounding error's), or
+    both joined by '_'. lambda is written without a trailing '.0' (1, 2, 0.5)."""
+    parts = []
+    if start_token is not None:
+        parts.append(f"bos{int(start_token)}")
+    if simex:
+        lam = float(simex["lambda"])
+        parts.append(f"simex{int(lam) if lam.is_integer() else lam}-s{int(simex['seed'])}")
+    return "_".join(parts)
 
 
 SYMMETRY_RTOL = 1e-9   # |K - K^T| allowed, relative to max |K| (float64 rounding of X X^T is ~1e-16)
@@ -88,7 +105,13 @@ class Shard:
         key = (a["model"], str(a["revision"]), a["corpus"], int(a["chunk"]))
         if self.context == CAUSAL:
             key = (*key, CAUSAL, self.window)
-        return key if self.dtype == FLOAT32 else (*key, self.dtype)
+        key = key if self.dtype == FLOAT32 else (*key, self.dtype)
+        return (*key, self.regime) if self.regime else key
+
+    @property
+    def regime(self) -> str:
+        """The model regime (regime_label of args.start_token and args.simex): '' for the model as loaded."""
+        return regime_label(self.args.get("start_token"), self.args.get("simex"))
 
     @property
     def documents(self) -> np.ndarray:
@@ -96,13 +119,14 @@ class Shard:
 
 
 def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int],
-                context: str = STANDALONE, window: int | None = None, dtype: str = FLOAT32) -> str:
+                context: str = STANDALONE, window: int | None = None, dtype: str = FLOAT32,
+                regime: str = "") -> str:
     """Relative path (without suffix) of a result file, e.g. `HuggingFaceTB__SmolLM2-135M-Instruct/gguf-q8/BOOKS_c512_d0-16`;
     a causal run's stem names its window (`.../BOOKS_c512_w4096_causal_d0-16`), a bf16 run its dtype
-    (`.../BOOKS_c512_d0-16_bfloat16`)."""
+    (`.../BOOKS_c512_d0-16_bfloat16`), a model regime its label (`.../BOOKS_c512_d0-16_bos0`, regime_label)."""
     a, b = docs
     mode = f"_w{int(window)}_{CAUSAL}" if context == CAUSAL else ""
-    tail = "" if dtype == FLOAT32 else f"_{dtype}"
+    tail = ("" if dtype == FLOAT32 else f"_{dtype}") + (f"_{regime}" if regime else "")
     return f"{model.replace('/', '__')}/{revision}/{corpus}_c{chunk}{mode}_d{a}-{b}{tail}"
 
 
@@ -355,10 +379,11 @@ def parse_stem(npz_path: Path) -> dict:
     (standalone, window None, float32), BOOKS_c512_w4096_causal_d0-16.npz or BOOKS_c512_d0-16_bfloat16.npz."""
     m = _STEM.match(Path(npz_path).stem)
     if not m:
-        raise ResultFileError(f"{npz_path}: name does not match <CORPUS>_c<chunk>[_w<W>_causal]_d<a>-<b>[_bfloat16].npz")
+        raise ResultFileError(f"{npz_path}: name does not match "
+                              "<CORPUS>_c<chunk>[_w<W>_causal]_d<a>-<b>[_bfloat16][_<regime>].npz")
     return {"corpus": m["corpus"], "chunk": int(m["chunk"]), "docs": (int(m["a"]), int(m["b"])),
             "context": m["context"] or STANDALONE, "window": None if m["window"] is None else int(m["window"]),
-            "dtype": m["dtype"] or FLOAT32}
+            "dtype": m["dtype"] or FLOAT32, "regime": m["regime"] or ""}
 
 
 def parse_docs(text: str) -> tuple[int, int]:

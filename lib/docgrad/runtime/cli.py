@@ -142,6 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="arithmetic of the forward passes: float32 (default) or bfloat16 (torch.autocast; parameters "
                    "and gradients stay float32; file <CORPUS>_c<chunk>_d<a>-<b>_bfloat16.npz; check its fidelity "
                    "with `docgrad precision` first: docs/methods.md#reduced-precision)")
+    p.add_argument("--start-token", type=int, default=None, metavar="ID",
+                   help="put token ID ahead of every standalone chunk as context only (its target not counted), "
+                   "e.g. 0, SmolLM2's <|endoftext|>; recorded as args.start_token, file <...>_d<a>-<b>_bos<ID>.npz, "
+                   "never pooled with files without it (docs/methods.md#model-regime)")
+    p.add_argument("--simex-lambda", type=float, default=None, metavar="L",
+                   help="add Gaussian noise of L times each rounded weight's rounding-error variance (d^2/12 per "
+                   "block of step d) before probing: a SIMEX cell (docs/methods.md#model-regime); offline GGUF "
+                   "models only; file <...>_simex<L>-s<SEED>.npz")
+    p.add_argument("--simex-seed", type=int, default=None, metavar="SEED",
+                   help="seed of the SIMEX noise (required with --simex-lambda; recorded)")
     p.set_defaults(func=_lazy("runtime.probe_command", "cli_probe"))
 
     # --- precision ------------------------------------------------------------------------

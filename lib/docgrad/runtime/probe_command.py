@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from docgrad import models
-from docgrad.core.constants import FLOAT32
+from docgrad.core.constants import FLOAT32, STANDALONE, STANDALONE_BOS
 from docgrad.corpora import build as corpora
 from docgrad.fileio import shown_path
 from docgrad.measure.gradients import model_chunk_context, resolve_device
@@ -30,7 +30,8 @@ def _path_parts(what: str, value: str) -> None:
                          "letters, digits and '._+-', no '..'); pass a valid value, or an explicit --out FILE.npz")
 
 def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chunk: int, docs: tuple[int, int],
-                context: str = "standalone", window: int | None = None, dtype: str = FLOAT32) -> Path:
+                context: str = "standalone", window: int | None = None, dtype: str = FLOAT32,
+                regime: str = "") -> Path:
     """--out is an explicit .npz path, or the results root under which the standard stem goes (and stays);
     a causal run's stem names its window (`<CORPUS>_c512_w4096_causal_d0-16`), a bf16 run its dtype
     (`<CORPUS>_c512_d0-16_bfloat16`)."""
@@ -45,7 +46,7 @@ def result_path(out: str | Path, model_id: str, revision: str, corpus: str, chun
     if "/" in str(corpus):
         raise ProbeError(f"corpus {corpus!r} cannot be part of a result path (no '/'); pass a corpus name")
     _path_parts("corpus", corpus)
-    path = out / (result_stem(model_id, revision, corpus, chunk, docs, context, window, dtype) + ".npz")
+    path = out / (result_stem(model_id, revision, corpus, chunk, docs, context, window, dtype, regime) + ".npz")
     root = os.path.normpath(out)
     if os.path.commonpath([root, os.path.normpath(path)]) != root:
         raise ProbeError(f"{path}: would be written outside --out {out}")
@@ -110,6 +111,33 @@ def causal_arguments(args, context: str) -> tuple[str, int | None]:
                          f"(e.g. --window {8 * args.chunk})")
     return "causal", args.window
 
+def regime_arguments(args, spec, context: str) -> tuple[int | None, dict | None]:
+    """(start_token, simex) from --start-token / --simex-lambda / --simex-seed, refused before the model loads
+    where they cannot apply (docs/methods.md#model-regime)."""
+    start = getattr(args, "start_token", None)
+    lam, seed = getattr(args, "simex_lambda", None), getattr(args, "simex_seed", None)
+    if start is not None and context != STANDALONE:
+        raise ProbeError(f"--start-token {start}: goes ahead of standalone chunks; this run's chunks are {context} "
+                         + ("(a causal window)" if context == "causal" else "(the model's own BOS token first)"))
+    if (lam is None) != (seed is None):
+        raise ProbeError("--simex-lambda and --simex-seed go together: the noise's size and its seed are both "
+                         "recorded (e.g. --simex-lambda 1 --simex-seed 1)")
+    if lam is not None and spec is None:
+        raise ProbeError("--simex-lambda: SIMEX noise needs the rounding steps of an offline GGUF model "
+                         "(`docgrad models`); a hub checkpoint is not rounded")
+    return start, (None if lam is None else {"lambda": lam, "seed": seed})
+
+def simex_noise(model, spec, simex: dict) -> dict:
+    """Add SIMEX noise to the loaded model (docgrad.measure.simex), the steps first checked against the file."""
+    from docgrad.measure import simex as sx
+
+    path = models.model_file(spec)
+    tensors = sx.rounded_tensors(model, path)
+    checked = sx.check_steps(model, path, tensors)
+    record = sx.add_rounding_noise(model, tensors, simex["lambda"], simex["seed"])
+    return {**record, "steps_checked_against_file": len(checked), "steps_max_relative_difference":
+            max(checked.values(), default=None)}
+
 def cli_probe(args) -> int:
     """`docgrad probe`: arguments, pin, output path and spans are checked before the model loads."""
     import torch
@@ -123,13 +151,16 @@ def cli_probe(args) -> int:
     spec = models.offline_model(args.model)
     check_manifest_tokenizer(args.manifest, spec)
     context, window = causal_arguments(args, model_chunk_context(spec))
+    start_token, simex = regime_arguments(args, spec, context)
+    if start_token is not None:
+        context = STANDALONE_BOS
     config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
                          buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, context=context, pin=pin,
                          dtype=getattr(args, "dtype", FLOAT32),
                          window=window, docs=docs, device=args.device, manifest=shown_path(args.manifest),
-                         command=" ".join(sys.argv))
+                         command=" ".join(sys.argv), start_token=start_token, simex=simex)
     out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs, context, window,
-                      config.dtype)
+                      config.dtype, config.regime)
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
         print(f"{out}: a complete result already exists; pass --overwrite to replace it", file=sys.stderr)
         return 2
@@ -141,8 +172,12 @@ def cli_probe(args) -> int:
     config = config.bind(spans, torch.device(device).type)
     t0 = time.perf_counter()
     model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
+    simex_record = None
+    if config.simex is not None:
+        simex_record = simex_noise(model, spec, config.simex)
     load_s = time.perf_counter() - t0
-    path = run_probe(model, spans, out, config, overwrite=args.overwrite, load_seconds=load_s)
+    path = run_probe(model, spans, out, config, overwrite=args.overwrite, load_seconds=load_s,
+                     extra_meta={"simex_noise": simex_record} if simex_record else None)
     if path is not None:
         print(path)
     try:

@@ -1,0 +1,235 @@
+"""The model regime (docs/methods.md#model-regime): a start token ahead of every chunk and SIMEX rounding noise,
+as probe settings (recorded, fingerprinted, named, never pooled with the model as loaded), the rounding steps
+recovered from de-quantised weights, the noise's variance, and the extrapolants and decision rule."""
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from docgrad.core import simex_fit as SF
+from docgrad.measure import gradients as GR
+from docgrad.measure import probe as P
+from docgrad.measure import probe_config as PC
+from docgrad.measure import simex as SX
+from docgrad.models import tiny_model
+from docgrad.results import cells
+from docgrad.results.format import GROUPS, ResultFileError, load_result, parse_stem, regime_label, result_stem
+from docgrad.runtime import probe_command as PCMD
+
+torch.set_num_threads(1)
+CHUNK, M, B = 16, 3, 64
+CONFIG = PC.ProbeConfig(model="tiny", revision="r0", corpus="T", chunk=CHUNK, buckets=B, seed=4, pin={"model": "tiny"})
+
+
+def spans(n=3, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in range(n):
+        t = rng.integers(0, 256, size=CHUNK * M)
+        out.append((d, t, hashlib.sha256(t.astype("<i4").tobytes()).hexdigest()))
+    return out
+
+
+def probe(tmp, config, name="T_c16_d0-3.npz", model=None):
+    return P.run_probe(model or tiny_model("llama", seed=1), spans(), Path(tmp) / name, config, progress=False)
+
+
+# --- the start token ------------------------------------------------------------------------------------
+
+def test_a_start_token_is_context_only_and_recorded_in_args_fingerprint_and_name(tmp_path):
+    cfg = replace(CONFIG, context="standalone-bos", start_token=0)
+    assert cfg.regime == "bos0"
+    path = probe(tmp_path, cfg, "T_c16_d0-3_bos0.npz")
+    sh = load_result(path, groups=GROUPS)
+    assert sh.args["start_token"] == 0 and sh.args["context"] == "standalone-bos" and sh.regime == "bos0"
+    model = tiny_model("llama", seed=1)
+    ids = torch.as_tensor(spans()[0][1][:CHUNK])
+    with torch.no_grad():
+        assert sh.loss[0] == pytest.approx(float(GR.chunk_loss(model, ids, bos_id=0)), rel=1e-6)
+        assert sh.loss[0] != pytest.approx(float(GR.chunk_loss(model, ids, bos_id=1)), rel=1e-6)
+    fp = cfg.bind(PC.as_doc_spans(spans()), "cpu").fingerprint()
+    plain = replace(CONFIG, context="standalone-bos").bind(PC.as_doc_spans(spans()), "cpu").fingerprint()
+    assert fp["start_token"] == 0 and "start_token" not in plain and fp != plain
+
+
+def test_a_start_token_needs_standalone_chunks_and_a_token_of_the_vocabulary(tmp_path):
+    with pytest.raises(PC.ProbeError, match="--start-token 0: a start token goes ahead of standalone chunks"):
+        replace(CONFIG, start_token=0)
+    with pytest.raises(PC.ProbeError, match="non-negative integer"):
+        replace(CONFIG, context="standalone-bos", start_token=-1)
+    with pytest.raises(PC.ProbeError, match="start token 999: not a token id of the model"):
+        probe(tmp_path, replace(CONFIG, context="standalone-bos", start_token=999), "T_c16_d0-3_bos999.npz")
+
+
+def test_regime_files_are_never_pooled_with_the_model_as_loaded(tmp_path):
+    root = tmp_path / "r"
+    probe(root, CONFIG, "T_c16_d0-3.npz")
+    probe(root, replace(CONFIG, context="standalone-bos", start_token=0), "T_c16_d0-3_bos0.npz")
+    as_loaded = cells.load_cells(root, regime="")
+    with_token = cells.load_cells(root, regime="bos0")
+    (k0, c0), = as_loaded.items()
+    (k1, c1), = with_token.items()
+    assert c0.regime == "" and c1.regime == "bos0" and k1 == (*k0, "bos0") and c1.name.endswith(" bos0")
+    assert len(cells.load_cells(root, regime=None)) == 2
+    with pytest.raises(cells.NoResultsError, match="no result files of model regime 'simex1-s1'"):
+        cells.load_cells(root, regime="simex1-s1")
+    with pytest.raises(ResultFileError, match="regimes are never pooled"):
+        cells.pool_cell([c0.shards[0], c1.shards[0]])
+
+
+def test_a_file_named_for_another_regime_than_its_args_is_refused(tmp_path):
+    path = probe(tmp_path, replace(CONFIG, context="standalone-bos", start_token=0), "T_c16_d0-3_bos0.npz")
+    for suffix in (".npz", ".json"):
+        path.with_suffix(suffix).rename(tmp_path / f"T_c16_d0-3_bos5{suffix}")
+    with pytest.raises(ResultFileError, match="file name says model regime 'bos5' but its args"):
+        cells.read_results(tmp_path)
+
+
+def test_regime_labels_name_the_token_lambda_and_seed_and_parse_back():
+    assert regime_label() == ""
+    assert regime_label(0) == "bos0"
+    assert regime_label(None, {"lambda": 1.0, "seed": 1}) == "simex1-s1"
+    assert regime_label(0, {"lambda": 0.5, "seed": 7}) == "bos0_simex0.5-s7"
+    for regime in ("", "bos0", "simex2-s2", "bos0_simex0.5-s7"):
+        stem = result_stem("o/m", "r", "CODE", 512, (0, 16), regime=regime)
+        assert parse_stem(Path(stem + ".npz"))["regime"] == regime
+
+
+# --- SIMEX: steps, noise ----------------------------------------------------------------------------------
+
+def q4_1(x):
+    """llama.cpp's reference Q4_1 rounding of blocks of 32 (d, m stored as float16), de-quantised."""
+    b = x.reshape(-1, 32).astype(np.float32)
+    lo, hi = b.min(1), b.max(1)
+    d = (hi - lo) / 15
+    inv = np.where(d > 0, 1 / np.where(d > 0, d, 1), 0)
+    q = np.minimum(15, np.floor((b - lo[:, None]) * inv[:, None] + 0.5))
+    d16, m16 = d.astype(np.float16).astype(np.float32), lo.astype(np.float16).astype(np.float32)
+    return (q * d16[:, None] + m16[:, None]).reshape(x.shape), d16.reshape(*x.shape[:-1], -1)
+
+
+def q8_0(x):
+    b = x.reshape(-1, 32).astype(np.float32)
+    d = np.abs(b).max(1) / 127
+    q = np.round(b / np.where(d > 0, d, 1)[:, None])
+    d16 = d.astype(np.float16).astype(np.float32)
+    return (q * d16[:, None]).reshape(x.shape), d16.reshape(*x.shape[:-1], -1)
+
+
+@pytest.mark.parametrize("rounder,qtype", [(q4_1, "Q4_1"), (q8_0, "Q8_0")])
+def test_the_steps_recovered_from_rounded_weights_are_the_stored_steps(rounder, qtype):
+    x = np.random.default_rng(0).normal(size=(6, 96))
+    rounded, d = rounder(x)
+    assert np.allclose(SX.recovered_steps(rounded, qtype), d, rtol=1e-6)
+    assert not np.allclose(SX.recovered_steps(x, qtype), d, rtol=1e-6)        # unrounded: off by the float16 step
+    with pytest.raises(SX.SimexError, match="whole blocks of 32"):
+        SX.recovered_steps(rounded[:, :40], qtype)
+
+
+def test_simex_noise_has_lambda_times_the_rounding_variance_and_leaves_unrounded_weights_alone():
+    model = tiny_model("llama", seed=0, hidden=64)
+    params = dict(model.named_parameters())
+    tensors = []
+    with torch.no_grad():
+        for name, p in params.items():
+            if p.ndim == 2:
+                p.copy_(torch.as_tensor(q4_1(p.numpy())[0]))
+                tensors.append(SX.RoundedTensor(name, name, "Q4_1"))
+            else:
+                tensors.append(SX.RoundedTensor(name, name, "F32"))
+    before = {n: p.detach().clone() for n, p in params.items()}
+    info = SX.add_rounding_noise(model, tensors, 2.0, seed=3)
+    assert info["added_variance_over_rounding"] == pytest.approx(2.0, rel=0.05)
+    assert info["unrounded_weights"] == sum(p.numel() for p in params.values() if p.ndim != 2) > 0
+    for t in tensors:
+        moved = not torch.equal(params[t.name], before[t.name])
+        assert moved == (t.qtype == "Q4_1"), t
+    again = tiny_model("llama", seed=0, hidden=64)
+    with torch.no_grad():
+        for name, p in again.named_parameters():
+            p.copy_(before[name])
+    SX.add_rounding_noise(again, tensors, 2.0, seed=3)
+    assert all(torch.equal(p, params[n]) for n, p in again.named_parameters())      # the seed fixes the noise
+    with pytest.raises(SX.SimexError, match="positive multiple"):
+        SX.add_rounding_noise(again, tensors, 0.0, seed=3)
+
+
+def test_simex_settings_are_recorded_fingerprinted_and_checked():
+    cfg = replace(CONFIG, simex={"lambda": 1, "seed": 1})
+    assert cfg.simex == {"lambda": 1.0, "seed": 1} and cfg.regime == "simex1-s1"
+    assert cfg.args()["simex"] == {"lambda": 1.0, "seed": 1} and "simex" not in CONFIG.args()
+    fp = cfg.bind(PC.as_doc_spans(spans()), "cpu").fingerprint()
+    assert fp["simex"] == {"lambda": 1.0, "seed": 1}
+    other = replace(CONFIG, simex={"lambda": 1, "seed": 2}).bind(PC.as_doc_spans(spans()), "cpu").fingerprint()
+    assert other != fp
+    with pytest.raises(PC.ProbeError, match="--simex-lambda -1"):
+        replace(CONFIG, simex={"lambda": -1, "seed": 1})
+    with pytest.raises(PC.ProbeError, match="--simex-seed"):
+        replace(CONFIG, simex={"lambda": 1, "seed": None})
+
+
+def test_probe_regime_arguments_are_refused_before_the_model_loads():
+    args = SimpleNamespace(start_token=None, simex_lambda=1.0, simex_seed=None)
+    with pytest.raises(PC.ProbeError, match="--simex-lambda and --simex-seed go together"):
+        PCMD.regime_arguments(args, object(), "standalone")
+    args = SimpleNamespace(start_token=None, simex_lambda=1.0, simex_seed=1)
+    with pytest.raises(PC.ProbeError, match="needs the rounding steps of an offline GGUF model"):
+        PCMD.regime_arguments(args, None, "standalone")
+    args = SimpleNamespace(start_token=0, simex_lambda=None, simex_seed=None)
+    with pytest.raises(PC.ProbeError, match="--start-token 0: goes ahead of standalone chunks"):
+        PCMD.regime_arguments(args, None, "standalone-bos")
+    assert PCMD.regime_arguments(args, None, "standalone") == (0, None)
+
+
+def test_the_real_files_steps_match_the_recovered_ones():
+    from docgrad import models
+
+    if not models.installed(models.SMOLLM2):
+        pytest.skip(f"the default model's wheel is not installed ({models.SMOLLM2.install_hint})")
+    from gguf import GGUFReader
+
+    path = models.default_gguf_path()
+    reader = GGUFReader(str(path))
+    t = next(t for t in reader.tensors if t.name == "blk.0.ffn_down.weight")
+    rows = int(t.shape[1])
+    from gguf.quants import dequantize
+
+    weights = dequantize(t.data, t.tensor_type).reshape(rows, -1)
+    assert np.array_equal(SX.recovered_steps(weights, "Q4_1"), SX.file_steps(reader, t.name))
+
+
+# --- extrapolation and decision ---------------------------------------------------------------------------
+
+def test_the_quadratic_extrapolant_is_exact_for_a_parabola_and_the_linear_for_a_line():
+    lam = np.array(SF.LAMBDAS)
+    parabola = 2.0 + 0.5 * lam - 0.3 * lam ** 2
+    assert SF.extrapolate(parabola) == pytest.approx(2.0 - 0.5 - 0.3)
+    line = 4.0 - 0.7 * lam
+    assert SF.extrapolate(line, "linear") == pytest.approx(4.7)
+    assert SF.extrapolate(line) == pytest.approx(4.7)
+    assert SF.extrapolate(parabola, "linear") != pytest.approx(2.0 - 0.5 - 0.3)
+    draws = np.stack([parabola, line])                    # row by row: bootstrap draws
+    assert SF.extrapolate(draws) == pytest.approx([1.2, 4.7])
+    with pytest.raises(ValueError, match="lambda = 0, 1, 2"):
+        SF.extrapolate([1.0, 2.0])
+    with pytest.raises(ValueError, match="extrapolant 'cubic'"):
+        SF.extrapolate(line, "cubic")
+
+
+@pytest.mark.parametrize("lo,hi,expected", [(-0.05, 0.08, "robust"), (0.02, 0.09, "robust"), (0.05, 0.3, "moves"),
+                                            (-0.4, -0.11, "moves"), (-0.2, 0.05, "not resolved"),
+                                            (-0.3, 0.3, "not resolved")])
+def test_the_regime_decision_uses_the_margin_stated_in_advance(lo, hi, expected):
+    assert SF.REGIME_MARGIN == 0.10
+    assert SF.regime_decision(lo, hi) == expected
+
+
+def test_the_regime_decision_refuses_an_interval_that_is_not_one():
+    with pytest.raises(ValueError, match="finite interval"):
+        SF.regime_decision(0.2, 0.1)
+    with pytest.raises(ValueError, match="finite interval"):
+        SF.regime_decision(float("nan"), 0.1)

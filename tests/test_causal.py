@@ -222,7 +222,7 @@ def test_causal_result_paths_name_the_window(tmp_path):
     assert CMD.result_path(tmp_path, "o/m", "r", "BOOKS", 512, (0, 16), "causal", 4096) == \
         tmp_path / "o__m" / "r" / "BOOKS_c512_w4096_causal_d0-16.npz"
     assert parse_stem(Path(stem + ".npz")) == {"corpus": "BOOKS", "chunk": 512, "docs": (0, 16), "context": "causal",
-                                               "window": 4096, "dtype": "float32"}
+                                               "window": 4096, "dtype": "float32", "regime": ""}
     assert parse_stem(Path("BOOKS_c512_d0-16.npz"))["context"] == "standalone"
     assert result_stem("o/m", "r", "WEB", 512, (0, 4), "standalone-bos").endswith("/WEB_c512_d0-4")
 

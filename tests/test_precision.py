@@ -90,7 +90,7 @@ def test_bf16_result_path_and_stem_name_the_dtype(tmp_path):
     p = CMD.result_path(tmp_path, MODEL, REV, "BOOKS", 512, (0, 16), dtype="bfloat16")
     assert p.name == "BOOKS_c512_d0-16_bfloat16.npz"
     assert parse_stem(p) == {"corpus": "BOOKS", "chunk": 512, "docs": (0, 16), "context": "standalone",
-                             "window": None, "dtype": "bfloat16"}
+                             "window": None, "dtype": "bfloat16", "regime": ""}
     assert parse_stem(CMD.result_path(tmp_path, MODEL, REV, "BOOKS", 512, (0, 16)))["dtype"] == "float32"
     assert CMD.result_path(tmp_path, MODEL, REV, "WEB", 512, (0, 16), "causal", 4096, "bfloat16").name == \
         "WEB_c512_w4096_causal_d0-16_bfloat16.npz"

@@ -25,6 +25,7 @@ from docgrad.core.constants import (
 )
 from docgrad.core.sketch import SKETCH_NAME
 from docgrad.errors import DocgradError
+from docgrad.results.format import regime_label
 
 PARTIAL_FORMAT = "docgrad-probe-partial/2"
 
@@ -141,8 +142,6 @@ class ProbeConfig:
     @property
     def regime(self) -> str:
         """The model regime's label ('' for the model as loaded; results.format.regime_label)."""
-        from docgrad.results.format import regime_label
-
         return regime_label(self.start_token, self.simex)
 
     def bind(self, spans: list[DocSpan], device_type: str) -> "ProbeConfig":

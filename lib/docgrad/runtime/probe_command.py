@@ -15,6 +15,7 @@ from docgrad import models
 from docgrad.core.constants import FLOAT32, STANDALONE, STANDALONE_BOS
 from docgrad.corpora import build as corpora
 from docgrad.fileio import shown_path
+from docgrad.measure import simex as sx
 from docgrad.measure.gradients import model_chunk_context, resolve_device
 from docgrad.measure.probe import run_probe
 from docgrad.measure.probe_config import ProbeConfig, ProbeError, as_doc_spans
@@ -129,8 +130,6 @@ def regime_arguments(args, spec, context: str) -> tuple[int | None, dict | None]
 
 def simex_noise(model, spec, simex: dict) -> dict:
     """Add SIMEX noise to the loaded model (docgrad.measure.simex), the steps first checked against the file."""
-    from docgrad.measure import simex as sx
-
     path = models.model_file(spec)
     tensors = sx.rounded_tensors(model, path)
     checked = sx.check_steps(model, path, tensors)

@@ -9,7 +9,7 @@ MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
-.PHONY: report test corpora probe probe-48 probe-causal probe-bf16 analyze venv clean-report
+.PHONY: report test corpora probe probe-48 probe-causal probe-bf16 probe-regime analyze venv clean-report
 
 venv: $(STAMP)
 
@@ -69,6 +69,23 @@ probe-48: $(STAMP)
 	for s in WEB:16:32 CODE:16:32 PAPERS:16:32 BOOKS:16:31 WEB:32:48 CODE:32:48 PAPERS:32:48; do \
 	  c=$${s%%:*}; d=$${s#*:}; a=$${d%%:*}; b=$${d#*:}; x=$$(test $$c = WEB && echo --exact-ref); \
 	  test -f $$R/$${c}_c512_d$$a-$$b.json || $(BIN)/docgrad probe --corpus $$c --docs $$a:$$b --chunk 512 $$x || exit 1; \
+	done
+
+# The model-regime cells of SmolLM2 (docs/methods.md#model-regime): <|endoftext|> (id 0) ahead of every chunk on
+# documents 0-15 of the four corpora, and SIMEX rounding noise (lambda 1 seed 1, lambda 2 seed 2) on CODE and WEB.
+# 8 cells of 512 chunks, 35-65 min each on 2 idle cores (much longer on a busy machine). Each cell is skipped when
+# its result exists and resumes from its .partial/ state when interrupted. REGIME_OUT: the results root (default
+# data/regime; pages never read it as the model as loaded: each file's name and cell key carry its regime).
+REGIME_OUT ?= data/regime
+probe-regime: $(STAMP)
+	$(BIN)/docgrad corpora build --missing-only
+	R=$(REGIME_OUT)/$$($(BIN)/docgrad models smollm2-135m --get results-dir) || exit 1; \
+	for s in CODE:bos0 WEB:bos0 CODE:simex1-s1 WEB:simex1-s1 CODE:simex2-s2 WEB:simex2-s2 BOOKS:bos0 PAPERS:bos0; do \
+	  c=$${s%%:*}; r=$${s#*:}; x=$$(test $$c = WEB && test $$r = bos0 && echo --exact-ref); \
+	  case $$r in bos0) a="--start-token 0";; simex1-s1) a="--simex-lambda 1 --simex-seed 1";; \
+	    simex2-s2) a="--simex-lambda 2 --simex-seed 2";; esac; \
+	  test -f $$R/$${c}_c512_d0-16_$$r.json || $(BIN)/docgrad probe --corpus $$c --docs 0:16 --chunk 512 \
+	    --out $(REGIME_OUT) $$a $$x || exit 1; \
 	done
 
 # The causal-context results of MODEL (issue 15, page 06): the first WINDOW tokens of each of the 16 documents as one

@@ -233,3 +233,62 @@ def test_the_regime_decision_refuses_an_interval_that_is_not_one():
         SF.regime_decision(0.2, 0.1)
     with pytest.raises(ValueError, match="finite interval"):
         SF.regime_decision(float("nan"), 0.1)
+
+
+# --- reading the regime cells (results.regime) ------------------------------------------------------------
+
+SMOL = Path(__file__).resolve().parents[1] / "data" / "results" / "HuggingFaceTB__SmolLM2-135M-Instruct"
+
+
+def committed_cell(corpus, docs=(0, 16)):
+    """The committed SmolLM2 cell of `corpus` over `docs` (float32, standalone, the model as loaded)."""
+    return next(c for c in cells.load_cells(SMOL, docs=docs, groups=None).values() if c.corpus == corpus)
+
+
+def test_a_cell_against_itself_changes_by_exactly_nothing_and_is_robust():
+    from docgrad.core import bootstrap as bs
+    from docgrad.results import regime as RG
+
+    code = committed_cell("CODE")
+    st = RG.paired_statistics([code, code], resamples=50, seed=1)
+    expected = bs.estimate(code.sums["all"], np.ones(len(code.doc_ids)), code.chunk)["R"][0, -1]
+    assert st["R"][0, 0] == pytest.approx(expected) and st["R"].shape == (51, 2)
+    point, draws = RG.start_token_change(code, code, resamples=50, seed=1)
+    assert point == 0 and np.all(draws == 0)
+    point, draws = RG.simex_change([code, code, code], resamples=50, seed=1)
+    assert point == pytest.approx(0, abs=1e-12) and np.allclose(draws, 0)
+    reading = RG.regime_reading({"CODE": (point, draws + np.linspace(-0.02, 0.02, 50))})
+    assert reading["CODE"]["decision"] == "robust" and reading["CODE"]["level"] == 0.05
+
+
+def test_cells_of_other_documents_are_not_compared():
+    from docgrad.results import regime as RG
+
+    with pytest.raises(ResultFileError, match="needs the same documents"):
+        RG.paired_statistics([committed_cell("CODE"), committed_cell("CODE", (16, 32))], resamples=10, seed=1)
+
+
+def test_the_simex_change_extrapolates_each_draw_and_divides_by_the_rounded_model(monkeypatch):
+    from docgrad.results import regime as RG
+
+    R = np.array([[4.0, 3.5, 3.2], [4.2, 3.6, 3.3], [3.8, 3.4, 3.0]])       # rows: point, two draws; lambda 0, 1, 2
+    monkeypatch.setattr(RG, "paired_statistics", lambda cells, resamples, seed: {"R": R})
+    point, draws = RG.simex_change([None] * 3, resamples=2, seed=0)
+    assert point == pytest.approx((3 * 4.0 - 3 * 3.5 + 3.2) / 4.0 - 1)
+    assert draws == pytest.approx([(3 * 4.2 - 3 * 3.6 + 3.3) / 4.2 - 1, (3 * 3.8 - 3 * 3.4 + 3.0) / 3.8 - 1])
+    lin, _ = RG.simex_change([None] * 3, resamples=2, seed=0, method="linear")
+    assert lin == pytest.approx((4 * 4.0 + 3.5 - 2 * 3.2) / 3 / 4.0 - 1)
+    with pytest.raises(ValueError, match="lambda = 0, 1, 2"):
+        RG.simex_change([None] * 2, resamples=2, seed=0)
+
+
+def test_the_regime_reading_holds_each_corpus_at_its_holm_level():
+    from docgrad.results import regime as RG
+
+    rng = np.random.default_rng(0)
+    changes = {"CODE": (0.3, 0.3 + 0.02 * rng.standard_normal(2000)),       # clearly moves
+               "WEB": (0.0, 0.01 * rng.standard_normal(2000)),             # robust
+               "BOOKS": (0.05, 0.05 + 0.2 * rng.standard_normal(2000))}    # not resolved
+    r = RG.regime_reading(changes)
+    assert [r[c]["decision"] for c in ("CODE", "WEB", "BOOKS")] == ["moves", "robust", "not resolved"]
+    assert r["CODE"]["level"] == pytest.approx(0.05 / 3)

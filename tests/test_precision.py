@@ -293,10 +293,19 @@ def test_cli_probe_dtype_bfloat16_writes_its_own_file_and_precision_cli_reports_
     assert (sep["bos_id"], sep["bos_token"]) == (0, "<tok0>") and rec["bos_id"] is None
     losses = [r["by_corpus"]["T"]["loss_fp32"] for r in (rec, bos, sep)]   # same targets, other context: other losses
     assert not np.allclose(losses[0], losses[1]) and not np.allclose(losses[1], losses[2])
-    assert cli.main([*base, "--bos-id", "1000000", "--out", str(sep_out)]) == 2
+    fresh = tmp_path / "precision_fresh.json"
+    assert cli.main([*base, "--bos-id", "1000000", "--out", str(fresh)]) == 2
     assert "--bos-id 1000000: not a token id of the model" in capsys.readouterr().err
-    assert cli.main([*base[:-2], "--bos-id", "0", "--out", str(sep_out)]) == 2
+    assert cli.main([*base[:-2], "--bos-id", "0", "--out", str(fresh)]) == 2
     assert "applies to --context standalone-bos" in capsys.readouterr().err
+    # a record made with other settings is never replaced without --overwrite; the same settings may be
+    before = sep_out.read_bytes()
+    assert cli.main([*base, "--bos-id", "0", "--chunks", "1", "--out", str(sep_out)]) == 2
+    err = capsys.readouterr().err
+    assert "made with other settings (chunks_per_document 2 there, 1 now)" in err and sep_out.read_bytes() == before
+    assert cli.main([*base, "--bos-id", "2", "--out", str(sep_out)]) == 2
+    assert "bos_id 0 there, 2 now" in capsys.readouterr().err and sep_out.read_bytes() == before
+    assert cli.main([*base, "--bos-id", "0", "--out", str(sep_out)]) == 0
     assert cli.main(["precision", "--docs", "0", "--out", str(out)]) == 2
     assert "--docs 0: must be at least 1" in capsys.readouterr().err
 

@@ -18,6 +18,25 @@ from docgrad.presentation.sketching import describe
 from docgrad.results.precision_checks import RECORD_FORMAT, PrecisionError
 
 
+def same_record_settings(path, settings: dict, corpora: list[str], bos_id: int | None) -> bool:
+    """Whether `path` is an earlier `docgrad precision` record made with these settings (the only file --out may
+    replace without --overwrite): the same model, dtype, context, chunk, documents, chunks, corpora and, when
+    given, start token. A record made with other settings is a PrecisionError naming what differs.""" 
+    if not json_with_keys(path, ("format",)):
+        return False
+    old = json.loads(Path(path).read_text())
+    if old.get("format") != RECORD_FORMAT:
+        return False
+    differ = [f"{k} {old.get(k)!r} there, {v!r} now" for k, v in settings.items() if old.get(k) != v]
+    if sorted(old.get("by_corpus") or {}) != sorted(corpora):
+        differ.append(f"corpora {sorted(old.get('by_corpus') or {})} there, {sorted(corpora)} now")
+    if bos_id is not None and old.get("bos_id") != bos_id:
+        differ.append(f"bos_id {old.get('bos_id')!r} there, {bos_id!r} now")
+    if differ:
+        raise PrecisionError(f"--out {path} is a precision record made with other settings ({'; '.join(differ)}); "
+                             "it is not replaced: choose another --out, or pass --overwrite to replace it")
+    return True
+
 def cli_precision(args) -> int:
     """`docgrad precision`: gradient fidelity of --dtype against float32 on real chunks of each corpus."""
     import torch
@@ -28,20 +47,21 @@ def cli_precision(args) -> int:
             raise PrecisionError(f"--{name} {getattr(args, name)}: must be at least {2 if name == 'chunk' else 1}")
     if args.threads is not None and args.threads < 1:
         raise PrecisionError(f"--threads {args.threads}: need at least 1 (or leave it out for torch's choice)")
-    out = check_output_file(args.out, "--out", lambda p: json_with_keys(p, ("format",)) and
-                            json.loads(Path(p).read_text()).get("format") == RECORD_FORMAT,
-                            getattr(args, "overwrite", False))
     names = [c.strip().upper() for c in args.corpora.split(",") if c.strip()]
     if not names:
         raise PrecisionError(f"--corpora {args.corpora!r}: name at least one corpus, e.g. --corpora BOOKS,CODE")
+    pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
+    spec = models.offline_model(args.model)
+    context = getattr(args, "context", None) or model_chunk_context(spec)
+    settings = {"format": RECORD_FORMAT, "model": pin["model"], "revision": pin["revision"], "dtype": args.dtype,
+                "context": context, "chunk": args.chunk, "documents": args.docs, "chunks_per_document": args.chunks}
+    out = check_output_file(args.out, "--out", lambda p: same_record_settings(p, settings, names, args.bos_id),
+                            getattr(args, "overwrite", False))
     spans = {c: corpora.load_spans(c, args.manifest, args.cache) for c in names}     # before the model loads
     selected = {c: fidelity_chunks(sp, args.docs, args.chunks, args.chunk) for c, sp in spans.items()}
     if args.threads:
         torch.set_num_threads(args.threads)
-    pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
-    spec = models.offline_model(args.model)
     device = resolve_device(args.device)
-    context = getattr(args, "context", None) or model_chunk_context(spec)
     bos_id = getattr(args, "bos_id", None)
     if bos_id is not None and context != "standalone-bos":      # refused before the model loads
         raise PrecisionError(f"--bos-id {bos_id}: applies to --context standalone-bos, not {context}")

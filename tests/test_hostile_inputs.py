@@ -268,6 +268,8 @@ def test_corpora_build_refuses_counts_and_seeds_out_of_range_before_building(tmp
     (["run", "03", "--output", "x.txt"], "--output x.txt: an executed notebook is written as .ipynb"),
     (["report", "--only", "99"], "no notebook 99 in"),
     (["report", "--notebooks", "/nonexistent"], "no notebooks (NN_name.py) in /nonexistent"),
+    (["report", "--only", "03", "--out", "README.md"], "README.md is a file, not a directory"),
+    (["report", "--only", "03", "--out", "README.md/html"], "README.md is a file, not a directory"),
 ])
 def test_run_and_report_refuse_unknown_pages_and_outputs_with_exit_2_before_any_kernel(argv, needle, capsys,
                                                                                       monkeypatch):

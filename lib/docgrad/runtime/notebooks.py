@@ -383,7 +383,14 @@ def cli_report(args) -> int:
     root = project_root()
     nb_dir = Path(args.notebooks)
     nb_dir = nb_dir if nb_dir.is_absolute() else root / nb_dir
+    out = Path(args.out)
+    out = out if out.is_absolute() else root / out
     try:
+        if not args.no_html:          # before any page runs: a report folder that cannot be written fails now
+            blocked = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+            if blocked is not None:
+                raise NotebookError(f"--out {args.out}: {blocked} is a file, not a directory; the HTML report is a "
+                                    "folder (give a folder path)")
         sources = find_notebooks(nb_dir, args.only)
         if not sources:
             raise NotebookError(f"no notebooks (NN_name.py) in {nb_dir}")
@@ -398,8 +405,6 @@ def cli_report(args) -> int:
         print(f"docgrad report: {e}", file=sys.stderr)
         return 1 if isinstance(e, NotebookFailure) else 2
     if not args.no_html:
-        out = Path(args.out)
-        out = out if out.is_absolute() else root / out
         index = report.build_report(nb_dir, out)
         print(f"report: {index}")
     return 0

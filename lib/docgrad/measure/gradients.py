@@ -75,6 +75,14 @@ def context_bos(model, context: str) -> int | None:
                          "standalone context")
     return int(bos)
 
+def check_token_id(model, token_id: int, what: str) -> int:
+    """token_id if it is a token of the model's vocabulary, else a ProbeError naming `what` (the option or
+    setting that gave it) and the range."""
+    vocab = model.get_input_embeddings().num_embeddings
+    if not 0 <= token_id < vocab:
+        raise ProbeError(f"{what} {token_id}: not a token id of the model (0 to {vocab - 1})")
+    return token_id
+
 def forward_backward(model, ids, bos_id: int | None = None, dtype: str = FLOAT32):
     """Fresh gradients of chunk_loss (previous .grad dropped); returns the loss as a float. dtype "bfloat16":
     the forward under autocast (docgrad.measure.precision), the gradients still float32."""

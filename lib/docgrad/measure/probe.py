@@ -30,7 +30,7 @@ from docgrad.core.constants import FLOAT32, GROUPS
 from docgrad.core.sketch import SKETCH_NAME, CountSketch
 from docgrad.core.sketch import gram as gram_matrix
 from docgrad.measure.causal import causal_steps, check_window
-from docgrad.measure.gradients import context_bos, forward_backward, sync, versions
+from docgrad.measure.gradients import check_token_id, context_bos, forward_backward, sync, versions
 from docgrad.measure.probe_config import DocSpan, ProbeConfig, ProbeError, as_doc_spans
 from docgrad.measure.resume import PartialState, partial_dir
 from docgrad.results.format import write_result
@@ -83,10 +83,8 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
     device = next(model.parameters()).device
     config = config.bind(spans, device.type)
     m, chunk = config.chunks_per_document, config.chunk
-    bos_id = config.start_token if config.start_token is not None else context_bos(model, config.context)
-    vocab = model.get_input_embeddings().num_embeddings
-    if bos_id is not None and not 0 <= bos_id < vocab:
-        raise ProbeError(f"start token {bos_id}: not a token id of the model (0 to {vocab - 1})")
+    bos_id = (check_token_id(model, config.start_token, "start token") if config.start_token is not None
+              else context_bos(model, config.context))
     if config.context == "causal":
         check_window(model, config.window)
     model.eval()

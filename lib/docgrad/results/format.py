@@ -300,12 +300,11 @@ def load_result(npz_path: Path, groups: tuple[str, ...] | None = None) -> Shard:
     _validate_arrays(npz_path, arrays)
     _check_meta_against_arrays(json_path, meta, arrays)
     _check_regime(json_path, args)
-    listed = meta.get("groups")
-    have_groups = sorted(k[5:] for k in arrays if k.startswith("gram_"))
-    if isinstance(listed, list) and sorted(map(str, listed)) != have_groups:
-        raise ResultFileError(f"{npz_path}: holds groups {have_groups} but its json lists {sorted(map(str, listed))}; "
-                              "an unlisted group would be summed into the total")
     have = sorted(k[5:] for k in arrays if k.startswith("gram_"))
+    listed = meta.get("groups")
+    if isinstance(listed, list) and sorted(map(str, listed)) != have:
+        raise ResultFileError(f"{npz_path}: holds groups {have} but its json lists {sorted(map(str, listed))}; "
+                              "an unlisted group would be summed into the total")
     shard = Shard(
         path=npz_path,
         meta=meta,

@@ -12,7 +12,7 @@ from pathlib import Path
 from docgrad import models
 from docgrad.corpora import build as corpora
 from docgrad.fileio import atomic_write_json, check_output_file, json_with_keys, to_jsonable
-from docgrad.measure.gradients import check_dtype, context_bos, model_chunk_context, resolve_device, versions
+from docgrad.measure.gradients import check_dtype, check_token_id, context_bos, model_chunk_context, resolve_device, versions
 from docgrad.measure.precision import fidelity_chunks, gradient_fidelity, with_gates
 from docgrad.presentation.sketching import describe
 from docgrad.results.precision_checks import RECORD_FORMAT, PrecisionError
@@ -21,7 +21,7 @@ from docgrad.results.precision_checks import RECORD_FORMAT, PrecisionError
 def same_record_settings(path, settings: dict, corpora: list[str], bos_id: int | None) -> bool:
     """Whether `path` is an earlier `docgrad precision` record made with these settings (the only file --out may
     replace without --overwrite): the same model, dtype, context, chunk, documents, chunks, corpora and, when
-    given, start token. A record made with other settings is a PrecisionError naming what differs.""" 
+    given, start token. A record made with other settings is a PrecisionError naming what differs."""
     if not json_with_keys(path, ("format",)):
         return False
     old = json.loads(Path(path).read_text())
@@ -68,10 +68,7 @@ def cli_precision(args) -> int:
     model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
     bos = context_bos(model, context)
     if bos_id is not None:
-        vocab = model.get_input_embeddings().num_embeddings
-        if not 0 <= bos_id < vocab:
-            raise PrecisionError(f"--bos-id {bos_id}: not a token id of the model (0 to {vocab - 1})")
-        bos = bos_id
+        bos = check_token_id(model, bos_id, "--bos-id")
     bos_token = (models.load_tokenizer(args.model, args.revision, args.allow_unpinned).convert_ids_to_tokens(bos)
                  if bos is not None else None)
     by_corpus = {c: {"chunks": where, **gradient_fidelity(model, toks, args.dtype, bos, progress=True)}

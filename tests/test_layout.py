@@ -8,7 +8,7 @@ from pathlib import Path
 LIB = Path(__file__).resolve().parents[1] / "lib"
 PKG = LIB / "docgrad"
 # lowest first; a package may import itself and any package before it
-LAYERS = ["errors", "fileio", "core", "models", "corpora", "results", "measure", "presentation", "teaching",
+LAYERS = ["errors", "fileio", "publication", "core", "models", "corpora", "results", "measure", "presentation", "teaching",
           "runtime", "page", "__main__"]
 PAGES = sorted((LIB.parent / "notebooks").glob("*.py"))
 

@@ -530,7 +530,7 @@ def test_a_failed_run_publishes_none_of_its_figures_and_a_successful_run_all(sta
     root = staged.parent.parent
     twin = root / "figures" / "01_staged.json"
     twin.write_text("numbers of the last complete run")
-    with pytest.raises(N.NotebookError, match="figures were left unchanged"):
+    with pytest.raises(N.NotebookError, match="nothing was published"):
         N.execute_notebook(staged, parameters={"fail": True}, cwd=root)
     assert twin.read_text() == "numbers of the last complete run"
     N.execute_notebook(staged, cwd=root)

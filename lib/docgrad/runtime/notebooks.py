@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from docgrad.core.constants import MAX_BUCKETS, MIN_BUCKETS, MIN_RESAMPLES
@@ -19,7 +21,9 @@ from docgrad.errors import DocgradError
 from docgrad.fileio import check_output_file, move_into_place, project_root, shown_path
 from docgrad.results.format import ResultFileError, parse_docs
 from docgrad.runtime import report
-from docgrad.runtime.pages import STAGING_ENV, is_page, page_order, page_prefix, staged_outputs
+from docgrad.publication import (STAGING_ENV, PublicationError, finish_interrupted, inputs_disagree, publish,
+                                 staged_outputs)
+from docgrad.runtime.pages import is_page, page_order, page_prefix
 
 NOTEBOOK_GLOB = "[0-9][0-9]*_*.py"
 # A page's stem is NN_name, or NNx_name for a page that follows page NN (e.g. 01b_real_trainers after
@@ -248,15 +252,42 @@ def _cell_label(nb, source: str, fallback_index: int) -> str:
     return f"code cell {code_cells.index(index) + 1} (cell {index + 1} of {len(nb.cells)}): {first}"
 
 
-def execute_notebook(source: str | Path, output: str | Path | None = None, parameters: dict | None = None,
-                     cwd: str | Path | None = None, kernel_name: str = "python3", overwrite: bool = False) -> Path:
-    """Execute a jupytext notebook source with papermill; write the executed .ipynb (default: beside it).
+@dataclass
+class StagedRun:
+    """A notebook that ran to the end, its outputs not yet published: `moves` are (staged file, destination),
+    the executed notebook last; `workdir` holds the staged files until they are published."""
+    source: Path
+    output: Path
+    executed: Path
+    moves: list[tuple[Path, Path]]
+    workdir: Path
 
-    Nothing the run writes is visible until every cell succeeded: the notebook runs in a temporary file, and
-    the figures and numbers files it saves (docgrad.runtime.pages) go to a staging directory; on success they are all
-    moved into place (also across file systems), on failure none is, so a failed run never leaves a half-
-    executed notebook or half-replaced figures that look complete. The failed run is kept as
-    <stem>.failed.ipynb beside the output and the error names the cell. Parameters are validated first."""
+    def removals(self) -> list[Path]:
+        """The page's figures and twins this run did not make (`NN_*.png|svg|json` of its prefix in the folders it
+        writes to): publishing the run replaces all of its page's figures, never some (a run with another window
+        leaves no stale W = 4096 PNG). Only figure folders are swept (those it writes a PNG, an SVG or its JSON twin
+        <stem>.json to), never a records folder."""
+        prefix = page_prefix(self.source)
+        written = {final.resolve() for _, final in self.moves}
+        if not prefix:
+            return []
+        figure_dirs = {final.parent for _, final in self.moves
+                       if final.suffix in (".png", ".svg") or final.name == f"{self.source.stem}.json"}
+        return [old for d in figure_dirs if d.is_dir()
+                for old in d.glob(f"{prefix}_*") if old.suffix in FIGURE_SUFFIXES and old.resolve() not in written]
+
+
+FIGURE_SUFFIXES = (".png", ".svg", ".json")   # what a page writes to its figures directory
+
+
+def stage_notebook(source: str | Path, output: str | Path | None = None, parameters: dict | None = None,
+                   cwd: str | Path | None = None, kernel_name: str = "python3", overwrite: bool = False) -> StagedRun:
+    """Execute a jupytext notebook source with papermill in a temporary work folder; nothing is published.
+
+    The figures, numbers and teaching records the page saves (docgrad.runtime.pages, docgrad.publication) go to
+    the staging folder, and the executed notebook beside it. When a cell fails, the work folder is removed, the
+    failed run is kept as <stem>.failed.ipynb beside the output and the error names the cell. Parameters are
+    validated first."""
     import tempfile
 
     import jupytext
@@ -274,65 +305,93 @@ def execute_notebook(source: str | Path, output: str | Path | None = None, param
     for i, cell in enumerate(nb.cells):  # jupytext draws random cell ids; fixed ones keep re-executions diffable
         cell.id = f"cell-{i:03d}"
     failed = output.with_name(output.stem + ".failed.ipynb")
-    with tempfile.TemporaryDirectory(prefix="docgrad-nb-") as tmp:
-        src_ipynb = Path(tmp) / (source.stem + ".ipynb")
-        out_ipynb = Path(tmp) / (source.stem + ".out.ipynb")
-        staging = Path(tmp) / "staged"
-        staging.mkdir()
-        jupytext.write(nb, src_ipynb)
-        previous = os.environ.get(STAGING_ENV)
-        os.environ[STAGING_ENV] = str(staging)          # the kernel inherits it
-        try:
-            pm.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, cwd=str(cwd),
-                                kernel_name=kernel_name, progress_bar=False, log_output=False,
-                                report_mode=False,
-                                # keep the kernel's start-up log (e.g. ipykernel's TCP notice) off the progress lines
-                                extra_arguments=["--IPKernelApp.log_level=ERROR"])
-        except PapermillExecutionError as e:
-            if out_ipynb.exists():
-                move_into_place(out_ipynb, failed)
-            where = _cell_label(nb, e.source or "", e.cell_index)
-            raise NotebookFailure(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
-                                f"  the partial run is in {failed}; {output} and the figures were left unchanged") from None
-        finally:
-            if previous is None:
-                os.environ.pop(STAGING_ENV, None)
-            else:
-                os.environ[STAGING_ENV] = previous
-        _tidy_executed(out_ipynb, source, output, cwd)
-        publish_staged(staging, cwd, page_prefix(source))
-        move_into_place(out_ipynb, output)
-        if output == source.with_suffix(".ipynb"):
-            # the jupytext pair: the outputs were made from this source, so the .ipynb is not "more recent than
-            # the .py" (JupyterLab's jupytext would refuse to open a pair whose .ipynb is newer and differs)
-            st = source.stat()
-            os.utime(output, ns=(st.st_atime_ns, st.st_mtime_ns))
-    if failed.exists():
-        failed.unlink()
-    return output
+    work = Path(tempfile.mkdtemp(prefix=f"docgrad-{source.stem}-"))
+    src_ipynb, out_ipynb, staging = work / (source.stem + ".ipynb"), work / (source.stem + ".out.ipynb"), work / "staged"
+    staging.mkdir()
+    jupytext.write(nb, src_ipynb)
+    previous = os.environ.get(STAGING_ENV)
+    os.environ[STAGING_ENV] = str(staging)          # the kernel inherits it
+    try:
+        pm.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, cwd=str(cwd),
+                            kernel_name=kernel_name, progress_bar=False, log_output=False, report_mode=False,
+                            # keep the kernel's start-up log (e.g. ipykernel's TCP notice) off the progress lines
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    except PapermillExecutionError as e:
+        if out_ipynb.exists():
+            move_into_place(out_ipynb, failed)
+        shutil.rmtree(work, ignore_errors=True)
+        where = _cell_label(nb, e.source or "", e.cell_index)
+        raise NotebookFailure(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
+                              f"  the partial run is in {failed}; nothing was published (the notebook, figures "
+                              "and records are as they were)") from None
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    finally:
+        if previous is None:
+            os.environ.pop(STAGING_ENV, None)
+        else:
+            os.environ[STAGING_ENV] = previous
+    _tidy_executed(out_ipynb, source, output, cwd)
+    if output == source.with_suffix(".ipynb"):
+        # the jupytext pair: the outputs were made from this source, so the .ipynb is not "more recent than the
+        # .py" (JupyterLab's jupytext would refuse to open a pair whose .ipynb is newer and differs)
+        st = source.stat()
+        os.utime(out_ipynb, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return StagedRun(source, output, out_ipynb, [*staged_outputs(staging), (out_ipynb, output)], work)
 
 
-FIGURE_SUFFIXES = (".png", ".svg", ".json")   # what a page writes to its figures directory
+def publish_runs(runs: list[StagedRun], root: Path, extra: list[tuple[Path, Path]] = (), removals=(),
+                 overwrite: bool = False) -> None:
+    """Publish the staged runs (and `extra` moves, e.g. the HTML report) together, or nothing
+    (docgrad.publication.publish). A teaching record made with other settings than the one it would replace is
+    refused unless overwrite. On a failure the staged files are kept and the error says where."""
+    root = Path(root).resolve()
+    for r in runs:
+        for _, final in r.moves:
+            if not final.resolve().is_relative_to(root):
+                raise NotebookFailure(f"{r.source.name} wrote {final}, outside the project {root}; nothing was "
+                                      f"published (its staged outputs are kept in {r.workdir})")
+    try:
+        publish([m for r in runs for m in r.moves] + list(extra), root,
+                [*(p for r in runs for p in r.removals()), *removals],
+                guard=None if overwrite else refuse_other_settings)
+    except DocgradError as e:
+        kept = ", ".join(str(r.workdir) for r in runs)
+        raise NotebookFailure(f"{e}\n  nothing was published; the staged outputs are kept in {kept}") from None
+    for r in runs:
+        shutil.rmtree(r.workdir, ignore_errors=True)
+        r.output.with_name(r.output.stem + ".failed.ipynb").unlink(missing_ok=True)
 
 
-def publish_staged(staging: Path, root: Path, prefix: str | None = None) -> list[Path]:
-    """Move every file a notebook staged (docgrad.runtime.pages) to its destination, refusing destinations outside the
-    project root; checked for all before any is moved. prefix (the page's, e.g. '06'): every other figure or twin
-    of that page in the directories written to (`06_*.png|svg|json` that this run did not write) is removed, so a
-    run replaces all of its page's figures, never some (a run with another window leaves no stale W = 4096 PNG)."""
-    moves = staged_outputs(staging)
-    for _, final in moves:
-        if not final.resolve().is_relative_to(Path(root).resolve()):
-            raise NotebookFailure(f"the notebook wrote {final}, outside the project {root}; nothing was published")
-    for staged, final in moves:
-        move_into_place(staged, final)
-    written = {final.resolve() for _, final in moves}
-    if prefix:
-        for d in {final.parent for _, final in moves}:
-            for old in d.glob(f"{prefix}_*"):
-                if old.suffix in FIGURE_SUFFIXES and old.resolve() not in written:
-                    old.unlink()
-    return [final for _, final in moves]
+def refuse_other_settings(staged: Path, final: Path) -> None:
+    """A record (a JSON with "format" and "settings", e.g. data/teaching/*.json) made with other settings than the
+    one at `final` does not replace it: the committed record is what the page reads by default."""
+    if final.suffix != ".json" or not final.exists():
+        return
+    try:
+        old, new = json.loads(final.read_text()), json.loads(Path(staged).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return
+    if not (isinstance(old, dict) and isinstance(new, dict) and "settings" in old and "settings" in new
+            and old.get("format") == new.get("format")):
+        return
+    if old["settings"] != new["settings"]:
+        a, b = old["settings"], new["settings"]
+        differ = sorted(k for k in {*a, *b} if a.get(k) != b.get(k)) if isinstance(a, dict) and isinstance(b, dict) \
+            else ["settings"]
+        raise PublicationError(f"{final} holds a record made with other settings (differ in: {', '.join(differ)}); "
+                               "it is not replaced without --overwrite")
+
+
+def execute_notebook(source: str | Path, output: str | Path | None = None, parameters: dict | None = None,
+                     cwd: str | Path | None = None, kernel_name: str = "python3", overwrite: bool = False) -> Path:
+    """Execute a notebook (stage_notebook) and publish its notebook, figures, twin and records together, or nothing
+    (docgrad.publication): a failed run never leaves a half-executed notebook or half-replaced figures."""
+    run = stage_notebook(source, output, parameters, cwd, kernel_name, overwrite)
+    root = Path(cwd) if cwd else project_root(Path(source).parent)
+    publish_runs([run], root, overwrite=overwrite)
+    return run.output
 
 
 def _tidy_executed(executed: Path, source: Path, output: Path, cwd: Path) -> None:
@@ -357,35 +416,89 @@ def _read_ipynb(path: Path):
     return nbformat.read(str(path), as_version=4)
 
 
-def run_notebooks(sources, cwd: str | Path | None = None, out=None) -> list[tuple[Path, float]]:
-    """Execute notebooks in order, one progress line each (`[i/n] name ... ok 12.3 s`); stop at the first failure."""
+def run_notebooks(sources, cwd: str | Path | None = None, out=None, publish_each: bool = True) -> list[StagedRun]:
+    """Execute notebooks in order, one progress line each (`[i/n] name ... ok 12.3 s`); stop at the first failure.
+    publish_each: publish every page when it succeeds (else the caller publishes the returned runs together;
+    a failure then discards the runs staged before it)."""
     import time
 
     out = out or sys.stdout
-    done = []
-    for i, src in enumerate(sources, 1):
-        print(f"[{i}/{len(sources)}] {src.stem} ...", end=" ", flush=True, file=out)
-        t0 = time.perf_counter()
-        try:
-            path = execute_notebook(src, cwd=cwd)
-        except NotebookError:
-            print(f"FAILED after {time.perf_counter() - t0:.1f} s", file=out, flush=True)
-            raise
-        dt = time.perf_counter() - t0
-        print(f"ok {dt:.1f} s -> {path}", file=out, flush=True)
-        done.append((path, dt))
+    done: list[StagedRun] = []
+    try:
+        for i, src in enumerate(sources, 1):
+            print(f"[{i}/{len(sources)}] {src.stem} ...", end=" ", flush=True, file=out)
+            t0 = time.perf_counter()
+            try:
+                run = stage_notebook(src, cwd=cwd)
+                if publish_each:
+                    publish_runs([run], Path(cwd) if cwd else project_root(src.parent))
+            except NotebookError:
+                print(f"FAILED after {time.perf_counter() - t0:.1f} s", file=out, flush=True)
+                raise
+            print(f"ok {time.perf_counter() - t0:.1f} s -> {run.output}", file=out, flush=True)
+            done.append(run)
+    except BaseException:
+        if not publish_each:
+            discard(done)
+        raise
     return done
 
 
+def discard(runs: list[StagedRun]) -> None:
+    for r in runs:
+        shutil.rmtree(r.workdir, ignore_errors=True)
+
+
+def command_root(args) -> Path:
+    """The project a command works on: --root, else the checkout above the current directory."""
+    return Path(args.root).resolve() if getattr(args, "root", None) else project_root()
+
+
+def report_problems(nb_dir: Path, root: Path, runs: list[StagedRun], html: bool) -> list[str]:
+    """Why the pages of nb_dir (those just run as staged, the others as committed) cannot be published as one
+    report: a page holding an error output; pages that read the same results directory with different files
+    (their twins' "inputs_read"); with html, a page stale against its source. Empty: consistent."""
+    staged = {r.source.stem: r for r in runs}
+    problems, read_by_page = [], {}
+    for src in find_notebooks(nb_dir):
+        run = staged.get(src.stem)
+        executed = run.executed if run else src.with_suffix(".ipynb")
+        if html:
+            problems += pair_differences(src, executed)
+        if executed.exists():
+            for i, cell in enumerate(_read_ipynb(executed).cells, 1):
+                for o in cell.get("outputs", []):
+                    if o.get("output_type") == "error":
+                        problems.append(f"{src.stem}: cell {i} holds an error output ({o.get('ename')}: "
+                                        f"{str(o.get('evalue'))[:120]})")
+        twin = root / "figures" / f"{src.stem}.json"
+        if run:
+            twin = next((st for st, final in run.moves if final.resolve() == twin.resolve()), twin)
+        try:
+            read_by_page[src.stem] = json.loads(twin.read_text()).get("inputs_read") or {}
+        except (OSError, ValueError, AttributeError):
+            pass
+    disagree = inputs_disagree(read_by_page)
+    if disagree:
+        problems += [f"pages read different results: {d}" for d in disagree]
+        problems.append("execute them together so every page reads the same files: docgrad report")
+    return problems
+
+
 def cli_report(args) -> int:
-    """`docgrad report`: execute notebooks (all, or --only NN) then build report/ from every executed notebook.
-    Exit 2 when what was asked is refused (an unknown page, no notebooks), 1 when a page fails or is stale."""
-    root = project_root()
-    nb_dir = Path(args.notebooks)
-    nb_dir = nb_dir if nb_dir.is_absolute() else root / nb_dir
-    out = Path(args.out)
-    out = out if out.is_absolute() else root / out
+    """`docgrad report`: execute notebooks (all, or --only NN), check that every page can stand in one report, build
+    the HTML report, then publish the executed pages, their figures and the report together (docgrad.publication),
+    or nothing. Exit 2 when what was asked is refused (an unknown page, no notebooks), 1 when a page fails or the
+    report would be stale or inconsistent."""
+    import tempfile
+
+    root = command_root(args)
+    nb_dir = Path(args.notebooks).resolve()       # the defaults lie under root; a path given is relative to cwd
+    out = Path(args.out).resolve()
+    runs: list[StagedRun] = []
     try:
+        if (note := finish_interrupted(root)):
+            print(f"docgrad report: {note}", file=sys.stderr)
         if not args.no_html:          # before any page runs: a report folder that cannot be written fails now
             blocked = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
             if blocked is not None:
@@ -395,29 +508,42 @@ def cli_report(args) -> int:
         if not sources:
             raise NotebookError(f"no notebooks (NN_name.py) in {nb_dir}")
         if not getattr(args, "no_execute", False):
-            run_notebooks(sources, cwd=root)
-        if not args.no_html:          # every page of the report must match its source, not only those just run
-            stale = [d for src in find_notebooks(nb_dir) for d in pair_differences(src)]
-            if stale:
-                raise NotebookFailure("cannot build the report from stale notebooks:\n  " + "\n  ".join(stale)
-                                    + "\n  execute them first: docgrad report --only NN (or docgrad report)")
+            runs = run_notebooks(sources, cwd=root, publish_each=False)
+        problems = report_problems(nb_dir, root, runs, html=not args.no_html)
+        if problems:
+            raise NotebookFailure("the report would not be one consistent report; nothing was published:\n  "
+                                  + "\n  ".join(problems) + "\n  execute stale pages first: docgrad report "
+                                  "--only NN (or docgrad report)")
+        with tempfile.TemporaryDirectory(prefix="docgrad-report-") as html_dir:
+            extra, removals = [], []
+            if not args.no_html:       # built aside, published with the pages: never old and new pages mixed
+                report.build_report(nb_dir, html_dir, executed={r.source.stem: r.executed for r in runs})
+                made = sorted(Path(html_dir).iterdir())
+                extra = [(f, out / f.name) for f in made]
+                removals = [old for old in out.glob("*.html")
+                            if is_page(old) and old.name not in {f.name for f in made}]
+            publish_runs(runs, root, extra, removals)
     except NotebookError as e:
+        discard(runs)
         print(f"docgrad report: {e}", file=sys.stderr)
         return 1 if isinstance(e, NotebookFailure) else 2
+    except BaseException:
+        discard(runs)
+        raise
     if not args.no_html:
-        index = report.build_report(nb_dir, out)
-        print(f"report: {index}")
+        print(f"report: {out / 'index.html'}")
     return 0
 
 
 def cli_run(args) -> int:
     """`docgrad run NOTEBOOK -p name value ... [--list] [--output PATH]`. Exit 2 when what was asked is refused
     before any kernel starts (an unknown notebook or parameter, an --output that is not .ipynb), 1 when the page
-    fails."""
+    fails or its outputs cannot be published."""
     import time
 
+    root = command_root(args)
     try:
-        source = resolve_notebook(args.notebook, project_root() / "notebooks")
+        source = resolve_notebook(args.notebook, root / "notebooks")
         if args.list:
             print(f"parameters of {source.name}:\n{describe_parameters(read_parameters(source))}")
             return 0
@@ -429,10 +555,12 @@ def cli_run(args) -> int:
         validate_parameters(source, given)  # fail before starting a kernel
         if args.output is not None and Path(args.output).suffix != ".ipynb":
             raise NotebookError(f"--output {args.output}: an executed notebook is written as .ipynb")
+        if (note := finish_interrupted(root)):
+            print(f"docgrad run: {note}", file=sys.stderr)
         print(f"{source.stem} ...", end=" ", flush=True)
         t0 = time.perf_counter()
         try:
-            path = execute_notebook(source, output=args.output, parameters=given,
+            path = execute_notebook(source, output=args.output, parameters=given, cwd=root,
                                     overwrite=getattr(args, "overwrite", False))
         except NotebookError:
             print(f"FAILED after {time.perf_counter() - t0:.1f} s", flush=True)
@@ -444,14 +572,14 @@ def cli_run(args) -> int:
     return 0
 
 
-def pair_differences(source: str | Path) -> list[str]:
-    """Differences between a notebook source (.py) and its executed twin (.ipynb): missing file, different
-    cell count, type or source, or an execution with non-default parameters (papermill records them; its
-    `injected-parameters` cell itself is not compared). Empty list = in sync."""
+def pair_differences(source: str | Path, executed: str | Path | None = None) -> list[str]:
+    """Differences between a notebook source (.py) and its executed twin (.ipynb, or `executed`: a staged run):
+    missing file, different cell count, type or source, or an execution with non-default parameters (papermill
+    records them; its `injected-parameters` cell itself is not compared). Empty list = in sync."""
     import jupytext
 
     source = Path(source)
-    twin = source.with_suffix(".ipynb")
+    twin = Path(executed) if executed is not None else source.with_suffix(".ipynb")
     if not twin.exists():
         return [f"{twin} is missing (execute {source.name}: docgrad run {page_prefix(source) or source})"]
     a = [c for c in jupytext.read(source).cells]

@@ -9,12 +9,13 @@ numbers (its JSON twin), and the versions cell. The host-side runner is docgrad.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
-from docgrad.fileio import atomic_write_bytes, atomic_write_json, package_versions, project_root, to_jsonable
+from docgrad.fileio import (atomic_write_bytes, atomic_write_json, package_versions, project_root, shown_path,
+                            to_jsonable)
+from docgrad.publication import INPUTS_READ, STAGING_ENV, staged_path
 
 
 def quiet_model_loading() -> None:
@@ -94,37 +95,9 @@ def enable_altair_renderer() -> None:
     alt.renderers.enable("docgrad")
 
 
-# Set by the runner (docgrad.runtime.notebooks.execute_notebook): pages then write their files into this staging
-# directory, and the runner moves them to their destinations only when the whole notebook succeeded.
-STAGING_ENV = "DOCGRAD_STAGING"
-_STAGED_LIST = "staged.jsonl"
-
-
-def output_path(path: str | Path) -> Path:
-    """Where a page should write `path`: `path` itself, or, under the runner, a file in its staging directory
-    (recorded with its destination, see staged_outputs)."""
-    path = Path(path)
-    staging = os.environ.get(STAGING_ENV)
-    if not staging:
-        return path
-    staging = Path(staging)
-    record = staging / _STAGED_LIST
-    n = len(record.read_text().splitlines()) if record.exists() else 0
-    staged = staging / f"{n:04d}_{path.name}"
-    with open(record, "a") as f:
-        f.write(json.dumps({"staged": str(staged), "final": str(path.resolve())}) + "\n")
-    return staged
-
-
-def staged_outputs(staging: str | Path) -> list[tuple[Path, Path]]:
-    """(staged file, destination) of everything a run staged, in order (a later write of the same destination
-    wins, as it would have without staging)."""
-    record = Path(staging) / _STAGED_LIST
-    if not record.exists():
-        return []
-    moves = [json.loads(line) for line in record.read_text().splitlines()]
-    last = {m["final"]: m["staged"] for m in moves}
-    return [(Path(st), Path(final)) for final, st in last.items()]
+# Under the runner (docgrad.runtime.notebooks), pages write into a staging directory and the runner publishes
+# everything together or nothing: docgrad.publication.
+output_path = staged_path
 
 
 TWIN_DIGITS = 6   # significant digits kept in a page's JSON twin
@@ -147,8 +120,12 @@ def round_significant(x, digits: int = TWIN_DIGITS):
 
 def save_numbers(notebook: str, numbers: dict, figures_dir: str | Path = "figures") -> Path:
     """Write the numbers a page states to figures/<notebook>.json (keys named after the quantities), rounded to
-    TWIN_DIGITS significant digits (round_significant)."""
+    TWIN_DIGITS significant digits (round_significant). A page that read result files (Study) also records them
+    under "inputs_read": {results directory: {"files", "sha256"}}."""
     path = Path(figures_dir) / f"{notebook}.json"
+    numbers = dict(numbers)
+    if INPUTS_READ:     # the result files this page read (Study.read): `docgrad report` checks pages agree on them
+        numbers["inputs_read"] = {shown_path(d): rec for d, rec in sorted(INPUTS_READ.items())}
     atomic_write_json(output_path(path), round_significant(to_jsonable(numbers)))
     return path
 

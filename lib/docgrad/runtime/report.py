@@ -318,23 +318,27 @@ def _nav(pages: list[Page], i: int) -> str:
 
 
 def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = "report",
-                 title: str = "docgrad: gradient noise of whole-document batches") -> Path:
-    """Export every executed notebook to out_dir/<stem>.html and write out_dir/index.html; return the index."""
+                 title: str = "docgrad: gradient noise of whole-document batches",
+                 executed: dict[str, Path] | None = None) -> Path:
+    """Export every executed notebook to out_dir/<stem>.html and write out_dir/index.html; return the index.
+    executed: {stem: executed notebook} read instead of (or beside) notebooks_dir/<stem>.ipynb (staged runs)."""
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
     out_dir = Path(out_dir)
-    sources = executed_notebooks(notebooks_dir)
-    if not sources:
+    executed = {stem: Path(p) for stem, p in (executed or {}).items()}
+    found = {p.stem: p for p in executed_notebooks(notebooks_dir)}
+    stems = sorted({*found, *executed}, key=lambda stem: page_order(Path(stem)))
+    if not stems:
         raise FileNotFoundError(f"no executed notebooks (NN_name.ipynb beside NN_name.py) in {notebooks_dir}")
     nbs, pages = [], []
-    for src in sources:
-        nb = nbformat.read(str(src), as_version=4)
-        title_, summary = page_info(nb, src.stem)
+    for stem in stems:
+        nb = nbformat.read(str(executed.get(stem, found.get(stem))), as_version=4)
+        title_, summary = page_info(nb, stem)
         nbs.append(nb)
-        pages.append(Page(src, src.stem + ".html", title_, summary))
+        pages.append(Page(Path(notebooks_dir) / f"{stem}.ipynb", stem + ".html", title_, summary))
     headline = nbformat.v4.new_notebook(cells=headline_cells(nbs))  # copied before the pages' charts are embedded
 
     exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"docgrad.html.j2": _PAGE_TEMPLATE})],

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from docgrad.fileio import atomic_write_json, package_versions, project_root, to_jsonable
+from docgrad.publication import staged_path
 
 RECORDS_DIR = Path("data/teaching")
 FORMAT = "docgrad-teaching-record/1"
@@ -49,8 +50,8 @@ def recorded(name: str, settings: dict, compute: Callable[[], Any], rerun: bool 
     result = to_jsonable(compute())
     prov = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "versions": package_versions(["torch", "transformers"]), "command": command}
-    if rerun:
-        atomic_write_json(record_path(name, directory), {"format": FORMAT, "name": name,
+    if rerun:      # under `docgrad run`, staged: published with the page's other outputs, or not at all
+        atomic_write_json(staged_path(record_path(name, directory)), {"format": FORMAT, "name": name,
                                                          "settings": to_jsonable(settings), **prov, "result": result})
     return result, prov | {"source": "computed now"}
 

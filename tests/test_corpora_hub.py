@@ -124,3 +124,10 @@ def test_corpora_hub_command_writes_the_manifest_and_refuses_an_unpinned_revisio
     assert main(["corpora", "hub", "PG19", "--revision", "other", "--manifest", str(man), "--cache", str(cache)]) == 2
     err = capsys.readouterr().err
     assert "is not pinned" in err and "Traceback" not in err
+
+
+def test_the_hub_corpora_named_elsewhere_are_the_ones_hub_can_fetch():
+    from docgrad.core.constants import HUB_CORPORA
+    from docgrad.corpora.hub import HUB_SPECS
+
+    assert tuple(HUB_SPECS) == HUB_CORPORA

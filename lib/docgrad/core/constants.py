@@ -8,6 +8,7 @@ from __future__ import annotations
 
 # --- corpora and spans (docs/methods.md, "Corpora and spans") ---------------------------------------
 CORPORA = ("BOOKS", "CODE", "PAPERS", "WEB")   # display and build order
+HUB_CORPORA = ("PG19", "ARXIV", "FINEWEB")   # the published corpora (`docgrad corpora hub`, network)
 CONTROL = "WEB"                   # the packed-web control: gate G2 and the denominator of R_rel
 DOCS_PER_CORPUS = 16             # the published design: documents per cell (Gemma; the first 16 of SmolLM2's)
 CORPUS_DOCS = 48                 # documents per corpus built for the default model (the first 16 are the published design's)

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -38,14 +40,14 @@ from typing import Iterable
 import numpy as np
 
 from docgrad import models
-from docgrad.core.constants import CORPORA, SPAN_START, SPAN_TOKENS
+from docgrad.core.constants import CORPORA, HUB_CORPORA, SPAN_START, SPAN_TOKENS
 from docgrad.core.constants import CORPUS_SEED as DEFAULT_SEED
 from docgrad.core.constants import DOCS_PER_CORPUS as N_DOCS
 from docgrad.core.constants import MIN_DOC_TOKENS as MIN_TOKENS
 from docgrad.corpora import sources as src
 from docgrad.corpora.sources import Candidate, DocumentError, say
 from docgrad.errors import DocgradError
-from docgrad.fileio import atomic_write_bytes, atomic_write_json, project_root, shown_path
+from docgrad.fileio import atomic_write_bytes, atomic_write_json, check_output_file, project_root, shown_path
 
 DEFAULT_MANIFEST = "data/corpora/manifest.json"
 DEFAULT_CACHE = "data/corpora/cache"
@@ -369,18 +371,135 @@ def substitutions(corpus: str, reference: dict, entry: dict, reference_label: st
     return {**out, "same_documents": len(docs) - len(added), "dropped": dropped, "added": added}
 
 
-def read_manifest(path: str | Path) -> dict:
+# --- the manifest: reading and checking ----------------------------------------------------------------
+
+_EXPECTED = {dict: "an object", list: "an array", str: "a string", int: "an integer", bool: "a boolean"}
+# Document fields: what loading the spans needs (always required), then what `build` writes and `show` and a
+# rebuild read (required with complete=True); every one present is type-checked.
+SPAN_FIELDS = {"doc": int, "title": str, "source": dict, "span_sha256": str}
+DOCUMENT_FIELDS = {**SPAN_FIELDS, "chars": int, "tokens": int, "text_sha256": str, "first_words": str}
+OPTIONAL_DOCUMENT_FIELDS = {"bytes": int, "n_members": int}
+
+
+def _json_type(value) -> str:
+    """A JSON value as an error names it: its JSON type, with a short scalar value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def _field(obj: dict, key: str, kind: type, where: str, path, required: bool = True):
+    """obj[key] if it is JSON of `kind` (None when absent and not required); else a CorpusError naming the
+    manifest file, the entry (`where`), the field, the type expected and what the field holds."""
+    if key not in obj:
+        if required:
+            raise CorpusError(f"{path}: {where}: field {key!r} is missing, expected {_EXPECTED[kind]}")
+        return None
+    value = obj[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise CorpusError(f"{path}: {where}: field {key!r} expected {_EXPECTED[kind]}, got {_json_type(value)}")
+    return value
+
+
+def check_manifest(man, path, complete: bool = False) -> dict:
+    """Refuse a manifest that loading, showing or rebuilding its corpora would trip over, with one line naming
+    the file, the corpus/document entry, the field, the type expected and what it holds. complete=True (show,
+    build): every document field `docgrad corpora build` writes is required; else (loading spans) only doc,
+    title, source and span_sha256, the others checked when present."""
+    if not isinstance(man, dict):
+        raise CorpusError(f"{path}: expected a JSON object at the top level, got {_json_type(man)}")
+    if man.get("format") != MANIFEST_FORMAT:
+        raise CorpusError(f"{path}: format {man.get('format')!r}, expected {MANIFEST_FORMAT!r}")
+    tokenizer = _field(man, "tokenizer", dict, "top level", path, required=False)
+    for key, kind in {"model": str, "gguf_sha256": str, "vocab_size": int, "separator": dict}.items():
+        _field(tokenizer or {}, key, kind, "tokenizer", path, required=False)
+    spans_dir = _field(man, "spans_dir", str, "top level", path, required=False)
+    if spans_dir is not None and (not spans_dir or Path(spans_dir).is_absolute() or ".." in Path(spans_dir).parts):
+        raise CorpusError(f"{path}: top level: field 'spans_dir' is {spans_dir!r}, expected a relative folder under "
+                          "the cache (e.g. 'spans/gemma3-270m')")
+    required = DOCUMENT_FIELDS if complete else SPAN_FIELDS
+    for corpus in _field(man, "corpora", dict, "top level", path):
+        entry = _field(man["corpora"], corpus, dict, "corpora", path)
+        where = f"corpus {corpus}"
+        for key, kind in {"seed": int, "documents_requested": int, "rejected": list}.items():
+            _field(entry, key, kind, where, path, required=False)
+        for i, doc in enumerate(_field(entry, "documents", list, where, path)):
+            at = f"{where} document {i}"
+            if not isinstance(doc, dict):
+                raise CorpusError(f"{path}: {at}: expected an object, got {_json_type(doc)}")
+            for key, kind in {**DOCUMENT_FIELDS, **OPTIONAL_DOCUMENT_FIELDS}.items():
+                _field(doc, key, kind, at, path, required=key in required)
+            if doc["doc"] != i:
+                raise CorpusError(f"{path}: {at}: field 'doc' is {doc['doc']}, expected {i} (documents are "
+                                  "numbered 0, 1, ... in manifest order)")
+        for i, rej in enumerate(entry.get("rejected") or []):
+            at = f"{where} rejected candidate {i}"
+            if not isinstance(rej, dict):
+                raise CorpusError(f"{path}: {at}: expected an object, got {_json_type(rej)}")
+            for key, kind in {"title": str, "reason": str, "source": dict}.items():
+                _field(rej, key, kind, at, path, required=key != "source")
+    return man
+
+
+def read_manifest(path: str | Path, complete: bool = False) -> dict:
+    """The corpus manifest at `path`, checked (check_manifest): every way it can be unreadable or malformed is a
+    CorpusError naming the file (and the entry and field), never a traceback."""
     path = Path(path)
+    if path.is_dir():
+        raise CorpusError(f"{path}: is a directory, not a corpus manifest file (give the manifest's .json path)")
     if not path.is_file():
         raise CorpusError(f"{path}: corpus manifest not found; build it with `make corpora` "
                           "(docgrad corpora build)")
     try:
-        man = json.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 text (undecodable byte at offset {e.start}); a corpus manifest is "
+                          "the JSON file `docgrad corpora build` writes") from None
+    try:
+        man = json.loads(text)
+    except RecursionError:
+        raise CorpusError(f"{path}: not valid JSON (nested too deeply)") from None
     except json.JSONDecodeError as e:
         raise CorpusError(f"{path}: not valid JSON ({e})") from None
-    if man.get("format") != MANIFEST_FORMAT:
-        raise CorpusError(f"{path}: format {man.get('format')!r}, expected {MANIFEST_FORMAT!r}")
-    return man
+    return check_manifest(man, path, complete)
+
+
+# --- output paths ----------------------------------------------------------------------------------------
+
+def check_output_dir(path, option: str) -> Path:
+    """A directory that can be created or written into: no regular file at it or at a parent, the nearest
+    existing one writable. Checked before anything is fetched or built, so a build does not fail at its write."""
+    path = Path(path)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise CorpusError(f"{option} {path} is a file, not a directory" if p == path else
+                                  f"{option} {path}: {p} is a file, not a directory")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise CorpusError(f"{option} {path}: directory {p} is not writable")
+            break
+    return path
+
+
+def check_cache_dir(cache_dir, spans_dir: str, corpora: Iterable[str]) -> None:
+    """The --cache directory and the span files of `corpora` under it (<cache>/<spans_dir>/<CORPUS>.npy) can be
+    written: checked before any fetch or build."""
+    cache_dir = check_output_dir(cache_dir, "--cache")
+    for corpus in corpora:
+        target = spans_path(cache_dir, corpus, spans_dir)
+        for p in (target, *target.parents):
+            if p == cache_dir:
+                break
+            if p.exists() and p.is_dir() == (p == target):
+                raise CorpusError(f"--cache {cache_dir}: {p} is a {'directory' if p.is_dir() else 'file'} where "
+                                  f"{'the span file of ' + corpus if p == target else 'a folder of span files'} "
+                                  "goes; move it away or choose another --cache")
 
 
 def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFAULT_MANIFEST,
@@ -400,9 +519,12 @@ def build(corpora: Iterable[str] | None = None, manifest_path: str | Path = DEFA
         if c not in CORPORA:
             raise CorpusError(f"unknown corpus {c!r}; expected one of {', '.join(CORPORA)}")
     manifest_path, cache_dir = Path(manifest_path), Path(cache_dir)
-    tok = tok or default_tokenizer()
-    man = open_manifest_for(manifest_path, tok, force, spans_dir)
+    check_output_file(manifest_path, "--manifest")                   # paths and manifests before any work
+    old = read_manifest(manifest_path, complete=True) if manifest_path.exists() else None
+    check_cache_dir(cache_dir, spans_dir or manifest_spans_dir(old or {}), corpora)
     ref = read_manifest(reference) if reference is not None else None
+    tok = tok or default_tokenizer()
+    man = open_manifest_for(manifest_path, tok, force, spans_dir, old)
     built, diffs = {}, []
     for corpus in corpora:
         previous = man["corpora"].get(corpus)
@@ -434,11 +556,13 @@ def shown(path) -> str:
     return shown_path(path)
 
 
-def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: str | None = None) -> dict:
-    """The manifest at manifest_path (a new one if absent) with this build's span rules, tokenizer and span
-    folder (spans_dir, else the manifest's, else `spans`). A manifest recorded for another tokenizer is a
-    CorpusError unless force=True (its spans would not match)."""
-    old = read_manifest(manifest_path) if manifest_path.exists() else None
+def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: str | None = None,
+                      old: dict | None = None) -> dict:
+    """The manifest at manifest_path (a new one if absent; `old`: already read) with this build's span rules,
+    tokenizer and span folder (spans_dir, else the manifest's, else `spans`). A manifest recorded for another
+    tokenizer is a CorpusError unless force=True (its spans would not match)."""
+    if old is None and manifest_path.exists():
+        old = read_manifest(manifest_path, complete=True)
     if old and old.get("tokenizer", {}).get("gguf_sha256") != tok.identity.get("gguf_sha256") and not force:
         raise CorpusError(f"{manifest_path}: recorded for tokenizer {old.get('tokenizer')}, building with "
                           f"{tok.identity}; pass --force to replace the manifest")
@@ -497,8 +621,12 @@ def _fix_hint(corpus: str, man: dict | None = None) -> str:
 def corpus_entry(manifest: dict, corpus: str, manifest_path="manifest") -> dict:
     corpus = corpus.upper()
     if corpus not in manifest.get("corpora", {}):
+        hint = (_fix_hint(corpus, manifest) if corpus in CORPORA else
+                f"run `docgrad corpora hub {corpus}` (needs network)" if corpus in HUB_CORPORA else
+                f"there is no corpus {corpus!r}: the offline corpora are {', '.join(CORPORA)}, the hub's "
+                f"{', '.join(HUB_CORPORA)}")
         raise CorpusError(f"{manifest_path}: corpus {corpus!r} not recorded (has: "
-                          f"{', '.join(manifest.get('corpora', {})) or 'none'}); {_fix_hint(corpus, manifest)}")
+                          f"{', '.join(manifest.get('corpora', {})) or 'none'}); {hint}")
     return manifest["corpora"][corpus]
 
 
@@ -543,6 +671,7 @@ def ensure_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
     manifest_path = Path(manifest_path)
     man = read_manifest(manifest_path) if manifest_path.exists() else None
     if man and corpus in man.get("corpora", {}):
+        check_cache_dir(cache_dir, manifest_spans_dir(man), [corpus])
         previous = man["corpora"][corpus]
         entry, spans = build_corpus(corpus, tok or model_tokenizer(manifest_model(man)), Path(cache_dir),
                                     previous.get("seed", DEFAULT_SEED), previous)
@@ -561,7 +690,7 @@ def corpus_table(manifest_path: str | Path = DEFAULT_MANIFEST, corpora: Iterable
     the span (what the probe measures)."""
     import pandas as pd
 
-    man = read_manifest(manifest_path)
+    man = read_manifest(manifest_path, complete=True)
     rows = []
     for corpus in [c.upper() for c in (corpora or man.get("corpora", {}))]:
         for d in corpus_entry(man, corpus, manifest_path)["documents"]:
@@ -594,6 +723,13 @@ def _spans_ok(corpus: str, manifest, cache) -> bool:
         return False
 
 
+def print_out(text: str = "") -> None:
+    """print() that escapes what stdout's encoding cannot show (a title in an ASCII terminal) instead of
+    failing with UnicodeEncodeError."""
+    enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+    print(text.encode(enc, "backslashreplace").decode(enc, "replace"), flush=True)
+
+
 def cli_corpora(args) -> int:
     import pandas as pd
 
@@ -606,27 +742,33 @@ def cli_corpora(args) -> int:
             raise CorpusError(f"--documents {args.documents}: need at least 1 document per corpus")
         if getattr(args, "seed", 0) < 0:
             raise CorpusError(f"--seed {args.seed}: the selection seed is a non-negative integer")
+        spec = models.get_offline(getattr(args, "model", None) or models.SMOLLM2.name)
+        check_output_file(args.manifest, "--manifest")      # the outputs and the manifest before any fetch
+        if Path(args.manifest).exists():
+            read_manifest(args.manifest, complete=True)
+        check_cache_dir(args.cache, spec.spans_dir, todo)
+        reference = None
+        if spec is not models.SMOLLM2:          # substitutions are recorded against the default's corpora
+            ref = (Path(args.root).resolve() if getattr(args, "root", None) else project_root()) / models.SMOLLM2.corpora
+            if ref.is_file():
+                reference = ref
+                read_manifest(ref)              # a bad reference manifest is refused before any fetch too
         if getattr(args, "missing_only", False):
             todo = [c for c in todo if not _spans_ok(c, args.manifest, args.cache)]
         if todo:
-            spec = models.get_offline(getattr(args, "model", None) or models.SMOLLM2.name)
-            print(f"docgrad corpora build ({spec.name} tokenizer): {', '.join(todo)}: " + "; ".join(
-                SOURCES_NOTE[c] for c in todo if c in SOURCES_NOTE), flush=True)
-            reference = None
-            if spec is not models.SMOLLM2:          # substitutions are recorded against the default's corpora
-                ref = (Path(args.root).resolve() if getattr(args, "root", None) else project_root()) / models.SMOLLM2.corpora
-                reference = ref if ref.is_file() else None
+            print_out(f"docgrad corpora build ({spec.name} tokenizer): {', '.join(todo)}: " + "; ".join(
+                SOURCES_NOTE[c] for c in todo if c in SOURCES_NOTE))
             build(todo, args.manifest, args.cache, args.seed, force=getattr(args, "force", False),
                   tok=model_tokenizer(spec.name), spans_dir=spec.spans_dir, reference=reference,
                   documents=getattr(args, "documents", None))
         else:
-            print("docgrad corpora build: every requested span cache is present and matches the manifest")
+            print_out("docgrad corpora build: every requested span cache is present and matches the manifest")
     table = corpus_table(args.manifest, args.corpus)
     table["title"] = table["title"].str.slice(0, 44)
     table["first_words"] = table["first_words"].str.slice(0, 60)
     with pd.option_context("display.max_rows", None, "display.width", 250):
         for corpus, t in table.groupby("corpus", sort=False):
-            print(f"\n== {corpus}: {len(t)} documents, tokens min {t.tokens.min()} / median "
-                  f"{int(t.tokens.median())} / max {t.tokens.max()} (span [{SPAN_START}, {MIN_TOKENS}))")
-            print(t.drop(columns="corpus").to_string(index=False))
+            print_out(f"\n== {corpus}: {len(t)} documents, tokens min {t.tokens.min()} / median "
+                      f"{int(t.tokens.median())} / max {t.tokens.max()} (span [{SPAN_START}, {MIN_TOKENS}))")
+            print_out(t.drop(columns="corpus").to_string(index=False))
     return 0

@@ -26,10 +26,11 @@ import numpy as np
 from docgrad import models
 from docgrad.corpora import build as corpora
 from docgrad.corpora.sources import Candidate, SourceError, decode_utf8, say
+from docgrad.fileio import check_output_file
 
 PINS_PATH = models.PINS_PATH
 
-HUB_CORPORA = {
+HUB_SPECS = {
     "PG19": {"pin": "pg19", "corpus": "BOOKS", "files": ["data/train-00000-of-00003.parquet"],
              "text": "text", "title": "short_book_title", "mode": "documents"},
     "ARXIV": {"pin": "arxiv_fallback", "corpus": "PAPERS", "files": ["train.parquet"],
@@ -60,7 +61,7 @@ def download(repo: str, filename: str, revision: str, cache_dir: str | Path | No
 def resolve_dataset(name: str, revision: str | None = None, allow_unpinned: bool = False,
                     pins_path: Path = PINS_PATH) -> tuple[str, str]:
     """(repo, revision) for a hub corpus, the revision pinned in checkpoint_revisions.json."""
-    spec = HUB_CORPORA[name]
+    spec = HUB_SPECS[name]
     pin = models.load_pins(pins_path).get("datasets", {}).get(spec["pin"]) if spec["pin"] else None
     repo = pin["repo"] if pin else spec["repo"]
     if pin and revision in (None, pin["revision"]):
@@ -89,8 +90,8 @@ def parquet_rows(path: str | Path, text_col: str, title_col: str | None):
 
 
 def build_from_texts(name: str, rows, tok, source: dict, seed: int = corpora.DEFAULT_SEED) -> tuple[dict, np.ndarray]:
-    """A manifest entry + spans from (title, text) rows, with the rule of `HUB_CORPORA[name]["mode"]`."""
-    spec = HUB_CORPORA[name]
+    """A manifest entry + spans from (title, text) rows, with the rule of `HUB_SPECS[name]["mode"]`."""
+    spec = HUB_SPECS[name]
     entry = {"selection": f"{name}: rows in file order; " + (
         "the first 16 with >= 18432 tokens" if spec["mode"] == "documents" else
         "short documents packed with the separator into 16 pseudo-documents of >= 18432 tokens"),
@@ -111,11 +112,20 @@ def build_hub_corpus(name: str, tok=None, revision: str | None = None, allow_unp
     """Fetch the pinned files of a published corpus and build its entry (and optionally write it as corpus
     `name` into a manifest + span cache of the same format as the offline corpora; a manifest recorded for
     another tokenizer is refused unless force=True)."""
-    if name not in HUB_CORPORA:
-        raise SourceError(f"unknown hub corpus {name!r}; expected one of {', '.join(HUB_CORPORA)}")
-    spec = HUB_CORPORA[name]
+    if name not in HUB_SPECS:
+        raise SourceError(f"unknown hub corpus {name!r}; expected one of {', '.join(HUB_SPECS)}")
+    spec = HUB_SPECS[name]
     repo, rev = resolve_dataset(name, revision, allow_unpinned)
+    old = None
+    if manifest_path:                   # the outputs and the manifest are checked before any download
+        mp, spans_cache = Path(manifest_path), Path(spans_cache or corpora.DEFAULT_CACHE)
+        check_output_file(mp, "--manifest")
+        old = corpora.read_manifest(mp, complete=True) if mp.exists() else None
+        corpora.check_cache_dir(spans_cache, corpora.manifest_spans_dir(old or {}), [name])
+    if cache_dir:
+        corpora.check_output_dir(cache_dir, "--cache")
     tok = tok or corpora.default_tokenizer()
+    man = corpora.open_manifest_for(mp, tok, force, old=old) if manifest_path else None
     files = files or spec["files"]
 
     def rows():
@@ -123,10 +133,8 @@ def build_hub_corpus(name: str, tok=None, revision: str | None = None, allow_unp
             yield from parquet_rows(download(repo, f, rev, cache_dir), spec["text"], spec["title"])
 
     entry, spans = build_from_texts(name, rows(), tok, {"repo": repo, "revision": rev, "files": files})
-    if manifest_path:
-        mp = Path(manifest_path)
-        man = corpora.open_manifest_for(mp, tok, force)
-        corpora.store(man, mp, Path(spans_cache or corpora.DEFAULT_CACHE), {name: (entry, spans)})
+    if man is not None:
+        corpora.store(man, mp, spans_cache, {name: (entry, spans)})
     return entry, spans
 
 
@@ -135,5 +143,5 @@ def cli_hub(args) -> int:
     entry, _ = build_hub_corpus(args.name, revision=args.revision, allow_unpinned=args.allow_unpinned,
                                 cache_dir=Path(args.cache) / "hub", manifest_path=args.manifest,
                                 spans_cache=args.cache, force=args.force)
-    print(f"{args.name}: {len(entry['documents'])} documents written to {args.manifest}")
+    corpora.print_out(f"{args.name}: {len(entry['documents'])} documents written to {args.manifest}")
     return 0

@@ -89,8 +89,10 @@ def check_manifest_tokenizer(manifest, spec) -> None:
         return
     try:
         recorded = json.loads(path.read_text()).get("tokenizer", {})
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return                                  # load_spans reports an unreadable manifest
+    if not isinstance(recorded, dict):
+        return                                  # load_spans names the malformed field, before the model loads
     if recorded.get("gguf_sha256") != spec.sha256:
         raise ProbeError(f"{path}: its spans were cut by the tokenizer of {recorded.get('model')!r}, not "
                          f"{spec.model}'s; leave out --manifest (default: {spec.corpora}) or build one with "

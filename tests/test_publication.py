@@ -181,6 +181,7 @@ def test_a_teaching_record_made_with_other_settings_is_not_replaced_without_over
     err = capsys.readouterr().err
     assert "other settings (differ in: steps)" in err and "--overwrite" in err
     assert snapshot(root) == before            # the record and the page's figures all stay
+    shutil.rmtree(err.split("kept in ")[1].split()[0])
     assert main(["--root", str(root), "run", "01", "-p", "rerun", "True", "-p", "steps", "5", "--overwrite"]) == 0
     assert json.loads(record.read_text())["settings"] == {"steps": 5}
 
@@ -275,3 +276,39 @@ def test_an_interrupted_report_leaves_the_previous_report_and_pages_intact(tmp_p
         N.cli_report(report_args(root, only=["02"]))
     monkeypatch.setattr(N.report, "build_report", real)
     assert snapshot(root) == before
+
+
+SLOW = HEADER + '''
+# %% tags=["parameters"]
+wait = 60  # seconds
+
+# %%
+import time
+from pathlib import Path
+Path("started").write_text("yes")
+time.sleep(wait)
+'''
+
+
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_an_interrupted_run_says_one_word_and_leaves_no_kernel_files_or_staging(tmp_path, sig, code, word):
+    import subprocess
+    import sys
+    import time
+
+    root = make_project(tmp_path / "p", [])
+    (root / "notebooks" / "01_slow.py").write_text(SLOW)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime")}
+    proc = subprocess.Popen([sys.executable, "-m", "docgrad", "--root", str(root), "run", "01"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (root / "started").exists() and time.time() < deadline:
+        time.sleep(0.5)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code and err.strip() == word, err     # no kernel or asyncio traceback
+    time.sleep(1)
+    assert [p.name for p in tmp.rglob("*") if p.is_file()] == []      # no connection file, no staged outputs
+    assert not (root / "notebooks" / "01_slow.ipynb").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -279,8 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     (unknown options, wrong types) also exit with 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = _raise_on_sigterm()
     try:
         return int(args.func(resolve_default_paths(args)) or 0)
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -290,6 +295,25 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:       # a path that is missing, not writable, a directory instead of a file, ...
         print(f"docgrad {args.command}: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, like Ctrl-C: every cleanup runs (a notebook's kernel is shut down
+    and its connection file removed, staged outputs are discarded, a publication's renames finish first)."""
+
+
+def _raise_on_sigterm():
+    """Turn SIGTERM into Terminated in the main thread; returns the previous handler (None off the main thread)."""
+    def terminated(signum, frame):
+        raise Terminated()
+
+    try:
+        return signal.signal(signal.SIGTERM, terminated)
+    except ValueError:
+        return None
 
 
 if __name__ == "__main__":

@@ -252,6 +252,21 @@ def _cell_label(nb, source: str, fallback_index: int) -> str:
     return f"code cell {code_cells.index(index) + 1} (cell {index + 1} of {len(nb.cells)}): {first}"
 
 
+def quiet_kernel_manager(log: Path):
+    """jupyter_client's AsyncKernelManager whose kernel process writes its own stderr (start-up notices, the ZMQ
+    traceback of a kernel shut down mid-cell on Ctrl-C) to `log` instead of the terminal. A cell's output and
+    errors reach the notebook through the kernel's messages, not this stream."""
+    from jupyter_client import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kw):
+            with open(log, "ab") as f:            # the kernel keeps its own copy of the descriptor
+                kw.setdefault("stderr", f)
+                return await super().start_kernel(**kw)
+
+    return QuietKernelManager
+
+
 @dataclass
 class StagedRun:
     """A notebook that ran to the end, its outputs not yet published: `moves` are (staged file, destination),
@@ -314,6 +329,7 @@ def stage_notebook(source: str | Path, output: str | Path | None = None, paramet
     try:
         pm.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, cwd=str(cwd),
                             kernel_name=kernel_name, progress_bar=False, log_output=False, report_mode=False,
+                            kernel_manager_class=quiet_kernel_manager(work / "kernel.log"),
                             # keep the kernel's start-up log (e.g. ipykernel's TCP notice) off the progress lines
                             extra_arguments=["--IPKernelApp.log_level=ERROR"])
     except PapermillExecutionError as e:

@@ -297,7 +297,7 @@ def test_metadata_that_disagrees_with_its_npz_is_refused(tmp_path, args, needle)
 def test_an_exact_reference_row_outside_the_file_is_refused(tmp_path):
     K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
     f = write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=2,
-                        exact_ref_dot=K[0])[0]
+                        exact_ref_dot=4 * K[0])[0]
     j = f.with_suffix(".json")
     meta = json.loads(j.read_text())
     meta["exact_ref_row"] = 9999
@@ -313,7 +313,7 @@ def test_cells_whose_estimates_are_not_numbers_never_reach_measured(tmp_path):
     K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
     for corpus in ("CODE", "WEB"):
         write_gram_cell(tmp_path / "ok", {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS,
-                        corpus=corpus, chunk=2048, exact_ref_dot=K[0])
+                        corpus=corpus, chunk=2048, exact_ref_dot=4 * K[0])
     base = _verdict(tmp_path / "ok")
     assert not base.startswith("MEASURED") or "G1, G2 and G3" in base
     # no cross-document signal: S_cross = 0
@@ -347,7 +347,7 @@ def test_intervals_of_too_few_documents_are_undefined_and_no_gate_passes_on_them
     K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
     K2 = population_gram(2, M, Profile(exch=0.2), 1.0, 0.1)
     write_gram_cell(tmp_path / "cell", {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="CODE",
-                    chunk=2048, exact_ref_dot=K[0])
+                    chunk=2048, exact_ref_dot=4 * K[0])
     write_gram_cell(tmp_path / "cell", {g: K2 for g in GROUPS}, n_docs=2, m=M, shard_size=2, corpus="WEB", chunk=2048)
     a = stats.analyze(tmp_path / "cell", resamples=40)
     web = a.cell("WEB")
@@ -381,7 +381,7 @@ def test_intervals_of_many_non_finite_draws_are_undefined_and_no_gate_passes_on_
     K = population_gram(N_DOCS, M, Profile(exch=0.2), 1.0, 0.1)
     Kw = population_gram(N_DOCS, M, Profile(), 1.0, 0.1)
     write_gram_cell(tmp_path, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=2, corpus="CODE", chunk=2048,
-                    exact_ref_dot=K[0])
+                    exact_ref_dot=4 * K[0])
     write_gram_cell(tmp_path, {g: Kw for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=2, corpus="WEB", chunk=2048)
     a = stats.analyze(tmp_path, resamples=200, seed=0)
     for c in a.cells:
@@ -395,7 +395,7 @@ def test_intervals_of_many_non_finite_draws_are_undefined_and_no_gate_passes_on_
     assert "of the R(16K) bootstrap draws are not finite (at most 5%)" in a.verdict
     # the same cells in one file each: every resample has cross pairs, the intervals are defined and gate
     write_gram_cell(tmp_path / "one", {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="CODE",
-                    chunk=2048, exact_ref_dot=K[0])
+                    chunk=2048, exact_ref_dot=4 * K[0])
     write_gram_cell(tmp_path / "one", {g: Kw for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=N_DOCS, corpus="WEB",
                     chunk=2048)
     one = stats.analyze(tmp_path / "one", resamples=200, seed=0)

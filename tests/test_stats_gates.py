@@ -91,7 +91,10 @@ def test_verdict_incomplete_inconclusive_measured():
 def test_analyze_cli_writes_report_and_prints_summary(tmp_path, capsys):
     from docgrad.runtime.cli import main
 
-    write_synthetic_results(tmp_path / "res", profiles={"CODE": Profile(exch=0.2), "WEB": Profile()}, **SMALL)
+    # another model than SmolLM2: synthetic files record no span hashes for its manifest to check (analyze refuses
+    # a SmolLM2 file without them)
+    write_synthetic_results(tmp_path / "res", model="o/m", revision="r",
+                            profiles={"CODE": Profile(exch=0.2), "WEB": Profile()}, **SMALL)
     out = tmp_path / "out" / "report.json"
     assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", "50",
                  "--seed", "3"]) == 0

@@ -80,7 +80,8 @@ from docgrad.core.constants import ALL, BOOTSTRAP_SEED, CAUSAL, CORPORA, FLOAT32
 from docgrad.errors import AnalysisError
 from docgrad.results.cells import Cell, load_cells, ordered_rows, pool_cell
 from docgrad.results.format import ResultFileError, Shard, find_results, load_result, parse_stem
-from docgrad.results.stats import Analysis, Estimates, cell_rng, check_resamples, estimate_cell, r_rel
+from docgrad.results.stats import (Analysis, Estimates, cell_rng, check_bootstrap_memory, check_resamples,
+                                   estimate_cell, r_rel)
 
 STANDALONE_MODE, CAUSAL_MODE, DIFFERENCE = "standalone", "causal", "causal − standalone"
 MODES = (STANDALONE_MODE, CAUSAL_MODE)
@@ -743,6 +744,7 @@ def analyze_causal(results_dir: Path, resamples: int = RESAMPLES, seed: int = BO
     resamples = check_resamples(resamples)
     cells = load_cells(Path(results_dir), groups=groups, context=CAUSAL, dtype=dtype)
     t_load = time.perf_counter() - t0
+    check_bootstrap_memory(resamples, list(cells.values()))
     est, pos = [], {}
     for cell in cells.values():
         t1 = time.perf_counter()

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 import time
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+import docgrad
 from docgrad.core import bootstrap as bs
 from docgrad.core import gates
 from docgrad.core.constants import (
@@ -437,6 +441,56 @@ def with_gates(a: Analysis) -> Analysis:
     return replace(a, gates=g["gates"], verdict=g["verdict"], verdict_detail=g["detail"])
 
 
+PROGRESS_RESAMPLES = 100_000   # from this many resamples analyze shows its progress on stderr, terminal or not
+
+
+def bootstrap_bytes(resamples: int, cells: list[Cell]) -> int:
+    """Memory the document bootstrap of `cells` needs, in bytes: 8 x resamples x (number of cells + the largest
+    2D + 4(m + J + 3) of a cell).
+
+    Cells are bootstrapped one at a time. A cell of D documents, m chunks each and J windows holds per draw its
+    D document indices and D counts, and for each group the draws of S_cross, sigma2, rho_long, B_simple (4),
+    rho (m - 1) and R (J) with their temporaries; measured with tracemalloc, 2D + 3(m + J) floats, so
+    2D + 4(m + J + 3) is an upper bound. Every cell also keeps its R(16K) draws (one float) for R_rel. At the
+    maximum of 1,000,000 resamples a 48-document cell alone takes about 2 GB."""
+    per_draw = max((2 * len(c.doc_ids) + 4 * (c.m + len(bs.block_sizes(c.m)) + 3) for c in cells), default=0)
+    return 8 * int(resamples) * (len(cells) + per_draw)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation now (psutil's `available`; else the free physical pages of
+    os.sysconf), or None where neither can tell."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_bootstrap_memory(resamples: int, cells: list[Cell]) -> None:
+    """Refuse, before any draw, a bootstrap that needs more memory (bootstrap_bytes) than the machine has
+    available (available_memory): it would run for minutes and then fail, or swap."""
+    need, have = bootstrap_bytes(resamples, cells), available_memory()
+    if have is not None and need > have:
+        raise AnalysisError(f"--resamples {int(resamples):,}: the document bootstrap of {len(cells)} cell(s) needs "
+                            f"about {need / 2**30:.2f} GiB, more than the {have / 2**30:.2f} GiB of memory available "
+                            f"on this machine; use fewer resamples (the study's is {RESAMPLES:,}) or fewer cells")
+
+
+def _progress(items, resamples: int):
+    """items, with a progress bar on stderr (tqdm) when stderr is a terminal (shown after a second) or the
+    analysis draws at least PROGRESS_RESAMPLES resamples (shown at once)."""
+    many = int(resamples) >= PROGRESS_RESAMPLES
+    show = many or bool(getattr(sys.stderr, "isatty", lambda: False)())
+    return tqdm(items, desc=f"bootstrap, {int(resamples):,} resamples", unit="cell", file=sys.stderr,
+                disable=not show, delay=0 if many else 1, dynamic_ncols=True)
+
+
 def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
             groups: tuple[str, ...] | None = GROUPS, context: str = "standalone", dtype: str = "float32",
             docs: tuple[int, int] | None = None, shards: list[Shard] | None = None) -> Analysis:
@@ -452,8 +506,9 @@ def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP
     shards = read_results(Path(results_dir)) if shards is None else shards
     cells = pool_results(shards, Path(results_dir), groups=groups, context=context, dtype=dtype, docs=docs)
     t_load = time.perf_counter() - t0
+    check_bootstrap_memory(resamples, list(cells.values()))
     estimates = []
-    for cell in cells.values():
+    for cell in _progress(list(cells.values()), resamples):
         t1 = time.perf_counter()
         e = estimate_cell(cell, resamples, seed)
         estimates.append(replace(e, seconds=time.perf_counter() - t1))
@@ -468,20 +523,36 @@ def analyze(results_dir: Path, resamples: int = RESAMPLES, seed: int = BOOTSTRAP
 ANALYSIS_FORMAT = "docgrad-analysis/1"
 
 
+NUMBER_PACKAGES = ("core", "results")   # the docgrad packages whose code can decide a number of the analysis
+
+
+def number_sources() -> list[Path]:
+    """Every source file that can decide a number of the analysis: each .py under docgrad/core (the method:
+    estimators, bootstrap, sketch and G1 statistics, gates, constants) and docgrad/results (reading, validating
+    and pooling files, the analysis), sorted. A rule by folder, not a list of modules, so that a module added or
+    newly imported there is covered without anyone remembering to list it."""
+    lib = Path(__file__).resolve().parents[1]
+    return sorted(p for pkg in NUMBER_PACKAGES for p in (lib / pkg).rglob("*.py"))
+
+
 def inputs_key(results_dir: Path, resamples: int, seed: int, docs: tuple[int, int] | None,
                shards: list[Shard]) -> str:
     """sha256 over the analysis inputs: the results directory as spelled (the analysis records it and its files'
     paths, so "data/results" and its absolute path are two entries, not whichever was asked first), every result
     file's relative path and digest (Shard.sha256, format.result_digest of the bytes as read), resamples, seed,
-    the document range, and the sources of the estimator modules (so a code change invalidates the cache)."""
+    the document range, the package version, and the path and bytes of every source that can decide a number
+    (number_sources), so a change to any of them invalidates the cache."""
     scope = "" if docs is None else f"|docs {int(docs[0])}:{int(docs[1])}"
-    h = hashlib.sha256(f"{ANALYSIS_FORMAT}|{results_dir}|{int(resamples)}|{int(seed)}{scope}".encode())
+    h = hashlib.sha256(f"{ANALYSIS_FORMAT}|{docgrad.__version__}|{results_dir}|{int(resamples)}|{int(seed)}{scope}"
+                       .encode())
     for sh in shards:
         h.update(str(Path(sh.path).relative_to(results_dir)).encode())
         h.update(sh.sha256.encode())
     lib = Path(__file__).resolve().parents[1]
-    for mod in ("core/bootstrap", "core/gates", "core/constants", "results/cells", "results/format", "results/stats"):
-        h.update((lib / f"{mod}.py").read_bytes())
+    for src in number_sources():
+        code = src.read_bytes()
+        h.update(f"\0{src.relative_to(lib).as_posix()}\0{len(code)}\0".encode())
+        h.update(code)
     return h.hexdigest()
 
 

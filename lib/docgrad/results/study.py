@@ -217,13 +217,14 @@ class Study:
 
 
 def check_span_hashes(cell: Cell, entry: dict, manifest_path) -> None:
-    """Every document a cell's files record a span sha256 for has that sha256 in the corpus manifest entry."""
+    """Every span sha256 a cell's files record (spans_sha256, {document: sha256}) is the corpus manifest entry's for
+    that document, and every document of a file whose span the manifest pins has one recorded. A file without that
+    record is refused, not passed unchecked: its arrays could be any cell's (another corpus's npz beside this
+    corpus's json)."""
     recorded = {int(d["doc"]): d.get("span_sha256") for d in entry.get("documents", [])}
     for sh in cell.shards:
         hashes = sh.meta.get("spans_sha256")
-        if not isinstance(hashes, dict):
-            continue
-        for doc, h in hashes.items():
+        for doc, h in (hashes.items() if isinstance(hashes, dict) else ()):
             want = recorded.get(int(doc))
             if want is None:
                 raise AnalysisError(f"{sh.path}: document {doc} is not in {manifest_path} (it has "
@@ -232,3 +233,13 @@ def check_span_hashes(cell: Cell, entry: dict, manifest_path) -> None:
                 raise AnalysisError(f"{sh.path}: document {doc}'s span sha256 {str(h)[:12]}.. differs from "
                                     f"{manifest_path}'s {str(want)[:12]}..: the files measured other spans than the "
                                     "manifest describes")
+        pinned = [int(d) for d in sh.documents if recorded.get(int(d))]
+        if pinned and not isinstance(hashes, dict):
+            raise AnalysisError(f"{sh.path}: its json records no spans_sha256 ({{document: span sha256}}, got "
+                                f"{hashes!r:.40}), so the spans it measured cannot be checked against "
+                                f"{manifest_path}, which pins them")
+        unrecorded = [d for d in pinned if not hashes.get(str(d))]
+        if unrecorded:
+            raise AnalysisError(f"{sh.path}: spans_sha256 records no span sha256 for document(s) {unrecorded} of the "
+                                f"file, so the spans it measured cannot be checked against {manifest_path}, which "
+                                "pins them")

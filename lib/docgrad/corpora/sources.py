@@ -281,13 +281,20 @@ def is_code_source(path: str) -> bool:
     return not (set(parts[:-1]) & _EXCLUDED_DIRS or _TEST_FILE.match(parts[-1]))
 
 
+def path_header(path: str) -> str:
+    """The line that precedes each file of a concatenated document (CODE, and user corpora of folders)."""
+    return f"# ===== {path} ====="
+
+
+def concat_files(texts: dict[str, str]) -> str:
+    """{path: text} as one document: the files in sorted path order, each preceded by its path_header."""
+    return "\n".join(f"{path_header(path)}\n{texts[path].rstrip()}\n" for path in sorted(texts))
+
+
 def concat_sources(files: dict[str, bytes], project: str) -> str:
     """Files in sorted path order, each preceded by `# ===== <path> =====`; tests excluded."""
-    parts = []
-    for path in sorted(p for p in files if is_code_source(p)):
-        body = decode_utf8(files[path], f"{project}: {path}")
-        parts.append(f"# ===== {path} =====\n{body.rstrip()}\n")
-    return "\n".join(parts)
+    return concat_files({path: decode_utf8(files[path], f"{project}: {path}")
+                         for path in sorted(p for p in files if is_code_source(p))})
 
 
 def project_files(name: str, version: str, cache: Path) -> tuple[dict[str, bytes], str]:

@@ -61,7 +61,8 @@ def chunk_loss(model, ids, bos_id: int | None = None):
 
 def model_chunk_context(spec) -> str:
     """The standalone context the probe uses for a model: "standalone-bos" for an offline model trained with a
-    BOS token (spec.bos, e.g. Gemma 3), else "standalone" (SmolLM2; every hub model)."""
+    BOS token (spec.bos, e.g. Gemma 3) or a local model whose tokenizer adds one (models.local_bos), else
+    "standalone" (SmolLM2; every hub model)."""
     return "standalone-bos" if spec is not None and spec.bos else "standalone"
 
 def context_bos(model, context: str) -> int | None:

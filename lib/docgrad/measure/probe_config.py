@@ -21,10 +21,12 @@ from docgrad.core.constants import (
     MAX_BUCKETS,
     MIN_BUCKETS,
     SKETCH_SEED,
+    STANDALONE,
     STANDALONE_BOS,
 )
 from docgrad.core.sketch import SKETCH_NAME
 from docgrad.errors import DocgradError
+from docgrad.models import pin_key
 from docgrad.results.format import regime_label
 
 PARTIAL_FORMAT = "docgrad-probe-partial/2"
@@ -73,6 +75,8 @@ class ProbeConfig:
     window: int | None = None               # W in tokens: causal only, a multiple of chunk
     start_token: int | None = None          # a token id ahead of every standalone chunk (context standalone-bos),
                                             # instead of the model's config.bos_token_id (docs/methods.md#model-regime)
+    no_start_token: bool = False            # no start token although the model's own default puts its BOS first
+                                            # (context standalone; `--start-token none`, regime 'nobos')
     simex: dict | None = field(default=None, hash=False)   # {"lambda": L, "seed": S}: rounding noise added to
                                             # the weights before probing (docgrad.measure.simex)
     pin: dict = field(default_factory=dict, hash=False)   # what pins the weights (models.model_pin)
@@ -125,6 +129,11 @@ class ProbeConfig:
                 raise ProbeError(f"--start-token {t}: a start token goes ahead of standalone chunks (context "
                                  f"{STANDALONE_BOS}), not context {self.context!r}")
             object.__setattr__(self, "start_token", int(t))
+        if self.no_start_token:
+            if self.start_token is not None or self.context != STANDALONE:
+                raise ProbeError("--start-token none: chunks without a start token are standalone (context "
+                                 f"{STANDALONE}), with no --start-token ID beside it")
+        object.__setattr__(self, "no_start_token", bool(self.no_start_token))
         if self.simex is not None:
             lam, seed = self.simex.get("lambda"), self.simex.get("seed")
             if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)) or not lam > 0:
@@ -142,7 +151,7 @@ class ProbeConfig:
     @property
     def regime(self) -> str:
         """The model regime's label ('' for the model as loaded; results.format.regime_label)."""
-        return regime_label(self.start_token, self.simex)
+        return regime_label(self.start_token, self.simex, self.no_start_token)
 
     def bind(self, spans: list[DocSpan], device_type: str) -> "ProbeConfig":
         """This config completed from the spans and the device type. Every span must be the same whole
@@ -180,7 +189,7 @@ class ProbeConfig:
         """Everything the numbers depend on (JSON types): resumed state must have been made under the same."""
         if self.chunks_per_document is None or self.device_type is None:
             raise ProbeError("ProbeConfig.fingerprint: bind() the config to its spans and device first")
-        fp = {"format": PARTIAL_FORMAT, "model": self.model, "revision": self.revision, "pin": self.pin,
+        fp = {"format": PARTIAL_FORMAT, "model": self.model, "revision": self.revision, "pin": pin_key(self.pin),
               "corpus": self.corpus, "chunk": self.chunk, "chunks_per_document": self.chunks_per_document,
               "buckets": self.buckets, "seed": self.seed, "exact_ref": self.exact_ref, "dtype": self.dtype,
               "context": self.context, "sketch": SKETCH_NAME, "device_type": self.device_type,
@@ -189,6 +198,8 @@ class ProbeConfig:
             fp["window"] = self.window
         if self.start_token is not None:
             fp["start_token"] = self.start_token
+        if self.no_start_token:
+            fp["no_start_token"] = True
         if self.simex is not None:
             fp["simex"] = self.simex
         return json.loads(json.dumps(fp, default=str))
@@ -200,6 +211,7 @@ class ProbeConfig:
                 "manifest": self.manifest, "command": self.command, "buckets": self.buckets, "seed": self.seed,
                 "exact_ref": self.exact_ref, "dtype": self.dtype, "context": self.context, "window": self.window,
                 **({"start_token": self.start_token} if self.start_token is not None else {}),
+                **({"no_start_token": True} if self.no_start_token else {}),
                 **({"simex": self.simex} if self.simex is not None else {})}
 
 def nearest_divisors(n: int, c: int) -> list[int]:

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from docgrad.core.constants import CONTROL, G2_R, G2_RHO
+from docgrad.core.constants import CONTROL, G2_R, G2_RHO, HEADLINE_WINDOW
 from docgrad.core.decomposition import difference_interval, same_source_pair_fraction
 from docgrad.core.orderings import AGREES, CONTRADICTS, NOT_COMPARED
 from docgrad.presentation import evidence as ev
@@ -41,25 +41,38 @@ def _source_note(d: CellDecomposition | None) -> str:
 
 
 def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[str, CellDecomposition]],
-               window_chunks: int = 32, incomplete: Mapping[str, Mapping[str, tuple]] | None = None) -> str:
+               window_chunks: int = 32, incomplete: Mapping[str, Mapping[str, tuple]] | None = None,
+               models_note: str = "two small 4-bit-quantised models") -> str:
     """Page 04's answer: R(16K) per corpus and model with 95% intervals (the source-clustered one beside it where
     documents share sources), what a block is worth, what was measured and the caveat that matters.
-    incomplete: {model: {corpus: (measured, held)}} (Study.incomplete): those cells are marked provisional."""
-    per_model, worth = [], []
+    incomplete: {model: {corpus: (measured, held)}} (Study.incomplete): those cells are marked provisional.
+    A corpus whose span is shorter than 16K (one's own) is read at its span, R(W) named with its window W, and
+    no block worth is stated across windows; models_note says what was measured."""
+    per_model, worth, windows, chunks = [], [], set(), set()
     for label, rep in reports.items():
         cells = [c for c in rep.cells if c.corpus != CONTROL]
         ctrl = rep.cell(CONTROL)
-        parts = [f"{c.corpus} {interval(c.all.R_16K, c.all.R_16K_ci)}"
-                 f"{_source_note(decomps.get(label, {}).get(c.corpus))}" for c in cells]
-        per_model.append(f"{label}: " + ", ".join(parts)
-                         + (f"; control {interval(ctrl.all.R_16K, ctrl.all.R_16K_ci)}" if ctrl else "") + ".")
+
+        def read(c):
+            W = headline_window(c.all)
+            windows.add(W)
+            chunks.add(c.chunk)
+            name = "" if W == HEADLINE_WINDOW else f" R({window_name(W)})"
+            return f"{name} {interval(c.all.R.get(W), c.all.interval('R', W))}"
+
+        parts = [f"{c.corpus}{read(c)}{_source_note(decomps.get(label, {}).get(c.corpus))}" for c in cells]
+        per_model.append(f"{label}: " + ", ".join(parts) + (f"; control{read(ctrl)}" if ctrl else "") + ".")
         worth += [window_chunks / c.all.R_16K for c in cells if c.all.R_16K and c.all.R_16K > 0]
-    answer = ["R(16K), a 16K-token block's gradient noise over 32 independent chunks':",
-              *per_model]
-    if worth:
+    if windows <= {HEADLINE_WINDOW}:
+        answer = ["R(16K), a 16K-token block's gradient noise over 32 independent chunks':", *per_model]
+    else:
+        answer = ["R(W), a W-token block's gradient noise over W/C independent chunks' (W the span where it is "
+                  "shorter than 16K):", *per_model]
+    if worth and windows <= {HEADLINE_WINDOW}:
         answer.append(f"A block is worth about {min(worth):.0f}-{max(worth):.0f} independent chunks.")
     docs = ev.documents_per_corpus({lab: [c.n_docs for c in rep.cells] for lab, rep in reports.items()}, incomplete)
-    measured = f"two small 4-bit-quantised models; {docs}; 512-token chunks run alone; 95% document intervals."
+    chunk = "/".join(str(c) for c in sorted(chunks)) or "512"
+    measured = f"{models_note}; {docs}; {chunk}-token chunks run alone; 95% document intervals."
     caveat = ("no chunk saw the text before it (page 06 adds that context); documents sharing a source "
               "are fewer independent draws than they look.")
     return ev.result_box(answer, measured, caveat)
@@ -318,3 +331,42 @@ def through_training_lines(orders: Mapping[str, str]) -> list[str]:
         out.append(f"{m}: {names} (measured at all {len(seqs)} checkpoints) keep one ordering." if len(kept) == 1
                    else f"{m}: the ordering of {names} changes across its {len(seqs)} checkpoints.")
     return out
+
+
+def headline_window(e) -> int | None:
+    """The window of a cell's headline R: 16K (HEADLINE_WINDOW) when its span reaches it, else the longest window
+    its span allows (a corpus of your own with a shorter span); None without any."""
+    if not e.R:
+        return None
+    return HEADLINE_WINDOW if HEADLINE_WINDOW in e.R else max(e.R)
+
+
+def window_name(tokens: int) -> str:
+    return f"{tokens // 1024}K" if tokens % 1024 == 0 else f"{tokens}"
+
+
+def measurement_lines(a: Analysis, label: str, corpus: str, control: str) -> list[str]:
+    """What `docgrad measure` prints: R at the headline window of the corpus and of the control, each with its
+    95% document-bootstrap interval, and R_rel (corpus / control at 16K, paired per cell as on page 04) when both
+    reach 16K. Numbers only; no ordering is stated (that needs page 04c's pre-stated decision)."""
+    lines = []
+    for name in (corpus, control):
+        c = a.cell(name)
+        if c is None:
+            lines.append(f"{name} under {label}: no cell (nothing measured)")
+            continue
+        W = headline_window(c.all)
+        if W is None:
+            lines.append(f"{name} under {label}: no R (a span of one chunk has no window)")
+            continue
+        span = "" if W == HEADLINE_WINDOW else f" (R at the span: the corpus's span is {W} tokens, shorter than 16K)"
+        lines.append(f"{name} under {label}: R({window_name(W)}) = {interval(c.all.R[W], c.all.interval('R', W))} "
+                     f"over {c.n_docs} documents{span}: a batch of {window_name(W)}-token document blocks "
+                     f"has the gradient noise of 1/R as many independently drawn chunks")
+    rel = next((r for r in a.R_rel if r.corpus == corpus), None) if control == CONTROL else None
+    if rel is not None and rel.R_rel is not None:
+        lines.append(f"R_rel({corpus} / {control}) = {interval(rel.R_rel, rel.R_rel_ci)}")
+    else:
+        lines.append(f"R_rel({corpus} / {control}): not computed (R_rel divides R(16K) by the {CONTROL} control's; "
+                     "both cells must reach 16K)")
+    return lines

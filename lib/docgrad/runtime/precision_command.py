@@ -51,7 +51,7 @@ def cli_precision(args) -> int:
     if not names:
         raise PrecisionError(f"--corpora {args.corpora!r}: name at least one corpus, e.g. --corpora BOOKS,CODE")
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
-    spec = models.offline_model(args.model)
+    spec = models.model_spec(args.model)
     context = getattr(args, "context", None) or model_chunk_context(spec)
     settings = {"format": RECORD_FORMAT, "model": pin["model"], "revision": pin["revision"], "dtype": args.dtype,
                 "context": context, "chunk": args.chunk, "documents": args.docs, "chunks_per_document": args.chunks}

@@ -22,6 +22,8 @@ from docgrad.measure.probe_config import ProbeConfig, ProbeError, as_doc_spans
 from docgrad.results.format import parse_docs, result_stem
 
 
+NO_START_TOKEN = "none"     # --start-token none: no start token where the model's default puts its BOS first
+
 _PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
 
 def _path_parts(what: str, value: str) -> None:
@@ -82,8 +84,9 @@ def _init_distributed(device: str) -> str:
     return device
 
 def check_manifest_tokenizer(manifest, spec) -> None:
-    """Refuse to probe an offline model on spans cut by another tokenizer (the manifest records its tokenizer's
-    GGUF sha256). Hub models and a manifest that is not there yet are left to load_spans."""
+    """Refuse to probe an offline or local model on spans cut by another tokenizer (the manifest records its
+    tokenizer's GGUF sha256, or a local model directory's tokenizer_sha256). Hub models and a manifest that is not
+    there yet are left to load_spans."""
     path = Path(manifest)
     if spec is None or not path.is_file():
         return
@@ -93,10 +96,13 @@ def check_manifest_tokenizer(manifest, spec) -> None:
         return                                  # load_spans reports an unreadable manifest
     if not isinstance(recorded, dict):
         return                                  # load_spans names the malformed field, before the model loads
-    if recorded.get("gguf_sha256") != spec.sha256:
-        raise ProbeError(f"{path}: its spans were cut by the tokenizer of {recorded.get('model')!r}, not "
-                         f"{spec.model}'s; leave out --manifest (default: {spec.corpora}) or build one with "
-                         f"`docgrad corpora build --model {spec.name}`")
+    key = recorded.get("gguf_sha256") or recorded.get("tokenizer_sha256")
+    if key != spec.tokenizer_key:
+        whose = (f"another tokenizer of {spec.model} (sha256 {str(key)[:12]}.., this one's {spec.tokenizer_key[:12]}..)"
+                 if recorded.get("model") == spec.model else
+                 f"the tokenizer of {recorded.get('model')!r}, not {spec.model}'s")
+        raise ProbeError(f"{path}: its spans were cut by {whose}; leave out --manifest (default: {spec.corpora}) or "
+                         f"build one with `docgrad corpora build --model {getattr(spec, 'path', spec.name)}`")
 
 def causal_arguments(args, context: str) -> tuple[str, int | None]:
     """(context, window) from --context / --window, given the context the model needs when standalone."""
@@ -114,20 +120,27 @@ def causal_arguments(args, context: str) -> tuple[str, int | None]:
                          f"(e.g. --window {8 * args.chunk})")
     return "causal", args.window
 
-def regime_arguments(args, spec, context: str) -> tuple[int | None, dict | None]:
+def regime_arguments(args, spec, context: str) -> tuple[int | str | None, dict | None]:
     """(start_token, simex) from --start-token / --simex-lambda / --simex-seed, refused before the model loads
-    where they cannot apply (docs/methods.md#model-regime)."""
+    where they cannot apply (docs/methods.md#model-regime). start_token NO_START_TOKEN ('none'): no start token
+    where the model's own default puts its BOS first (context standalone-bos)."""
     start = getattr(args, "start_token", None)
     lam, seed = getattr(args, "simex_lambda", None), getattr(args, "simex_seed", None)
-    if start is not None and context != STANDALONE:
+    if start == NO_START_TOKEN:
+        if context != STANDALONE_BOS:
+            raise ProbeError("--start-token none: drops the start token of a model whose default puts its BOS ahead "
+                             f"of every chunk; this run's chunks are {context} "
+                             + ("(a causal window)" if context == "causal" else "(no start token: the model's own "
+                                "default already); leave out --start-token"))
+    elif start is not None and context != STANDALONE:
         raise ProbeError(f"--start-token {start}: goes ahead of standalone chunks; this run's chunks are {context} "
                          + ("(a causal window)" if context == "causal" else "(the model's own BOS token first)"))
     if (lam is None) != (seed is None):
         raise ProbeError("--simex-lambda and --simex-seed go together: the noise's size and its seed are both "
                          "recorded (e.g. --simex-lambda 1 --simex-seed 1)")
-    if lam is not None and spec is None:
+    if lam is not None and not isinstance(spec, models.OfflineModel):
         raise ProbeError("--simex-lambda: SIMEX noise needs the rounding steps of an offline GGUF model "
-                         "(`docgrad models`); a hub checkpoint is not rounded")
+                         "(`docgrad models`); a hub checkpoint is not rounded, and a local model is not supported")
     return start, (None if lam is None else {"lambda": lam, "seed": seed})
 
 def simex_noise(model, spec, simex: dict) -> dict:
@@ -149,17 +162,21 @@ def cli_probe(args) -> int:
     docs = parse_docs(args.docs)
     corpus = args.corpus.upper()
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
-    spec = models.offline_model(args.model)
+    spec = models.model_spec(args.model)
     check_manifest_tokenizer(args.manifest, spec)
     context, window = causal_arguments(args, model_chunk_context(spec))
     start_token, simex = regime_arguments(args, spec, context)
-    if start_token is not None:
+    no_start_token = start_token == NO_START_TOKEN
+    if no_start_token:
+        context, start_token = STANDALONE, None
+    elif start_token is not None:
         context = STANDALONE_BOS
     config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
                          buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, context=context, pin=pin,
                          dtype=getattr(args, "dtype", FLOAT32),
                          window=window, docs=docs, device=args.device, manifest=shown_path(args.manifest),
-                         command=" ".join(sys.argv), start_token=start_token, simex=simex)
+                         command=" ".join(sys.argv), start_token=start_token, simex=simex,
+                         no_start_token=no_start_token)
     out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs, context, window,
                       config.dtype, config.regime)
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):

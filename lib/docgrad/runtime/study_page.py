@@ -8,6 +8,7 @@ over its results directory, the cells it shows, their decompositions and what th
     page.decomps         {label: {corpus: CellDecomposition}}
     page.incomplete      {label: {corpus: (documents measured, documents held)}}: shards not yet probed
     page.inputs_lines()  what the page read, as Markdown bullet lines
+    page.models_note     what it measured, in words (the result box's 'Measured')
     page.within("0:16")  the same page over fewer documents, from the files already read
 """
 
@@ -17,7 +18,7 @@ from functools import cached_property
 from typing import Sequence
 
 from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, RESAMPLES
-from docgrad.models import result_models
+from docgrad.models import models_note, result_models
 from docgrad.presentation.tables import page_inputs_lines
 from docgrad.results.format import parse_docs
 from docgrad.results.study import Study
@@ -50,6 +51,11 @@ class StudyPage:
         """{label: {corpus: CellDecomposition}} of every cell the page shows (computed once per cell)."""
         return {m.label: self.study.decompositions(m, [c.corpus for c in self.reports[m.label].cells])
                 for m in self.models}
+
+    @property
+    def models_note(self) -> str:
+        """What the page measured, for its result box ('two small 4-bit-quantised models', or a local checkpoint)."""
+        return models_note(self.models)
 
     def inputs_lines(self) -> list[str]:
         """The results directory and documents read, per model the cells present, missing and lacking documents."""

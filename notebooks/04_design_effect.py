@@ -46,7 +46,8 @@ design = page.within(published_documents)   # the published design's documents, 
 page_models, study, reports, decomps = page.models, page.study, page.reports, page.decomps
 
 # %% tags=["hide-input", "headline"]
-display(Markdown(dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete)))
+display(Markdown(dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
+                                             models_note=page.models_note)))
 
 # %% [markdown]
 # **What R is.** The design effect $R(W)$ is the gradient-noise variance of one block of $m$ consecutive chunks
@@ -194,7 +195,8 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                               "effective_chunks_notes": dg.tables.effective_chunks_notes(r),
                               "verdict": r.verdict, "verdict_detail": r.verdict_detail}
                         for lab, r in reports.items()},
-           "result_box": dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete),
+           "result_box": dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
+                                                     models_note=page.models_note),
            "gate_claims": [c.text for c in g2]}
 _ = dg.save_numbers("04_design_effect", numbers, figures_dir)
 

@@ -116,3 +116,24 @@ def test_corpora_add_then_measure_runs_page_04_into_its_own_folder_and_never_poo
     assert sorted((c.revision, c.corpus, c.n_docs) for c in cells) == sorted(
         (r, k, 4) for r in revisions for k in ("MINE", "CTRL"))                  # four cells, none pooled
     assert again[0] != printed[0]
+
+
+@pytest.mark.parametrize("extra,needle", [(["--resamples", "7"], "resamples must be 0"),
+                                          (["--seed", "-1"], "--seed -1: the bootstrap seed"),
+                                          (["--docs", "5:2"], "--docs 5:2"),
+                                          (["--model", "/nonexistent"], "no such file or directory")])
+def test_measure_refuses_bad_arguments_before_any_probe(extra, needle, capsys, monkeypatch):
+    from docgrad.runtime import measure_command
+
+    monkeypatch.setattr(measure_command, "run_verb", lambda argv: pytest.fail(f"ran {argv}"))
+    assert main(["measure", "--corpus", "CODE", "--no-page", *extra]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_measure_refuses_an_out_that_is_a_file_before_any_probe(tmp_path, capsys, monkeypatch):
+    from docgrad.runtime import measure_command
+
+    monkeypatch.setattr(measure_command, "run_verb", lambda argv: pytest.fail(f"ran {argv}"))
+    (tmp_path / "plain").write_text("x")
+    assert main(["measure", "--corpus", "CODE", "--no-page", "--out", str(tmp_path / "plain" / "m")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err

@@ -23,7 +23,7 @@ from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
 from docgrad.presentation.design_effect import measurement_lines
 from docgrad.results.format import parse_docs
-from docgrad.results.stats import analyze
+from docgrad.results.stats import analyze, check_resamples, check_seed
 from docgrad.runtime import notebooks as nb
 from docgrad.runtime import report
 from docgrad.runtime.cli import build_parser, resolve_default_paths
@@ -70,6 +70,11 @@ def cli_measure(args) -> int:
     label = rm.label
     out = Path(args.out).resolve() if args.out else root / "measurements" / label.replace("/", "__") / corpus
     results = out / "results"
+    check_resamples(args.resamples), check_seed(args.seed)   # before hours of probing, not after
+    blocked = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise DocgradError(f"--out {out}: {blocked} is a file, not a folder; a measurement is a folder (results/, "
+                           "the executed page, html/)")
     manifest = Path(args.manifest)                      # the model's own by default (cli.resolve_default_paths)
     hub_id, _, revision = args.model.partition("@")     # a hub model is named '<id>@<revision>'
     model_args = ["--model", hub_id, *(["--revision", revision] if revision else []), "--manifest", str(manifest),

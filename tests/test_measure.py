@@ -89,7 +89,7 @@ def test_corpora_add_then_measure_runs_page_04_into_its_own_folder_and_never_poo
     for name, seed in (("MINE", 1), ("CTRL", 2)):
         folder = text_folder(tmp_path / name.lower(), 4, seed)
         assert main(["corpora", "add", name, "--from", str(folder), "--model", str(ckpt), *span, *where]) == 0
-    measure = ["measure", "--corpus", "MINE", "--control", "CTRL", "--docs", "0:4", "--chunk", "16",
+    measure = ["measure", "--corpus", "MINE", "--control", "CTRL", "--docs", "0:4",   # the chunk: MINE's own 16
                "--resamples", "100", "--out", str(out), *where]
     capsys.readouterr()
     assert main([*measure, "--model", str(ckpt)]) == 0
@@ -137,3 +137,16 @@ def test_measure_refuses_an_out_that_is_a_file_before_any_probe(tmp_path, capsys
     (tmp_path / "plain").write_text("x")
     assert main(["measure", "--corpus", "CODE", "--no-page", "--out", str(tmp_path / "plain" / "m")]) == 2
     assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_a_page_asked_for_a_cell_that_does_not_exist_names_the_probe_that_makes_it(tmp_path):
+    from docgrad.errors import AnalysisError
+    from docgrad.models import result_model
+    from docgrad.results.study import Study
+
+    syn.write_synthetic_results(tmp_path, profiles={"CODE": syn.DEFAULT_PROFILES["CODE"]})
+    for spec, option in (("smollm2-135m", "--model smollm2-135m"), ("o/m@r", "--model o/m --revision r")):
+        with pytest.raises(AnalysisError) as e:
+            Study(tmp_path, resamples=0, chunk=256, docs=(0, 16)).page(result_model(spec), ["CODE"])
+        assert f"make one with: docgrad probe {option} --corpus CODE --chunk 256 --docs 0:16 --out {tmp_path}" \
+            in str(e.value)

@@ -202,6 +202,18 @@ def models_note(models: Sequence[ResultModel]) -> str:
     return ", ".join(f"{m.label} at {m.revision}" for m in models)
 
 
+def probe_model_option(model: ResultModel) -> str:
+    """The `docgrad probe` options that measure `model`: an offline model's name, a hub id with its revision, or
+    (a local checkpoint, whose path the result files keep but a page does not know) a placeholder for its path."""
+    offline = next((m for m in OFFLINE_MODELS.values() if (m.model, m.revision) == (model.model, model.revision)),
+                   None)
+    if offline is not None:
+        return f"--model {offline.name}"
+    if model.model.startswith("local/"):
+        return "--model PATH (the local checkpoint's folder or .gguf file)"
+    return f"--model {model.model} --revision {model.revision}"
+
+
 def result_models(specs) -> list[ResultModel]:
     """result_model for each entry of a page's `models` list; an empty list or a repeated model is refused."""
     specs = list(specs)

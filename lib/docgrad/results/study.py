@@ -32,7 +32,7 @@ from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, CONTROL, CORPORA, RESA
 from docgrad.core.orderings import ordering_decision, resolve_pairs
 from docgrad.corpora.provenance import document_sources
 from docgrad.errors import AnalysisError
-from docgrad.models import ResultModel
+from docgrad.models import ResultModel, probe_model_option
 from docgrad.publication import note_inputs
 from docgrad.results.cell_decomposition import CellDecomposition, decompose_cell
 from docgrad.results.cells import Cell, pool_results, read_results
@@ -113,8 +113,11 @@ class Study:
         shown = a.subset(model.model, model.revision, self.chunk, corpora)
         if not shown.cells:
             have = "; ".join(sorted({f"{c.model} {c.revision} c{c.chunk}: {c.corpus}" for c in a.cells}))
+            docs = f"{self.docs[0]}:{self.docs[1]}" if self.docs else "0:16"
             raise AnalysisError(f"no cell of {model.model} at {model.revision} with chunk {self.chunk} for {corpora} "
-                                f"in {self.results_dir} (it has: {have})")
+                                f"in {self.results_dir} (it has: {have or 'none'}); make one with: docgrad probe "
+                                f"{probe_model_option(model)} --corpus {corpora[0]} --chunk {self.chunk} --docs {docs} "
+                                f"--out {self.results_dir}")
         return shown, a.missing(model.model, model.revision, self.chunk, corpora)
 
     def cell(self, model: ResultModel, corpus: str) -> Cell | None:

@@ -211,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--control", default=constants.CONTROL, help="the packed short-document control R_rel divides "
                    "by (default WEB, built under the model's tokenizer when missing)")
     p.add_argument("--docs", default="0:16", help="document range A:B (default 0:16)")
-    p.add_argument("--chunk", type=int, default=constants.CHUNK, help="chunk length C in tokens (default 512)")
+    p.add_argument("--chunk", type=int, default=None, help="chunk length C in tokens (default: the corpus's own, "
+                   "recorded by corpora add --chunk; 512 for the built-in corpora)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--resamples", type=int, default=constants.RESAMPLES, help="document-bootstrap resamples")

@@ -87,6 +87,8 @@ def cli_measure(args) -> int:
         print(f"measure: building {name} under {label}'s tokenizer", file=sys.stderr)
         run_verb(["--root", str(root), "corpora", "build", "--corpus", name, *model_args])
 
+    if args.chunk is None:                  # the corpus's own chunk length (corpora add --chunk), else 512
+        args.chunk = corpora.span_rule(corpora.read_manifest(manifest)["corpora"][corpus]).chunk
     for name in (corpus, control):                                        # 2. probe (a finished cell is kept)
         probe = ["--root", str(root), "probe", "--corpus", name, "--docs", args.docs, "--chunk", str(args.chunk),
                  "--device", args.device, "--out", str(results), *model_args]

@@ -336,3 +336,28 @@ def test_many_resamples_show_a_progress_bar_on_stderr(tmp_path, capsys, monkeypa
     stats.analyze(tmp_path / "res", resamples=40)
     err = capsys.readouterr().err
     assert "bootstrap, 40 resamples" in err and "1/1" in err, err
+
+
+def test_an_overwrite_cut_short_between_npz_and_json_leaves_an_incomplete_result_not_a_mix(tmp_path, monkeypatch):
+    import json as _json
+
+    from docgrad.results import format as F
+    from docgrad.results import synthetic as syn
+
+    (npz,) = syn.write_synthetic_results(tmp_path, profiles={"CODE": syn.DEFAULT_PROFILES["CODE"]})
+    meta = _json.loads(npz.with_suffix(".json").read_text())
+    with np.load(npz) as z:
+        arrays = {k: z[k] for k in z.files}
+    groups = [k[len("gram_"):] for k in arrays if k.startswith("gram_")]
+
+    def killed(path, obj):
+        raise KeyboardInterrupt("killed between the npz and the json")
+
+    monkeypatch.setattr(F, "atomic_write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        F.write_result(npz, index=arrays["index"], loss=arrays["loss"] * 2,
+                       gram={g: arrays[f"gram_{g}"] for g in groups}, sqnorm={g: arrays[f"sqnorm_{g}"] for g in groups},
+                       exact_ref_dot=arrays["exact_ref_dot"] if arrays["exact_ref_dot"].size else None, meta=meta,
+                       overwrite=True)
+    with pytest.raises(F.ResultFileError, match="is missing \\(incomplete or partial result\\)"):
+        F.load_result(npz)

@@ -160,8 +160,9 @@ def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact
                  meta: dict, overwrite: bool = False) -> None:
     """Validate and write one result (npz first, then json; each atomically).
 
-    The json is written last, so a crash between the two leaves an npz without its json, which
-    `load_result` reports as incomplete rather than reading it as a finished result.
+    The json is written last (and, on overwrite, the old json removed first), so a crash between the two leaves
+    an npz without its json, which `load_result` reports as incomplete rather than reading it as a finished
+    result: never a new npz beside the old json.
     """
     npz_path = Path(npz_path)
     json_path = npz_path.with_suffix(".json")
@@ -173,9 +174,9 @@ def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact
         arrays[f"gram_{g}"] = np.asarray(gram[g], dtype=np.float64)
         arrays[f"sqnorm_{g}"] = np.asarray(sqnorm[g], dtype=np.float64)
     _validate_arrays(npz_path, arrays, file_buckets(npz_path, meta))
+    json_path.unlink(missing_ok=True)   # overwrite: the old pair reads as incomplete until the new one is whole
     atomic_write_npz(npz_path, arrays, compressed=True)
     atomic_write_json(json_path, meta)
-
 
 
 def _real(path: Path, name: str, a: np.ndarray, integer: bool = False) -> None:

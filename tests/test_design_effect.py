@@ -114,7 +114,7 @@ def test_comparison_box_reads_no_ordering_of_a_model_whose_cells_lack_documents(
     dec = {"m": {"point_order": ["A", "B"], "status": "not read (cells incomplete)", "resolved": ["A > B"],
                  "against_published": "not compared", "incomplete": {"A": [32, 48]}},
            "g": {"point_order": ["A", "B"], "status": "established", "resolved": ["A > B"],
-                 "against_published": "agrees", "incomplete": {}}}
+                 "against_published": "same direction", "incomplete": {}}}
     box = de.comparison_box(dec, [], ev.Claim(ev.NOT_RESOLVED, "x"), ["A", "B"],
                             n_docs={"m": {"A": 32, "B": 48}, "g": {"A": 16, "B": 16}})
     assert "m: the ordering is not read until every cell holds its documents (A 32 of 48 measured" in box

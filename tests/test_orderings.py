@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 from docgrad.core.orderings import (
-    AGREES,
-    CONTRADICTS,
+    DIFFERS,
     ESTABLISHED,
     NOT_COMPARED,
     NOT_ESTABLISHED,
     NOT_READ,
     PARTLY,
+    SAME_DIRECTION,
     bootstrap_p,
     holm,
     ordering_decision,
@@ -71,9 +71,9 @@ def test_ordering_decision_established_partly_not_and_against_the_published_orde
         return ordering_decision(points, resolve_pairs(points, draws, corpora), pub)
 
     d = decide({"CODE": 5.0, "PAPERS": 4.0, "BOOKS": 3.0})
-    assert d["status"] == ESTABLISHED and d["against_published"] == AGREES and d["point_order"] == pub
+    assert d["status"] == ESTABLISHED and d["against_published"] == SAME_DIRECTION and d["point_order"] == pub
     d = decide({"CODE": 3.0, "PAPERS": 5.0, "BOOKS": 4.98})
-    assert d["status"] == PARTLY and d["against_published"] == CONTRADICTS
+    assert d["status"] == PARTLY and d["against_published"] == DIFFERS
     assert "PAPERS > CODE" in d["resolved"] and "BOOKS > CODE" in d["resolved"]
     d = decide({"CODE": 4.0, "PAPERS": 4.01, "BOOKS": 3.99}, sd=1.0)
     assert d["status"] == NOT_ESTABLISHED and d["against_published"] == NOT_COMPARED and d["resolved"] == []
@@ -84,7 +84,7 @@ def test_an_incomplete_cell_leaves_the_ordering_unread_and_uncompared():
     draws = {c: _draws(v, seed=i) for i, (c, v) in enumerate(points.items())}
     pairs = resolve_pairs(points, draws, list(points))
     complete = ordering_decision(points, pairs, ["CODE", "PAPERS", "BOOKS"], incomplete={})
-    assert complete["status"] == ESTABLISHED and complete["against_published"] == AGREES
+    assert complete["status"] == ESTABLISHED and complete["against_published"] == SAME_DIRECTION
     d = ordering_decision(points, pairs, ["CODE", "PAPERS", "BOOKS"], incomplete={"CODE": (32, 48)})
     assert d["status"] == NOT_READ and d["against_published"] == NOT_COMPARED
     assert d["incomplete"] == {"CODE": [32, 48]} and d["resolved"] == complete["resolved"]

@@ -14,8 +14,9 @@ interval is the percentile interval at level 1 - alpha / (k - j + 1).
 
 The ordering of three corpora is *established* when both adjacent pairs of the point-estimate order are
 resolved, *partly established* when some but not both are, *not established* when none is. Against a
-published order it *agrees* (every resolved pair in the published direction), *contradicts* (some resolved
-pair opposite) or is *not compared* (nothing resolved). The rule is applied to complete cells only: while any
+published order it runs in the *same direction* (every resolved pair in the published direction), *differs*
+(some resolved pair opposite) or is *not compared* (nothing resolved). Not "agrees" or "contradicts": the
+published order is of point values never tested against each other, on other corpora and other models. The rule is applied to complete cells only: while any
 cell lacks documents its corpus manifest holds, the ordering is *not read* and nothing is compared.
 """
 
@@ -29,7 +30,7 @@ import numpy as np
 ALPHA = 0.05
 ESTABLISHED, PARTLY, NOT_ESTABLISHED = "established", "partly established", "not established"
 NOT_READ = "not read (cells incomplete)"
-AGREES, CONTRADICTS, NOT_COMPARED = "agrees", "contradicts", "not compared"
+SAME_DIRECTION, DIFFERS, NOT_COMPARED = "same direction", "differs", "not compared"
 
 
 def bootstrap_p(diff_draws) -> float:
@@ -117,5 +118,5 @@ def ordering_decision(points: Mapping[str, float], pairs: Sequence[dict],
         rank = {c: i for i, c in enumerate(published)}
         same = [(rank[p["a"]] < rank[p["b"]]) == (p["diff"] > 0) for p in resolved if p["a"] in rank and p["b"] in rank]
         out["published"] = list(published)
-        out["against_published"] = NOT_COMPARED if not same else (AGREES if all(same) else CONTRADICTS)
+        out["against_published"] = NOT_COMPARED if not same else (SAME_DIRECTION if all(same) else DIFFERS)
     return out

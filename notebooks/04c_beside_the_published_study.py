@@ -69,6 +69,21 @@ rho_claim = dg.design_effect.code_rho_claim(code.all.rho_long, code.all.interval
 display(Markdown(dg.design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs)))
 
 # %% [markdown]
+# ## Ours against each published R(16K)
+#
+# Per corpus, our $R(16\text{K})$ against each published final checkpoint's (Pythia-1.4B and OLMo-2-1B, the
+# models of the figure below) on the same kind of corpus. The corpora differ (PyPI packages against repository dumps, R vignettes
+# against arXiv, Austen, Melville and King James books against PG19) and so do the models (4-bit, 135M-270M
+# parameters, against unquantised base checkpoints of 1-1.4B): a resolved difference says that our cells
+# differ from theirs, not why. A comparison is resolved only when the two intervals do not overlap, ours at the
+# Bonferroni level over one model's comparisons, the published at their own 95%
+# ([docs/methods.md](../docs/methods.md#evidence-rules)).
+
+# %% tags=["hide-input"]
+published_R = dg.design_effect.published_R_claims(R_16K, final)
+display(Markdown(dg.evidence.claims_markdown(dg.design_effect.published_R_lines(published_R))))
+
+# %% [markdown]
 # ## The orderings, pair by pair
 #
 # For one model, the difference of $R(16\text{K})$ between two corpora is resampled over the two cells'
@@ -181,6 +196,8 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
            "models": [m.__dict__ for m in page_models], "published_order": PUBLISHED_ORDER,
            "result_box": dg.design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs),
            "pairs": pairs, "decisions": decisions, "n_docs": n_docs,
+           "published_R_claims": {lab: [{"status": c.status, "text": c.text} for c in cs]
+                                  for lab, cs in published_R.items()},
            "leave_one_out": {k: {"title": v["title"], "R": v["R"]} for k, v in loo.items()},
            "ordering_claims": {lab: [c.text for c in cl] for lab, cl in order_claims.items()},
            "paired": {f"{a} vs {b}": {k: d.to_json() for k, d in v.items()} for (a, b), v in paired.items()},

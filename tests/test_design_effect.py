@@ -167,3 +167,21 @@ def test_source_lines_name_a_clustered_corpus_by_its_sources_with_each_source_r(
     for r in decomps["BOOKS"].by_source:
         if r["source"] != "all" and r["n_docs"] > 1:
             assert f"{r['source']} ({r['n_docs']} documents) R(16K) {ev.interval(r['R'], r['R_ci'])}" in lines[0]
+
+
+def test_ours_against_each_published_r16k_is_resolved_only_without_overlap_at_the_familys_level():
+    final = pd.DataFrame({"corpus": ["BOOKS", "BOOKS", "WEB"], "model_label": ["P1", "P2", "P1"],
+                          "R_16K": [2.0, 3.5, 1.4], "lo": [1.9, 3.0, 1.1], "hi": [2.1, 4.0, 1.7]})
+    rng = np.random.default_rng(0)
+    draws = {"BOOKS": 3.8 + 0.3 * rng.standard_normal(4000), "WEB": 1.0 + 0.01 * rng.standard_normal(4000)}
+    claims = de.published_R_claims({"m": ({"BOOKS": 3.8, "WEB": 1.0}, draws)}, final)["m"]
+    assert [c.status for c in claims] == [ev.RESOLVED, ev.NOT_RESOLVED, ev.RESOLVED]
+    lo, hi = np.percentile(draws["BOOKS"], [100 * 0.05 / 6, 100 * (1 - 0.05 / 6)])   # Bonferroni over 3
+    assert f"ours {ev.interval(3.8, [lo, hi])} against P1" in claims[0].text and "above" in claims[0].text
+    assert "below" in claims[2].text and "P1 1.40 [1.10, 1.70]" in claims[2].text
+    lines = de.published_R_lines({"m": claims})
+    assert lines[0].startswith("**m**: 2 of 3 comparisons resolved (ours at the Bonferroni level 98.33%")
+    # a 95% interval would have resolved BOOKS against P2; the family's level does not
+    narrow = de.published_R_claims({"m": ({"BOOKS": 3.8}, {"BOOKS": 4.6 + 0.3 * rng.standard_normal(4000)})},
+                                   final[final.corpus == "BOOKS"])["m"]
+    assert [c.status for c in narrow] == [ev.RESOLVED, ev.NOT_RESOLVED]

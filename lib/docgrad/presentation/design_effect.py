@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from docgrad.core.constants import CONTROL, G2_R, G2_RHO, HEADLINE_WINDOW
+from docgrad.core.bootstrap import percentile_ci
 from docgrad.core.decomposition import difference_interval, same_source_pair_fraction
 from docgrad.core.orderings import DIFFERS, NOT_COMPARED, SAME_DIRECTION
 from docgrad.presentation import evidence as ev
@@ -372,4 +373,34 @@ def measurement_lines(a: Analysis, label: str, corpus: str, control: str) -> lis
     else:
         lines.append(f"R_rel({corpus} / {control}): not computed (R_rel divides R(16K) by the {CONTROL} control's; "
                      "both cells must reach 16K)")
+    return lines
+
+
+def published_R_claims(R_16K: Mapping[str, tuple], final, alpha: float = 0.05) -> dict[str, list[Claim]]:
+    """Our R(16K) of each corpus against each published final checkpoint's R(16K) of the same kind of corpus
+    (docs/methods.md#evidence-rules: resolved only when the two intervals do not overlap). R_16K: {model label:
+    ({corpus: R(16K)}, {corpus: document-bootstrap draws})} (Study.R_16K); final: the published final checkpoints
+    (docgrad.results.published.final_checkpoints: R_16K, lo, hi). The k comparisons of one model are one family: our interval is
+    the percentile interval at the Bonferroni level 1 - alpha/k; the published one is its own 95% interval."""
+    out = {}
+    for label, (points, draws) in R_16K.items():
+        rows = [(k, r) for k in points for r in final[final["corpus"] == k].itertuples()]
+        level = 1 - alpha / max(len(rows), 1)
+        out[label] = [ev.against_published(f"{label} {corpus} R(16K)", points[corpus],
+                                           percentile_ci(draws[corpus], level) if corpus in draws else None,
+                                           {r.model_label: (float(r.R_16K), [float(r.lo), float(r.hi)])})
+                      for corpus, r in rows]
+    return out
+
+
+def published_R_lines(claims: Mapping[str, Sequence[Claim]]) -> list[str]:
+    """Page 04c's per-corpus comparison in words: per model, how many of its comparisons are resolved, then each
+    claim (ours at the Bonferroni level of its family)."""
+    lines = []
+    for label, cs in claims.items():
+        k = len(cs)
+        n = sum(c.status == ev.RESOLVED for c in cs)
+        lines.append(f"**{label}**: {n} of {k} comparisons resolved (ours at the Bonferroni level "
+                     f"{100 * (1 - 0.05 / max(k, 1)):.2f}% over its {k}; the published at their 95%).")
+        lines += [c.text for c in cs]
     return lines

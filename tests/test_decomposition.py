@@ -466,3 +466,28 @@ def test_a_decomposition_gives_no_interval_where_documents_are_too_few_or_draws_
     d = decompose_cell(_cell(tmp_path, X @ X.T, n, m, "five", chunk=1024), list("abcde"), 200, 0, window=8192)
     assert d.intervals["doc"]["R"][0] is not None
     assert (d.nonfinite["doc"]["R"] > 0.05) == (d.intervals["doc"]["R"] == [None, None])
+
+
+def test_methods_states_the_same_source_shares_of_the_committed_corpora():
+    """docs/methods.md's shares of same-source pairs are the library's, from the committed manifest."""
+    import json
+    import re
+    from pathlib import Path
+
+    from docgrad.core.decomposition import same_source_pair_fraction
+    from docgrad.corpora.provenance import document_sources
+
+    root = Path(__file__).resolve().parents[1]
+    man = json.loads((root / "data/corpora/manifest.json").read_text())
+    books = document_sources(man, "BOOKS", list(range(31)))
+    code = document_sources(man, "CODE", list(range(48)))
+    text = re.sub(r"\s+", " ", (root / "docs/methods.md").read_text())
+    shard_pairs = [same_source_pair_fraction(books[a:b]) for a, b in ((0, 16), (16, 31))]
+    measured = sum(f * (b - a) * (b - a - 1) for f, (a, b) in zip(shard_pairs, ((0, 16), (16, 31)))) / (
+        16 * 15 + 15 * 14)
+    assert books.count("King James Bible") == 24 and books.count("Jane Austen") == 6
+    shared = [n for n in __import__("collections").Counter(code).values() if n > 1]
+    assert len(shared) == 9 and set(shared) == {2, 3}                  # "nine owners hold 2-3 packages each"
+    assert (f"BOOKS's 31 documents {same_source_pair_fraction(books):.0%}, {shard_pairs[0]:.0%} in its first 16; "
+            f"CODE's 48, where nine owners hold 2-3 packages each, {same_source_pair_fraction(code):.0%})") in text
+    assert f"so {measured:.0%} of BOOKS's measured cross pairs share a source" in text

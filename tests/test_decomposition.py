@@ -472,6 +472,7 @@ def test_methods_states_the_same_source_shares_of_the_committed_corpora():
     """docs/methods.md's shares of same-source pairs are the library's, from the committed manifest."""
     import json
     import re
+    from collections import Counter
     from pathlib import Path
 
     from docgrad.core.decomposition import same_source_pair_fraction
@@ -486,7 +487,7 @@ def test_methods_states_the_same_source_shares_of_the_committed_corpora():
     measured = sum(f * (b - a) * (b - a - 1) for f, (a, b) in zip(shard_pairs, ((0, 16), (16, 31)))) / (
         16 * 15 + 15 * 14)
     assert books.count("King James Bible") == 24 and books.count("Jane Austen") == 6
-    shared = [n for n in __import__("collections").Counter(code).values() if n > 1]
+    shared = [n for n in Counter(code).values() if n > 1]
     assert len(shared) == 9 and set(shared) == {2, 3}                  # "nine owners hold 2-3 packages each"
     assert (f"BOOKS's 31 documents {same_source_pair_fraction(books):.0%}, {shard_pairs[0]:.0%} in its first 16; "
             f"CODE's 48, where nine owners hold 2-3 packages each, {same_source_pair_fraction(code):.0%})") in text

@@ -198,6 +198,7 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
            "pairs": pairs, "decisions": decisions, "n_docs": n_docs,
            "published_R_claims": {lab: [{"status": c.status, "text": c.text} for c in cs]
                                   for lab, cs in published_R.items()},
+           "published_R_lines": dg.design_effect.published_R_lines(published_R),
            "leave_one_out": {k: {"title": v["title"], "R": v["R"]} for k, v in loo.items()},
            "ordering_claims": {lab: [c.text for c in cl] for lab, cl in order_claims.items()},
            "paired": {f"{a} vs {b}": {k: d.to_json() for k, d in v.items()} for (a, b), v in paired.items()},

@@ -17,6 +17,7 @@ from docgrad.corpora import sources as src
 from docgrad.corpora.build import MIN_TOKENS
 from docgrad.corpora.sources import Candidate
 from docgrad.runtime.cli import main
+from test_hostile_inputs import one_line
 
 
 class ByteTokenizer:
@@ -55,14 +56,6 @@ def _edit(path, fn):
     man = json.loads(path.read_text())
     fn(man)
     path.write_text(json.dumps(man))
-
-
-def _one_line(capsys, *needles):
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    for n in needles:
-        assert n in err, err
-    return err
 
 
 @pytest.fixture
@@ -118,7 +111,7 @@ def test_a_null_or_missing_manifest_field_is_one_line_naming_file_entry_field_an
     _edit(man, edit)
     before = man.read_text()
     assert main(VERBS[verb](man, cache, tmp_path)) == 2
-    _one_line(capsys, str(man), *needles)
+    one_line(capsys, str(man), *needles)
     assert man.read_text() == before and not (tmp_path / "results").exists()
 
 
@@ -150,7 +143,7 @@ def test_corpora_build_into_a_cache_that_is_a_file_fails_before_building(tmp_pat
     cache.write_text("not a directory\n")
     assert main(["corpora", "build", "--corpus", "CODE", "--manifest", str(tmp_path / "m.json"),
                  "--cache", str(cache)]) == 2
-    _one_line(capsys, f"--cache {cache} is a file, not a directory")
+    one_line(capsys, f"--cache {cache} is a file, not a directory")
     assert not (tmp_path / "m.json").exists()
 
 
@@ -171,14 +164,14 @@ def test_corpora_build_refuses_unwritable_outputs_before_building(tmp_path, caps
         (cache / "spans" / "CODE.npy").mkdir(parents=True)
         needle = f"--cache {cache}: {cache / 'spans' / 'CODE.npy'} is a directory"
     assert main(["corpora", "build", "--corpus", "CODE", "--manifest", str(man), "--cache", str(cache)]) == 2
-    _one_line(capsys, needle)
+    one_line(capsys, needle)
 
 
 def test_corpora_hub_into_a_cache_that_is_a_file_fails_before_downloading(tmp_path, capsys, nothing_heavy):
     cache = tmp_path / "cache.txt"
     cache.write_text("x\n")
     assert main(["corpora", "hub", "PG19", "--manifest", str(tmp_path / "m.json"), "--cache", str(cache)]) == 2
-    _one_line(capsys, f"--cache {cache} is a file, not a directory")
+    one_line(capsys, f"--cache {cache} is a file, not a directory")
 
 
 # --- more hostile inputs -------------------------------------------------------------------------------------
@@ -187,7 +180,7 @@ def test_a_manifest_that_is_not_utf8_is_one_line(tmp_path, capsys):
     man = tmp_path / "m.json"
     man.write_bytes(b'{"format": "\xff\xfe"}')
     assert main(["corpora", "show", "--manifest", str(man)]) == 2
-    _one_line(capsys, str(man), "not UTF-8 text")
+    one_line(capsys, str(man), "not UTF-8 text")
 
 
 @pytest.mark.parametrize("content,needle", [("[]", "got an array"), ('"manifest"', "got a string"),
@@ -196,7 +189,7 @@ def test_a_manifest_that_is_not_a_json_object_is_one_line(tmp_path, capsys, cont
     man = tmp_path / "m.json"
     man.write_text(content)
     assert main(["corpora", "show", "--manifest", str(man)]) == 2
-    _one_line(capsys, str(man), "expected a JSON object", needle)
+    one_line(capsys, str(man), "expected a JSON object", needle)
 
 
 @pytest.mark.parametrize("verb", ["corpora show", "probe"])
@@ -204,12 +197,12 @@ def test_a_manifest_nested_too_deeply_is_one_line(tmp_path, capsys, nothing_heav
     man = tmp_path / "m.json"
     man.write_text("[" * 200_000 + "]" * 200_000)
     assert main(VERBS[verb](man, tmp_path / "cache", tmp_path)) == 2
-    _one_line(capsys, str(man), "not valid JSON (nested too deeply)")
+    one_line(capsys, str(man), "not valid JSON (nested too deeply)")
 
 
 def test_show_with_a_manifest_that_is_a_directory_says_so_instead_of_not_found(tmp_path, capsys):
     assert main(["corpora", "show", "--manifest", str(tmp_path)]) == 2
-    err = _one_line(capsys, f"{tmp_path}: is a directory, not a corpus manifest file")
+    err = one_line(capsys, f"{tmp_path}: is a directory, not a corpus manifest file")
     assert "not found" not in err
 
 
@@ -220,18 +213,18 @@ def test_a_spans_dir_outside_the_cache_is_refused(built, tmp_path, capsys, spans
     argv = ["probe", "--corpus", "CODE", "--docs", "0:2", "--manifest", str(man), "--cache", str(cache),
             "--out", str(tmp_path / "results")]
     assert main(argv) == 2
-    _one_line(capsys, str(man), "'spans_dir'", "a relative folder under the cache")
+    one_line(capsys, str(man), "'spans_dir'", "a relative folder under the cache")
 
 
 def test_documents_out_of_order_are_refused_naming_the_entry(built, capsys, nothing_heavy):
     man, cache = built
     _edit(man, lambda m: _doc(1)(m).update(doc=0))
     assert main(["corpora", "show", "--manifest", str(man)]) == 2
-    _one_line(capsys, str(man), "corpus CODE document 1", "'doc' is 0", "expected 1")
+    one_line(capsys, str(man), "corpus CODE document 1", "'doc' is 0", "expected 1")
 
 
 def test_show_of_a_corpus_name_that_does_not_exist_does_not_advise_building_it(built, capsys):
     man, _ = built
     assert main(["corpora", "show", "--manifest", str(man), "--corpus", "NOPE"]) == 2
-    err = _one_line(capsys, "corpus 'NOPE' not recorded", "has: CODE")
+    err = one_line(capsys, "corpus 'NOPE' not recorded", "has: CODE")
     assert "corpora build" not in err

@@ -19,7 +19,8 @@ def _cell(root, **kw):
     return write_gram_cell(root, {g: K for g in GROUPS}, n_docs=N_DOCS, m=M, shard_size=2, **kw)
 
 
-def _one_line(capsys, *needles):
+def one_line(capsys, *needles):
+    """The stderr of a refusal: one line, no traceback, holding every needle."""
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     for n in needles:
@@ -55,14 +56,14 @@ def test_analyze_refuses_broken_result_directories_in_one_line(tmp_path, capsys,
             np.savez(f, **arrays)
     out = tmp_path / "r.json"
     assert main(["analyze", "--results", str(res), "--out", str(out), "--resamples", "40"]) == 2
-    _one_line(capsys, needle)
+    one_line(capsys, needle)
     assert not out.exists()
 
 
 def test_analyze_refuses_a_negative_seed_before_reading_anything(tmp_path, capsys):
     _cell(tmp_path / "res")
     assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "r.json"), "--seed", "-1"]) == 2
-    _one_line(capsys, "--seed -1")
+    one_line(capsys, "--seed -1")
 
 
 def test_analyze_out_never_overwrites_an_input_or_a_source(tmp_path, capsys):
@@ -73,7 +74,7 @@ def test_analyze_out_never_overwrites_an_input_or_a_source(tmp_path, capsys):
     readme.write_text("# keep me\n")
     for target in (meta, readme):
         assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(target), "--resamples", "0"]) == 2
-        _one_line(capsys, "is not an earlier output of this command", "--overwrite")
+        one_line(capsys, "is not an earlier output of this command", "--overwrite")
     assert meta.read_bytes() == before and readme.read_text() == "# keep me\n"
     report = tmp_path / "report.json"
     for _ in range(2):                      # an earlier report is replaced without asking
@@ -100,7 +101,7 @@ def test_run_output_never_replaces_another_pages_notebook(tmp_path, capsys):
 
 def test_precision_without_corpora_is_refused_before_the_model_loads(tmp_path, capsys):
     assert main(["precision", "--corpora", "", "--out", str(tmp_path / "p.json")]) == 2
-    _one_line(capsys, "--corpora ''", "name at least one corpus")
+    one_line(capsys, "--corpora ''", "name at least one corpus")
     assert not (tmp_path / "p.json").exists()
 
 
@@ -184,7 +185,7 @@ def test_a_swapped_model_label_is_refused(tmp_path, capsys):
     f = _copy_committed(tmp_path, "WEB_c512_d0-16")
     _edit(f.with_suffix(".json"), lambda m: m["args"].update(model="google/gemma-3-270m"))
     assert main(["analyze", "--results", str(f.parent), "--out", str(tmp_path / "r.json"), "--resamples", "0"]) == 2
-    _one_line(capsys, "args.model is 'google/gemma-3-270m' but the model pin records")
+    one_line(capsys, "args.model is 'google/gemma-3-270m' but the model pin records")
 
 
 def test_a_bf16_file_renamed_without_its_suffix_is_refused(tmp_path, capsys):
@@ -192,7 +193,7 @@ def test_a_bf16_file_renamed_without_its_suffix_is_refused(tmp_path, capsys):
     f.rename(f.with_name("BOOKS_c512_d0-16.npz"))
     f.with_suffix(".json").rename(f.with_name("BOOKS_c512_d0-16.json"))
     assert main(["analyze", "--results", str(f.parent), "--out", str(tmp_path / "r.json"), "--resamples", "0"]) == 2
-    _one_line(capsys, "file name says dtype float32 but args.dtype is 'bfloat16'")
+    one_line(capsys, "file name says dtype float32 but args.dtype is 'bfloat16'")
 
 
 def test_analyze_manifest_refuses_files_that_measured_other_spans(tmp_path, capsys):
@@ -204,10 +205,10 @@ def test_analyze_manifest_refuses_files_that_measured_other_spans(tmp_path, caps
     capsys.readouterr()
     _edit(f.with_suffix(".json"), lambda m: m["spans_sha256"].update({"0": "0" * 64}))
     assert main([*args, "--manifest", str(manifest)]) == 2
-    _one_line(capsys, "WEB_c512_d0-16.npz: document 0's span sha256 000000000000.. differs from")
+    one_line(capsys, "WEB_c512_d0-16.npz: document 0's span sha256 000000000000.. differs from")
     readme = root / "README.md"
     assert main([*args, "--manifest", str(readme)]) == 2
-    _one_line(capsys, f"--manifest {readme}: not a corpus manifest")
+    one_line(capsys, f"--manifest {readme}: not a corpus manifest")
 
 
 def test_analyze_checks_each_offline_models_cells_against_its_own_manifest_by_default(tmp_path, capsys):
@@ -232,7 +233,7 @@ def test_analyze_checks_each_offline_models_cells_against_its_own_manifest_by_de
         kept = meta.read_text()
         _edit(meta, lambda m: m["spans_sha256"].update({"3": "0" * 64}))
         assert main(args) == 2                  # was 0: analysed without a word
-        _one_line(capsys, f"{stem}.npz: document 3's span sha256 000000000000.. differs from {root / manifest}",
+        one_line(capsys, f"{stem}.npz: document 3's span sha256 000000000000.. differs from {root / manifest}",
                   f"({root / manifest} is {model}'s own manifest, checked by default; --manifest M checks against")
         root_without = tmp_path / "elsewhere"   # a project root without the manifests: nothing to check against
         root_without.mkdir(exist_ok=True)
@@ -246,7 +247,7 @@ def test_analyze_checks_each_offline_models_cells_against_its_own_manifest_by_de
     assert main(other) == 0
     capsys.readouterr()
     assert main([*other, "--manifest", str(root / "data/corpora/manifest.json")]) == 2
-    _one_line(capsys, "document 0's span sha256 000000000000.. differs from")
+    one_line(capsys, "document 0's span sha256 000000000000.. differs from")
 
 
 @pytest.mark.parametrize("option,value,needle", [("--documents", "0", "--documents 0: need at least 1 document"),
@@ -259,7 +260,7 @@ def test_corpora_build_refuses_counts_and_seeds_out_of_range_before_building(tmp
     monkeypatch.setattr(build, "build", lambda *a, **k: pytest.fail("the build started"))
     assert main(["corpora", "build", "--corpus", "BOOKS", "--manifest", str(tmp_path / "m.json"), "--cache",
                  str(tmp_path / "c"), option, value]) == 2
-    _one_line(capsys, needle)
+    one_line(capsys, needle)
     assert not (tmp_path / "m.json").exists()
 
 
@@ -280,4 +281,4 @@ def test_run_and_report_refuse_unknown_pages_and_outputs_with_exit_2_before_any_
 
     monkeypatch.setattr(notebooks, "execute_notebook", no_kernel)
     assert main(argv) == 2                      # was 1, unlike every other refusal
-    _one_line(capsys, needle)
+    one_line(capsys, needle)

@@ -72,6 +72,19 @@ def report_args(root: Path, **kw) -> argparse.Namespace:
                               no_execute=kw.get("no_execute", False))
 
 
+def disk_full_at_copy(n: int, monkeypatch) -> None:
+    """The n-th file publication copies fails with ENOSPC, as on a full disk."""
+    real, calls = shutil.copyfile, []
+
+    def copy(src, dst):
+        calls.append(dst)
+        if len(calls) == n:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(P.shutil, "copyfile", copy)
+
+
 # --- the transaction -------------------------------------------------------------------------------
 
 def _staged_files(tmp_path, n=3):
@@ -96,15 +109,7 @@ def test_publish_replaces_every_destination_and_leaves_no_copies_or_journal(tmp_
 
 def test_a_copy_that_fails_for_space_publishes_nothing(tmp_path, monkeypatch):
     moves, dest = _staged_files(tmp_path)
-    real, calls = shutil.copyfile, []
-
-    def copy_until_the_disk_is_full(src, dst):
-        calls.append(src)
-        if len(calls) == 3:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(src, dst)
-
-    monkeypatch.setattr(P.shutil, "copyfile", copy_until_the_disk_is_full)
+    disk_full_at_copy(3, monkeypatch)
     with pytest.raises(P.PublicationError, match="No space left.*nothing was published"):
         P.publish(moves, tmp_path, removals=[])
     assert sorted(p.name for p in dest.iterdir()) == ["f0", "f1", "f2"]      # no .docgrad-new left behind
@@ -152,15 +157,7 @@ def test_a_run_whose_publication_fails_leaves_every_file_as_it_was_and_says_wher
     root = make_project(tmp_path)
     assert main(["--root", str(root), "run", "01"]) == 0
     before = snapshot(root)
-    real, calls = shutil.copyfile, []
-
-    def disk_full_at_the_third_file(src, dst):
-        calls.append(dst)
-        if len(calls) == 3:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(src, dst)
-
-    monkeypatch.setattr(P.shutil, "copyfile", disk_full_at_the_third_file)
+    disk_full_at_copy(3, monkeypatch)
     assert main(["--root", str(root), "run", "01", "-p", "steps", "4"]) == 1
     err = capsys.readouterr().err
     assert "nothing was published" in err and "staged outputs are kept in" in err

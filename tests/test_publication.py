@@ -167,6 +167,32 @@ def test_a_run_whose_publication_fails_leaves_every_file_as_it_was_and_says_wher
     shutil.rmtree(kept)
 
 
+def test_an_output_outside_the_project_is_published_and_a_full_one_publishes_nothing(tmp_path, capsys):
+    root, elsewhere = make_project(tmp_path / "p", ["01"]), tmp_path / "scratch"
+    assert main(["--root", str(root), "run", "01", "--output", str(elsewhere / "01.ipynb")]) == 0
+    assert (elsewhere / "01.ipynb").exists() and (root / "figures" / "01_page.json").exists()
+    before = snapshot(root)
+    full = tmp_path / "full"
+    full.mkdir()
+    import subprocess
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)]).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (not root)")
+    try:
+        fd = os.open(full / "fill", os.O_WRONLY | os.O_CREAT)  # fill it to the last byte (unbuffered)
+        try:
+            while os.write(fd, b"\0" * 512):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        assert main(["--root", str(root), "run", "01", "-p", "steps", "4", "--output", str(full / "01.ipynb")]) == 1
+        assert "nothing was published" in capsys.readouterr().err
+        assert snapshot(root) == before                        # the page's figures and twin stay as they were
+    finally:
+        subprocess.run(["umount", str(full)])
+
+
 def test_a_teaching_record_made_with_other_settings_is_not_replaced_without_overwrite(tmp_path, capsys):
     root = make_project(tmp_path)
     assert main(["--root", str(root), "run", "01", "-p", "rerun", "True"]) == 0

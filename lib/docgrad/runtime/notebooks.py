@@ -363,9 +363,9 @@ def publish_runs(runs: list[StagedRun], root: Path, extra: list[tuple[Path, Path
     (docgrad.publication.publish). A teaching record made with other settings than the one it would replace is
     refused unless overwrite. On a failure the staged files are kept and the error says where."""
     root = Path(root).resolve()
-    for r in runs:
+    for r in runs:                      # what the kernel wrote stays in the project; --output may lie anywhere
         for _, final in r.moves:
-            if not final.resolve().is_relative_to(root):
+            if final != r.output and not final.resolve().is_relative_to(root):
                 raise NotebookFailure(f"{r.source.name} wrote {final}, outside the project {root}; nothing was "
                                       f"published (its staged outputs are kept in {r.workdir})")
     try:

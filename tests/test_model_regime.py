@@ -2,6 +2,7 @@
 as probe settings (recorded, fingerprinted, named, never pooled with the model as loaded), the rounding steps
 recovered from de-quantised weights, the noise's variance, and the extrapolants and decision rule."""
 
+import functools
 import hashlib
 from dataclasses import replace
 from pathlib import Path
@@ -240,9 +241,15 @@ def test_the_regime_decision_refuses_an_interval_that_is_not_one():
 SMOL = Path(__file__).resolve().parents[1] / "data" / "results" / "HuggingFaceTB__SmolLM2-135M-Instruct"
 
 
+@functools.cache
+def committed_cells(docs):
+    """The committed SmolLM2 cells over `docs` (float32, standalone, the model as loaded), read once: read-only."""
+    return cells.load_cells(SMOL, docs=docs, groups=None)
+
+
 def committed_cell(corpus, docs=(0, 16)):
-    """The committed SmolLM2 cell of `corpus` over `docs` (float32, standalone, the model as loaded)."""
-    return next(c for c in cells.load_cells(SMOL, docs=docs, groups=None).values() if c.corpus == corpus)
+    """The committed SmolLM2 cell of `corpus` over `docs`."""
+    return next(c for c in committed_cells(docs).values() if c.corpus == corpus)
 
 
 def test_a_cell_against_itself_changes_by_exactly_nothing_and_is_robust():
@@ -337,3 +344,63 @@ def test_impossible_regime_fields_are_refused_naming_the_file(tmp_path, field, v
         meta["args"][field] = value
     with pytest.raises(ResultFileError, match=f"WEB_c512_d0-16.json: args.{field} must be"):
         load_result(copy_committed(tmp_path, edit_json=edit))
+
+
+# --- a whole question, read only when complete (results.regime.read_question, presentation.regime) ------------
+
+def test_regime_cells_take_the_model_as_loaded_from_results_and_other_regimes_from_the_regime_folder(tmp_path):
+    from docgrad.results import regime as RG
+
+    probe(tmp_path / "results", CONFIG, "T_c16_d0-3.npz")
+    probe(tmp_path / "regime", CONFIG, "T_c16_d0-3.npz")                 # as loaded, in the wrong folder: not read
+    probe(tmp_path / "regime", replace(CONFIG, context="standalone-bos", start_token=0), "T_c16_d0-3_bos0.npz")
+    found = RG.regime_cells(tmp_path / "results", tmp_path / "regime", docs=(0, 3))
+    assert sorted(found) == [("T", ""), ("T", "bos0")]
+    assert found[("T", "")].shards[0].path.parent == tmp_path / "results"
+    assert sorted(RG.regime_cells(tmp_path / "results", tmp_path / "absent", docs=(0, 3))) == [("T", "")]
+
+
+def test_an_incomplete_question_names_its_missing_cells_and_reads_nothing():
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    found = {(c, ""): committed_cell(c) for c in ("BOOKS", "CODE", "PAPERS", "WEB")}
+    found[("CODE", "bos0")] = committed_cell("CODE")
+    r = RG.read_question(RG.START_TOKEN, found, resamples=20, seed=1)
+    assert not r["complete"] and "R" not in r and "described" not in r
+    assert r["missing"] == [("BOOKS", "bos0"), ("PAPERS", "bos0"), ("WEB", "bos0")]
+    line, = PR.question_lines(r)
+    assert "5 of 8 cells committed" in line and "BOOKS bos0, PAPERS bos0, WEB bos0" in line
+    assert "nothing of this question is read" in line
+    with pytest.raises(ValueError, match="question 'dropout'"):
+        RG.read_question("dropout", found, resamples=20, seed=1)
+
+
+def test_a_complete_question_of_identical_cells_is_robust_with_zero_change_for_both_questions():
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    found = {(c, r): committed_cell(c) for q in RG.QUESTIONS.values() for c, regimes in q.items() for r in regimes}
+    for question, n in ((RG.START_TOKEN, 4), (RG.ROUNDING, 2)):
+        r = RG.read_question(question, found, resamples=30, seed=1)
+        assert r["complete"] and r["n_docs"] == 16 and len(r["R"]) == n
+        assert all(v["decision"] == "robust" and v["delta"] == pytest.approx(0, abs=1e-12) for v in r["R"].values())
+        assert all(abs(d["delta"]) < 1e-12 for per in r["described"].values() for d in per.values())
+        lines = PR.question_lines(r)
+        assert len(lines) == 1 + n and f"Holm over {n} corpora" in lines[0]
+        assert all("robust, +0.0%" in ln or "robust, \u22120.0%" in ln for ln in lines[1:])
+        rows = PR.described_rows(r)
+        assert len(rows) == n * len(RG.STATISTICS)
+        assert ("linear extrapolant" in rows[0]) == (question == RG.ROUNDING)
+
+
+@pytest.mark.parametrize("decision, delta, ci, words", [
+    ("robust", 0.02, [-0.03, 0.07], ["robust, +2.0% [\u22123.0%, +7.0%]", "inside \u00b110%"]),
+    ("moves", -0.25, [-0.4, -0.1], ["moves, R(16K) falls by \u221225.0% [\u221240.0%, \u221210.0%]"]),
+    ("not resolved", 0.05, [-0.08, 0.2], ["not resolved", "crosses 0 and reaches past \u00b110%"]),
+])
+def test_each_regime_decision_has_its_sentence_with_its_holm_level(decision, delta, ci, words):
+    from docgrad.presentation import regime as PR
+
+    s = PR.corpus_sentence("CODE", {"decision": decision, "delta": delta, "ci": ci, "level": 0.05 / 4})
+    assert s.startswith("CODE: ") and all(w in s for w in words) and "(98.75% interval)" in s

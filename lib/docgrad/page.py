@@ -11,9 +11,10 @@ docgrad, and that everything gathered here is used by some page.
                      HEADLINE_WINDOW
   the method         decomposition, groups, sketch (docgrad.core)
   the inputs         models (offline models, loading), corpora_build, provenance, model_facts, probe_bench
-  the results        published, precision_checks, stats, batching, positions, cell_decomposition, profiles
+  the results        published, precision_checks, stats, batching, positions, cell_decomposition, profiles,
+                     model_regime
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
-                     explorer
+                     explorer, regime
   teaching pages     reduction, pitfalls, worked (and its sig, sig_table), records, history
 """
 
@@ -26,9 +27,10 @@ from docgrad.corpora import provenance
 from docgrad.errors import AnalysisError
 from docgrad.measure import model_facts, probe_bench
 from docgrad.presentation import (batch_reading, causal, comparison, correlation, design_effect, evidence, explorer,
-                                  sketching, tables)
+                                  regime, sketching, tables)
 from docgrad.presentation.charts import corpus_color, highlight, legend_pick
 from docgrad.results import batching, cell_decomposition, positions, precision_checks, profiles, published, stats
+from docgrad.results import regime as model_regime
 from docgrad.results.format import parse_docs
 from docgrad.results.study import Study
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
@@ -43,7 +45,8 @@ __all__ = [
     "decomposition", "groups", "sketch",
     "models", "corpora_build", "provenance", "model_facts", "probe_bench",
     "published", "precision_checks", "stats", "batching", "positions", "cell_decomposition", "profiles",
+    "model_regime",
     "tables", "design_effect", "correlation", "comparison", "evidence", "batch_reading", "causal", "sketching",
-    "explorer",
+    "explorer", "regime",
     "reduction", "pitfalls", "worked", "sig", "sig_table", "records", "history",
 ]

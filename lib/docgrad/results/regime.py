@@ -8,10 +8,13 @@ docgrad.results.paired):
   start token:  delta^(i) = R_bos(c^(i)) / R_0(c^(i)) - 1;
   SIMEX:        delta^(i) = R_-1(c^(i)) / R_0(c^(i)) - 1,  R_-1 = extrapolate(R_0, R_1, R_2) (quadratic).
 
-regime_reading puts Holm over the corpora of one question and decides each with core.simex_fit.regime_decision.
+regime_reading puts Holm over the corpora of one question and decides each with core.simex_fit.regime_decision;
+read_question does it for a whole question (QUESTIONS) once every cell of it is there, and reads nothing before.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -20,11 +23,21 @@ from docgrad.core.constants import ALL, HEADLINE_WINDOW
 from docgrad.core.decomposition import window_column
 from docgrad.core.orderings import resolve_differences
 from docgrad.core.simex_fit import REGIME_MARGIN, extrapolate, regime_decision
-from docgrad.results.cells import Cell
+from docgrad.results.cells import Cell, NoResultsError, load_cells
 from docgrad.results.format import ResultFileError
 from docgrad.results.paired import paired_rng
 
 STATISTICS = ("R", "rho_long", "mean_gradient_share", "B_simple_tokens")
+
+START_TOKEN, ROUNDING = "start token", "rounding"
+AS_LOADED = ""
+# The cells each question needs, per corpus, in the order the change is computed (docs/methods.md#model-regime):
+# the model as loaded first; SIMEX's cells at lambda = 0, 1, 2.
+QUESTIONS = {
+    START_TOKEN: {c: (AS_LOADED, "bos0") for c in ("BOOKS", "CODE", "PAPERS", "WEB")},
+    ROUNDING: {c: (AS_LOADED, "simex1-s1", "simex2-s2") for c in ("CODE", "WEB")},
+}
+QUESTION_DOCS = (0, 16)
 
 
 def span_hashes(cell: Cell) -> dict[int, str]:
@@ -101,4 +114,63 @@ def regime_reading(changes: dict[str, tuple[float, np.ndarray]], margin: float =
         lo, hi = r["ci"]
         decision = regime_decision(lo, hi, margin) if lo is not None else "not resolved"
         out[corpus] = {"delta": r["diff"], "ci": [lo, hi], "level": r["level"], "decision": decision}
+    return out
+
+
+def regime_cells(results_dir: str | Path, regime_dir: str | Path, docs: tuple[int, int] = QUESTION_DOCS) -> dict:
+    """{(corpus, regime): Cell} of documents `docs`: the model as loaded from results_dir (regime ''), every other
+    regime from regime_dir (a missing or empty regime_dir gives none). Float32 standalone cells only."""
+    found = {}
+    for directory, regime in ((results_dir, AS_LOADED), (regime_dir, None)):
+        try:
+            cells = load_cells(Path(directory), groups=None, docs=docs, regime=regime)
+        except NoResultsError:
+            continue
+        for c in cells.values():
+            if regime is None and c.regime == AS_LOADED:
+                continue                      # the model as loaded is read from results_dir only
+            found[(c.corpus, c.regime)] = c
+    return found
+
+
+def _change(question: str, st: np.ndarray, method: str = "quadratic") -> tuple[float, np.ndarray]:
+    """delta of one statistic from its paired array (1 + draws, cells in QUESTIONS order)."""
+    if question == START_TOKEN:
+        return relative_change(st[:, 0], st[:, 1])
+    return relative_change(st[:, 0], extrapolate(st, method))
+
+
+def read_question(question: str, found: dict, resamples: int, seed: int, alpha: float = 0.05) -> dict:
+    """One question of QUESTIONS read from the cells `found` (regime_cells).
+
+    Incomplete (a needed cell missing): {"complete": False, "present": [...], "missing": [...]} and nothing else:
+    partial data are not read. Complete: also "R", the regime_reading of R(16K) (Holm over the corpora, decided
+    against the margin), and "described": per statistic of STATISTICS and corpus the change with its (1 - alpha)
+    percentile interval, not decided; for rounding also "linear": the linear extrapolant's change of R (a
+    sensitivity check, never the decision)."""
+    if question not in QUESTIONS:
+        raise ValueError(f"question {question!r}: choose one of {', '.join(QUESTIONS)}")
+    needed = [(corpus, r) for corpus, regimes in QUESTIONS[question].items() for r in regimes]
+    out = {"question": question, "present": [k for k in needed if k in found],
+           "missing": [k for k in needed if k not in found]}
+    out["complete"] = not out["missing"]
+    if not out["complete"]:
+        return out
+    changes, described, linear = {}, {k: {} for k in STATISTICS}, {}
+    for corpus, regimes in QUESTIONS[question].items():
+        st = paired_statistics([found[(corpus, r)] for r in regimes], resamples, seed)
+        for k in STATISTICS:
+            point, draws = _change(question, st[k])
+            fin = draws[np.isfinite(draws)]
+            ci = [float(np.quantile(fin, alpha / 2)), float(np.quantile(fin, 1 - alpha / 2))] if fin.size else None
+            described[k][corpus] = {"delta": point, "ci": ci}
+            if k == "R":
+                changes[corpus] = (point, draws)
+        if question == ROUNDING:
+            linear[corpus] = _change(question, st["R"], "linear")[0]
+    out["R"] = regime_reading(changes)
+    out["described"] = described
+    if question == ROUNDING:
+        out["linear"] = linear
+    out["n_docs"] = len(found[needed[0]].doc_ids)
     return out

@@ -185,3 +185,47 @@ def test_ours_against_each_published_r16k_is_resolved_only_without_overlap_at_th
     narrow = de.published_R_claims({"m": ({"BOOKS": 3.8}, {"BOOKS": 4.6 + 0.3 * rng.standard_normal(4000)})},
                                    final[final.corpus == "BOOKS"])["m"]
     assert [c.status for c in narrow] == [ev.RESOLVED, ev.NOT_RESOLVED]
+
+
+def _pair(a, b, diff, ci, resolved, level=0.05):
+    order = (f"{a} > {b}" if diff > 0 else f"{b} > {a}") if resolved else "not resolved"
+    return {"a": a, "b": b, "diff": diff, "ci": ci, "level": level, "order": order}
+
+
+def test_a_pooled_pair_is_replicated_only_when_resolved_in_the_same_direction_on_the_unseen_documents():
+    pooled = {"decision": {"resolved": ["PAPERS > CODE"]},
+              "pairs": [_pair("CODE", "PAPERS", -1.27, [-2.49, -0.17], True, 0.05 / 3),
+                        _pair("BOOKS", "PAPERS", -1.1, [-2.7, 0.4], False)]}
+    rep = {"decision": {"resolved": ["PAPERS > BOOKS"]},
+           "pairs": [_pair("CODE", "PAPERS", -0.94, [-2.09, 0.28], False, 0.025),
+                     _pair("BOOKS", "PAPERS", -1.49, [-2.52, -0.35], True, 0.05 / 3)]}
+    lines = de.replication_lines(pooled, rep, "0-47", "16-47", {"CODE": 32, "PAPERS": 32})
+    assert "partly exploratory" in lines[0] and "PAPERS > CODE resolved" in lines[0]
+    assert "16-47 alone" in lines[1] and "CODE 32, PAPERS 32 documents" in lines[1]
+    code = next(ln for ln in lines if ln.startswith("- pooled PAPERS − CODE"))
+    assert "PAPERS − CODE 1.27 [0.170, 2.49] (Holm 98.3%): resolved" in code      # written high minus low
+    assert "replication PAPERS − CODE 0.940 [-0.280, 2.09] (Holm 97.5%): not resolved" in code
+    assert code.endswith("→ not replicated")
+    assert any(ln.endswith("→ not resolved (pooled)") for ln in lines)
+    assert lines[-1].startswith("- resolved on the replication documents only: PAPERS > BOOKS")
+    rep["pairs"][0] = _pair("CODE", "PAPERS", -0.94, [-2.0, -0.1], True)
+    assert de.replication_lines(pooled, rep, "0-47", "16-47", {})[2].endswith("→ replicated")
+    rep["pairs"][0] = _pair("CODE", "PAPERS", 0.9, [0.1, 2.0], True)                 # resolved the other way
+    assert de.replication_lines(pooled, rep, "0-47", "16-47", {})[2].endswith("→ not replicated")
+
+
+def test_the_comparison_box_says_whether_each_pooled_resolved_pair_replicated():
+    pooled = {"decision": {"resolved": ["PAPERS > CODE"]},
+              "pairs": [_pair("CODE", "PAPERS", -1.27, [-2.49, -0.17], True), _pair("BOOKS", "CODE", 0.1, [-1, 1], False)]}
+    rep = {"decision": {"resolved": []}, "pairs": [_pair("CODE", "PAPERS", -0.94, [-2.09, 0.28], False),
+                                                   _pair("BOOKS", "CODE", -0.5, [-1.4, 0.4], False)]}
+    verdicts = de.replication_verdicts(pooled, rep)
+    assert verdicts == {"PAPERS > CODE": "not replicated", "BOOKS vs CODE": "not resolved (pooled)"}
+    dec = {"point_order": ["PAPERS", "BOOKS", "CODE"], "status": "partly established", "resolved": ["PAPERS > CODE"],
+           "against_published": "differs"}
+    rho = ev.Claim(ev.NOT_RESOLVED, "x")
+    box = de.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"], replicated={"M": verdicts},
+                            replication_docs="16-47")
+    assert "Replication (M, documents 16-47, measured after the rule): PAPERS > CODE not replicated." in box
+    assert "vs" not in box.split("Replication")[1].split(".")[0]
+    assert "16-47" not in de.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"])

@@ -449,6 +449,19 @@ def test_readme_headline_numbers_match_the_executed_design_effect_pages():
     assert all(d["status"] == "not established" for d in cmp["decisions"].values()) == ("none is resolved" in second)
 
 
+def test_readme_replication_numbers_match_the_executed_comparison_page():
+    """The README quotes page 04c's replication of PAPERS - CODE on documents 16-47; it must be what the page read."""
+    cmp = json.loads((ROOT / "figures" / "04c_beside_the_published_study.json").read_text())
+    lab, lines = next(iter(cmp["replication_lines"].items()))
+    text = " ".join((ROOT / "README.md").read_text().split())
+    line = next(ln for ln in lines if ln.startswith("- pooled PAPERS − CODE"))
+    rep = line.split("; replication ")[1]
+    d, lo, hi = (float(x) for x in rep.split(" (Holm")[0].replace("PAPERS − CODE ", "").replace("[", "")
+                 .replace("]", "").replace(",", "").split())
+    assert f"PAPERS − CODE is {d:.2f} (Holm interval {lo:.2f} to {hi:.2f}): **not replicated**" in text
+    assert line.endswith("→ not replicated") and cmp["replicated"][lab]["PAPERS > CODE"] == "not replicated"
+
+
 def test_readme_bf16_numbers_match_the_executed_sketching_page():
     """The README quotes page 02's bf16 record and cell check; they must be what the page computed."""
     prec = json.loads((ROOT / "figures" / "02_sketching.json").read_text())["precision"]

@@ -273,11 +273,13 @@ def code_rho_claim(ours: float, ours_ci, published_cells) -> Claim:
 
 
 def comparison_box(decisions: Mapping[str, dict], model_claims: Sequence[Claim], rho_claim: Claim,
-                   published_order: Sequence[str], n_docs: Mapping[str, Mapping[str, int]] | None = None) -> str:
+                   published_order: Sequence[str], n_docs: Mapping[str, Mapping[str, int]] | None = None,
+                   replicated: Mapping[str, Mapping[str, str]] | None = None, replication_docs: str = "") -> str:
     """Page 04c's answer: per model, whether the ordering of the long-document corpora is established under Holm
     and how it stands against the published order (docgrad.core.orderings.ordering_decision; a model whose cells
     lack documents is 'not read', with the counts); the model-vs-model differences that are resolved on the
-    shared documents; our CODE ρ_long against the published. n_docs: {model: {corpus: documents}}."""
+    shared documents; our CODE ρ_long against the published. n_docs: {model: {corpus: documents}}. replicated:
+    {model: replication_verdicts} of the pooled pairs on the documents `replication_docs` measured after the rule."""
     answer = []
     for label, dec in decisions.items():
         if dec.get("incomplete"):
@@ -285,18 +287,22 @@ def comparison_box(decisions: Mapping[str, dict], model_claims: Sequence[Claim],
                           f"({ev.measured_of_held(dec['incomplete'])} "
                           "measured so far).")
             continue
-        res = ", ".join(dec["resolved"]) or "no pair"
-        answer.append(f"{label}: the ordering of {', '.join(sorted(dec['point_order']))} is {dec['status']} "
-                      f"(resolved: {res}); against the published {' > '.join(published_order)}: "
+        res = f" (resolved: {', '.join(dec['resolved'])})" if dec["resolved"] else ""
+        answer.append(f"{label}: the ordering of {', '.join(sorted(dec['point_order']))} is {dec['status']}"
+                      f"{res}; against the published {' > '.join(published_order)}: "
                       f"{AGAINST_PUBLISHED[dec.get('against_published', NOT_COMPARED)]}.")
+        verdicts = {k: v for k, v in (replicated or {}).get(label, {}).items() if v != "not resolved (pooled)"}
+        if verdicts:
+            answer.append(f"Replication ({label}, documents {replication_docs}, measured after the rule): "
+                          + ", ".join(f"{k} {v}" for k, v in verdicts.items()) + ".")
     resolved = [c for c in model_claims if c.status == ev.RESOLVED]
-    answer.append(f"Model against model on the same documents: {len(resolved)} of {len(model_claims)} corpora "
+    answer.append(f"Model against model (same documents): {len(resolved)} of {len(model_claims)} corpora "
                   "differ after Holm" + (" (" + "; ".join(c.text.split(":")[0] for c in resolved) + ")."
                                          if resolved else "."))
     answer.append(f"CODE's ρ_long against the published: {rho_claim.status}.")
     counts = ev.documents_per_corpus({lab: list(per.values()) for lab, per in (n_docs or {}).items()})
     measured = f"R(16K), {counts}; Holm over each model's pairs; paired draws across models."
-    caveat = "the published models are 5-10 times larger, unquantised and read other documents of each kind."
+    caveat = "the published models are 5-10 times larger, unquantised, and read other documents."
     return ev.result_box(answer, measured, caveat)
 
 
@@ -403,4 +409,56 @@ def published_R_lines(claims: Mapping[str, Sequence[Claim]]) -> list[str]:
         lines.append(f"**{label}**: {n} of {k} comparisons resolved (ours at the Bonferroni level "
                      f"{100 * (1 - 0.05 / max(k, 1)):.2f}% over its {k}; the published at their 95%).")
         lines += [c.text for c in cs]
+    return lines
+
+
+def _pair_text(p: Mapping) -> str:
+    """'PAPERS − CODE +1.27 [0.167, 2.49] (Holm 98.3%): resolved' for one pair of core.orderings.resolve_pairs,
+    written as the higher point minus the lower."""
+    a, b, d, (lo, hi) = p["a"], p["b"], p["diff"], p["ci"]
+    if d < 0:
+        a, b, d, lo, hi = b, a, -d, -hi, -lo
+    level = f"{(1 - p['level']) * 100:.1f}".rstrip("0").rstrip(".")
+    state = "resolved" if p["order"] != "not resolved" else "not resolved"
+    return f"{a} − {b} {sig(d)} [{sig(lo)}, {sig(hi)}] (Holm {level}%): {state}"
+
+
+def _pair_key(p: Mapping) -> frozenset:
+    return frozenset((p["a"], p["b"]))
+
+
+def replication_verdicts(pooled: Mapping, replication: Mapping) -> dict[str, str]:
+    """{pooled pair's order or 'A vs B': 'replicated' | 'not replicated' | 'not resolved (pooled)'}: a pooled pair
+    is replicated only when resolved on the replication documents too, in the same direction."""
+    rep = {_pair_key(p): p for p in replication["pairs"]}
+    out = {}
+    for p in pooled["pairs"]:
+        r = rep.get(_pair_key(p))
+        if p["order"] == "not resolved":
+            out[f"{p['a']} vs {p['b']}"] = "not resolved (pooled)"
+        else:
+            out[p["order"]] = "replicated" if r is not None and r["order"] == p["order"] else "not replicated"
+    return out
+
+
+def replication_lines(pooled: Mapping, replication: Mapping, pooled_docs: str, replication_docs: str,
+                      n_docs: Mapping[str, int]) -> list[str]:
+    """The ordering's pairs on the pooled documents beside the same pairs on the documents that were not seen when
+    the rule was written (docs/methods.md#the-48-document-cells-what-is-read-and-how-it-is-decided): pooled and
+    replication are Study.ordering results; replication_verdicts decides each pooled pair. The pooled result is
+    labelled partly exploratory."""
+    rep = {_pair_key(p): p for p in replication["pairs"]}
+    lines = [f"Pooled, documents {pooled_docs} (partly exploratory: documents 0-15 had been seen when the rule was "
+             f"written, and they are in it): {', '.join(pooled['decision']['resolved']) or 'no pair'} resolved.",
+             f"Replication, documents {replication_docs} alone (measured after the rule; "
+             + ", ".join(f"{k} {n}" for k, n in n_docs.items()) + f" documents): "
+             f"{', '.join(replication['decision']['resolved']) or 'no pair'} resolved."]
+    for p, verdict in zip(pooled["pairs"], replication_verdicts(pooled, replication).values()):
+        r = rep.get(_pair_key(p))
+        lines.append(f"- pooled {_pair_text(p)}; replication {_pair_text(r) if r else 'not measured'} → {verdict}")
+    for k, r in rep.items():
+        if r["order"] != "not resolved" and all(_pair_key(p) != k or p["order"] == "not resolved"
+                                                for p in pooled["pairs"]):
+            lines.append(f"- resolved on the replication documents only: {r['order']} (a finding of those "
+                         "documents, not of the pooled cells)")
     return lines

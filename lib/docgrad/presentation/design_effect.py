@@ -462,3 +462,35 @@ def replication_lines(pooled: Mapping, replication: Mapping, pooled_docs: str, r
             lines.append(f"- resolved on the replication documents only: {r['order']} (a finding of those "
                          "documents, not of the pooled cells)")
     return lines
+
+
+def regime_line(regimes: Mapping[str, str], shares: Mapping[str, Mapping[str, float]],
+                without_norms: Mapping[str, Mapping[str, dict]], published: Sequence[float],
+                R: Mapping[str, Mapping[str, float]]) -> str:
+    """What the measured models are, for the first screen of page 04: per model its tuning, rounding and start token
+    (models.model_regimes); its mean-gradient share on the long-document corpora beside the published range; and,
+    without the norm gains (the 'other' group), how far R(16K) and B_simple move (B_simple = C σ²/S_cross, so its
+    factor is (σ²/S_cross without) / (σ²/S_cross with))."""
+    def pct(v):
+        return f"{100 * v:.2g}%" if v >= 0.01 else f"{100 * v:.1g}%"
+
+    def rng(v):
+        return f"{pct(min(v))} to {pct(max(v))}" if v else "–"
+
+    models = "; ".join(f"{lab}: {reg}" for lab, reg in regimes.items())
+    parts = []
+    for lab, sh in shares.items():
+        long = [k for k in sh if k in LONG_DOCUMENT_CORPORA and np.isfinite(sh[k])]
+        part = f"{lab} {rng([sh[k] for k in long])}"
+        wo = {k: without_norms.get(lab, {}).get(k) for k in long}
+        wo = {k: v for k, v in wo.items() if v}
+        if wo and lab in R:
+            dR = max(abs(v["R"] - R[lab][k]) / R[lab][k] for k, v in wo.items() if k in R[lab])
+            factor = [(v["sigma2"] / v["S_cross"]) / ((1 - sh[k]) / sh[k]) for k, v in wo.items()]
+            part += (f" (without the norm gains R(16K) moves by at most {pct(dR)}, B_simple by a factor of "
+                     f"{sig(min(factor), 2)} to {sig(max(factor), 2)})")
+        parts.append(part)
+    pub = f" (the published base checkpoints: {rng(list(published))})" if published else ""
+    return (f"**The models.** {models}. Mean gradient, as a share of a chunk's squared gradient norm on BOOKS, CODE "
+            f"and PAPERS: {'; '.join(parts)}{pub}. B_simple here describes these models, not a batch size for "
+            "training; whether R moves with the start token or the rounding: page 04d.")

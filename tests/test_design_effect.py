@@ -243,3 +243,16 @@ def test_the_regime_line_names_each_model_and_how_far_r_and_b_simple_move_withou
     assert "R(16K) moves by at most 5%" in line and "B_simple by a factor of 2.0 to 2.0" in line
     assert "page 04d" in line
     assert "without the norm gains" not in de.regime_line({"M": "x"}, shares, {}, [], {})
+
+
+def test_shard_lines_put_the_headline_interval_beside_the_within_shard_one_and_size_the_fill():
+    many = {"corpus": "BOOKS", "n_docs": 31, "n_shards": 2, "R": 3.809, "R_filled": 4.02, "fill_shift": 0.213,
+            "per_shard": [{"documents": "0-15", "n": 16, "R": 4.3}, {"documents": "16-30", "n": 15, "R": 3.24}],
+            "ci_doc": [2.747, 4.838], "ci_within_shard": [3.34, 4.305]}
+    one = {"corpus": "WEB", "n_docs": 16, "n_shards": 1, "R": 1.02, "fill_shift": 0.0, "per_shard": []}
+    books, web = de.shard_lines([many, one])
+    assert books.startswith("- BOOKS (31 documents, 2 shards): R(16K) 3.81; per shard 4.30 (documents 0-15), "
+                            "3.24 (documents 16-30)")
+    assert "resampling documents [2.75, 4.84] (the headline's), within shards [3.34, 4.30]" in books
+    assert books.endswith("move it by +0.21.")
+    assert web == "- WEB (16 documents, 1 shard): R(16K) 1.02; every pair of documents was computed."

@@ -494,3 +494,24 @@ def regime_line(regimes: Mapping[str, str], shares: Mapping[str, Mapping[str, fl
     return (f"**The models.** {models}. Mean gradient, as a share of a chunk's squared gradient norm on BOOKS, CODE "
             f"and PAPERS: {'; '.join(parts)}{pub}. B_simple here describes these models, not a batch size for "
             "training; whether R moves with the start token or the rounding: page 04d.")
+
+
+def shard_lines(readings: Sequence[Mapping]) -> list[str]:
+    """One line per cell read as designed (results.shards.shard_reading): R(16K) per shard, the headline's
+    document-bootstrap interval beside the within-shard one, and how far filling the missing cross-shard pairs
+    moves R (a size of their possible bias, not a correction). A cell of one shard gets a shorter line."""
+    def ci(v):
+        return f"[{sig(v[0])}, {sig(v[1])}]" if v and v[0] is not None else "no interval"
+
+    out = []
+    for r in readings:
+        head = f"{r['corpus']} ({r['n_docs']} documents, {r['n_shards']} shard{'s' if r['n_shards'] != 1 else ''})"
+        if r["n_shards"] == 1:
+            out.append(f"- {head}: R(16K) {sig(r['R'])}; every pair of documents was computed.")
+            continue
+        shards = ", ".join(f"{sig(p['R'])} (documents {p['documents']})" for p in r["per_shard"])
+        out.append(f"- {head}: R(16K) {sig(r['R'])}; per shard {shards}; 95% intervals: resampling documents "
+                   f"{ci(r.get('ci_doc'))} (the headline's), within shards {ci(r.get('ci_within_shard'))}; "
+                   f"the missing cross-shard pairs filled with their sources' means move it by "
+                   f"{r['fill_shift']:+.2f}.")
+    return out

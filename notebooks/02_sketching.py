@@ -16,11 +16,11 @@
 # %% [markdown]
 # # Sketching per-chunk gradients
 #
-# The study needs the inner product of every pair of chunk gradients: 16 documents x 32 chunks per corpus, all
-# pairs, for every parameter group. Holding the gradients themselves is out of the question; this page shows
-# why, what we keep instead (a count sketch), why its inner products are right on average and how far off a
-# single one is, and then measures all of that live on the default model (SmolLM2-135M) over real chunks,
-# together with what it costs per chunk.
+# The study needs the inner product of every pair of chunk gradients in a result file (every chunk of every
+# document the file holds), for every parameter group. Holding the gradients themselves is out of the question;
+# this page shows why, what we keep instead (a count sketch), why its inner products are right on average and
+# how far off a single one is, and then measures all of that live on the default model (SmolLM2-135M) over real
+# chunks, together with what it costs per chunk.
 #
 # Every number on this page comes from `docgrad.core.sketch`, `docgrad.measure.gradients` and
 # `docgrad.measure.probe_bench` (tested in `tests/test_sketch.py` and `tests/test_probe.py`) and is saved to
@@ -36,9 +36,10 @@ chunk = 512  # tokens per chunk
 buckets = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]  # bucket counts per group (the largest is timed)
 seed = 0  # sketch hash seed
 seed_style_coords = 200_000_000  # coordinates the seed-style numpy sketch is timed on (more than all: the whole model)
-standard_chunks = 2048  # chunks of the standard study (4 corpora x 16 documents x 32 chunks), for the memory arithmetic
+standard_chunks = 2048  # chunks of the published design (4 corpora x 16 documents x 32 chunks), for memory arithmetic
 results_dir = "data/results"  # committed result files, for G1 per model
 documents = "0:16"  # result files read: documents A:B (0:16 the published design; 0:48 the 48-document cells)
+g1_documents = ["0:16", "0:48"]  # document ranges G1 is shown for (0:48: the files pages 03b-04c read)
 g1_models = ["smollm2-135m", "gemma3-270m"]  # models whose --exact-ref result files give G1 (offline names or '<id>@<revision>')
 precision_record = "data/precision/smollm2-135m_bfloat16.json"  # a `docgrad precision` record (bf16 vs float32 gradients)
 precision_context_records = [  # records of the same chunks with a token ahead of each (`docgrad precision --context standalone-bos`)
@@ -57,12 +58,16 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-g1_by_model = {}
-study = dg.Study(results_dir, chunk=chunk, docs=dg.parse_docs(documents))   # reads the result files once
-for m in dg.models.result_models(g1_models):
-    shown, _ = study.page(m, [dg.CONTROL])
-    g1_by_model[m.label] = {k: v for k, v in shown.gates["G1"].items() if k != "files"} | {
-        "files": [str(f) for f in shown.gates["G1"].get("files", [])]}
+all_files = dg.Study(results_dir, chunk=chunk)   # reads the result files once
+g1_by_documents = {}                             # documents read -> model label -> G1 on those files
+for docs in dict.fromkeys([documents, *g1_documents]):
+    study = all_files.within(dg.parse_docs(docs))
+    for m in dg.models.result_models(g1_models):
+        shown, _ = study.page(m, [dg.CONTROL])
+        gate = shown.gates["G1"]
+        g1_by_documents.setdefault(docs, {})[m.label] = {k: v for k, v in gate.items() if k != "files"} | {
+            "files": [str(f) for f in gate.get("files", [])]}
+g1_by_model = g1_by_documents[documents]
 prec = dg.precision_checks.read_record(precision_record)
 ref_model = dg.models.result_model(model_name)
 prec_checks = dg.precision_checks.cell_checks(results_dir, ref_model.model, ref_model.revision, docs=dg.parse_docs(documents))
@@ -81,10 +86,10 @@ lm = dg.models.load_model(model_name, revision)
 sizes = dg.groups.group_sizes(lm)
 n_params = sum(sizes.values())
 mem = dg.sketch.storage_bytes(standard_chunks, n_params, max(buckets))
-pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks],
-              "exact gradients (GB, float32)": [mem["exact_gradients"] / 1e9],
-              "count sketches (GB, float32)": [mem["sketches"] / 1e9],
-              "compression": [mem["compression"]]})
+dg.tables.three_significant(pd.DataFrame({"parameters per gradient": [n_params], "chunks": [standard_chunks],
+                                          "exact gradients (GB, float32)": [mem["exact_gradients"] / 1e9],
+                                          "count sketches (GB, float32)": [mem["sketches"] / 1e9],
+                                          "compression": [mem["compression"]]}))
 
 # %% [markdown]
 # Exact gradients would take about a terabyte; a count sketch of 2^17 buckets for each of the four parameter
@@ -117,27 +122,32 @@ chunks = dg.probe_bench.sample_chunks(spans, n_chunks, chunk)
 res = dg.probe_bench.measure_chunks(lm, chunks, buckets=[max(buckets)] + [b for b in buckets if b != max(buckets)],
                            seed=seed, plain=True, seed_style_coords=seed_style_coords)
 g1 = dg.probe_bench.chunk_fidelity(res, max(buckets))
-pd.Series({"pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["mean_exact_cosine"],
-           "mean cosine error": g1["mean_cosine_error"], "sd cosine error": g1["sd_cosine_error"],
-           "max |cosine error|": g1["max_abs_cosine_error"], "mean sketched/exact norm": g1["mean_norm_ratio"],
-           "G1 passes": g1["passes"]}, name=f"B = {max(buckets)}").to_frame()
+dg.tables.three_significant(pd.Series({
+    "pairs (chunk 0 vs others)": g1["pairs"], "mean exact cosine": g1["mean_exact_cosine"],
+    "mean cosine error": g1["mean_cosine_error"], "sd cosine error": g1["sd_cosine_error"],
+    "max |cosine error|": g1["max_abs_cosine_error"], "mean sketched/exact norm": g1["mean_norm_ratio"],
+    "G1 passes": g1["passes"]}, name=f"B = {max(buckets)}").to_frame())
 
 # %% [markdown]
 # The G1 gate asks for |mean cosine error| <= 0.003, sd <= 0.03 and a sketched/exact norm ratio within 3%.
-# With only a few chunks this is a spot check; the standard run records the exact inner products of one
-# chunk with all 511 others (`--exact-ref`), and the analysis evaluates G1 on those.
+# With only a few chunks this is a spot check; the standard run records, in each result file, the exact inner
+# products of one chunk with every other chunk of the file (`--exact-ref`), and the analysis evaluates G1 on those.
 #
 # ### G1 on the committed results, per model
 #
-# Each model's WEB cell was probed with `--exact-ref`: exact inner products of one chunk with the other 511
-# beside the sketched ones. G1 per model, from those files (`docgrad.results.study.Study.page`, on each model's own
-# cells):
+# Each model's WEB result files were probed with `--exact-ref`: exact inner products of one chunk with every
+# other chunk of its file beside the sketched ones. G1 per model and documents read, from those files
+# (`docgrad.results.study.Study.page`, on each model's own cells):
 
 # %%
-pd.DataFrame([{"model": lab, "status": g["status"], "pairs": g.get("n_pairs"),
-               "mean cosine error": g.get("mean_cos_diff"), "sd cosine error": g.get("sd_cos_diff"),
-               "mean sketched/exact squared norm": g.get("mean_norm_ratio")} for lab, g in g1_by_model.items()])
-#
+display(Markdown(" ".join(dg.sketching.g1_scope_lines(g1_by_documents))))
+dg.tables.three_significant(pd.DataFrame([
+    {"model": lab, "documents": docs, "files": len(g.get("files", [])), "status": g["status"],
+     "pairs": g.get("n_pairs"), "mean cosine error": g.get("mean_cos_diff"), "sd cosine error": g.get("sd_cos_diff"),
+     "mean sketched/exact squared norm": g.get("mean_norm_ratio")}
+    for docs, per in g1_by_documents.items() for lab, g in per.items()]))
+
+# %% [markdown]
 # ### Error against bucket count
 #
 # Each group has its own hash, so the four groups give four independent errors per pair. The line is the theory
@@ -155,7 +165,8 @@ chart = alt.Chart(long).mark_line(point=True).encode(
 dg.save_chart(chart, "02_error_vs_buckets")
 
 # %%
-sweep[["buckets", "pairs", "mean_cosine_error", "sd_cosine_error", "rms_cosine_error", "theory_sd"]]
+dg.tables.three_significant(sweep[["buckets", "pairs", "mean_cosine_error", "sd_cosine_error", "rms_cosine_error",
+                                   "theory_sd"]])
 
 # %% [markdown]
 # ### Per-group norms
@@ -168,7 +179,7 @@ sq = res["sqnorm"]
 norms = pd.DataFrame({"group": list(dg.GROUPS), "parameters": [sizes[g] for g in dg.GROUPS],
                       "mean squared norm": sq.mean(0), "share of squared norm": sq.mean(0) / sq.sum(1).mean(),
                       "sketched/exact at 2^17": (res["sketched_sqnorm"][max(buckets)] / sq).mean(0)})
-norms
+dg.tables.three_significant(norms)
 
 # %% [markdown]
 # ### Speed, from the same run
@@ -192,7 +203,7 @@ speed_table = pd.DataFrame([
 speed_table["x plain forward+backward"] = speed_table["seconds per chunk"] / speed["plain_forward_backward_s"]
 print(f"probe step / plain forward+backward: {speed['ratio_probe_over_plain']:.3f}; "
       f"(plain + sketch) / plain: {speed['ratio_components']:.3f}")
-speed_table
+dg.tables.three_significant(speed_table)
 
 # %% [markdown]
 # ### bf16 arithmetic: faithful enough?
@@ -211,7 +222,7 @@ prec_rows = [{"corpus": c, "chunks": r["gate"]["chunks"], "median cosine": r["ga
               **{f"cosine {g}": v for g, v in r["gate"]["median_cosine_by_group"].items() if g != "all"}}
              for c, r in prec["by_corpus"].items()]
 display(Markdown(" ".join(dg.sketching.fidelity_reading(prec, prec_checks))))
-pd.DataFrame(prec_rows)
+dg.tables.three_significant(pd.DataFrame(prec_rows))
 
 # %% [markdown]
 # Where does the tail come from? A chunk of text alone starts on whatever token its first position holds. The
@@ -225,7 +236,7 @@ prec_contexts = [dg.precision_checks.tail_across_contexts(prec, dg.precision_che
                  for p in precision_context_records]
 for c in prec_contexts:
     display(Markdown(" ".join(dg.sketching.context_reading(c))))
-pd.DataFrame(dg.sketching.context_rows(prec, prec_contexts))
+dg.tables.three_significant(pd.DataFrame(dg.sketching.context_rows(prec, prec_contexts)))
 
 # %%
 numbers = {
@@ -233,7 +244,9 @@ numbers = {
     "model": model_name, "corpus": corpus, "n_chunks": n_chunks, "chunk": chunk, "seed": seed,
     "sketch": dg.sketch.SKETCH_NAME,
     "threads": res["threads"], "parameters": n_params, "group_sizes": sizes, "storage": mem,
-    "g1": g1, "g1_by_model": g1_by_model, "bucket_sweep": dg.probe_bench.bucket_sweep(res), "speed": speed,
+    "g1": g1, "g1_by_model": g1_by_model, "g1_by_documents": g1_by_documents,
+    "g1_scope": dg.sketching.g1_scope_lines(g1_by_documents), "bucket_sweep": dg.probe_bench.bucket_sweep(res),
+    "speed": speed,
     "losses": res["loss"],
     "group_sqnorm_share": dict(zip(dg.GROUPS, (sq.mean(0) / sq.sum(1).mean()).tolist())),
     "precision": {"record": precision_record, "gate": prec["gate"], "by_corpus": {c: r["gate"] for c, r in

@@ -126,7 +126,8 @@ heat = alt.Chart(pairs_df).mark_rect().encode(
 ).properties(width=170, height=170).facet(column=alt.Column("corpus:N", sort=order, title=None))
 display(dg.save_chart(heat, "03b_document_pairs", figures_dir))
 src_lines = [line for k, d in decomp.items() for line in dg.correlation.source_lines(
-    d, cells_by[k].all.S_cross, dg.tables.per_doc_by_source(cells_by[k].rho_long_per_doc, d.doc_ids, d.sources))]
+    d, cells_by[k].all.S_cross, dg.tables.per_doc_by_source(cells_by[k].rho_long_per_doc, d.doc_ids, d.sources),
+    cells_by[k].all.R_16K_ci)]
 display(Markdown("\n\n".join(src_lines) or "No corpus has two sources with several documents each."))
 
 # %% [markdown]
@@ -152,14 +153,14 @@ display(Markdown("\n".join(f"- {s}" for s in parts_text)))
 # Read from the metadata of each pinned model file (`docgrad.measure.model_facts.model_description`):
 
 # %% tags=["hide-input"]
-mdescs = {}
+mdescs, not_installed = {}, {}
 for m in page_models:
-    spec = dg.models.offline_model(m.model)
-    try:                    # an offline model's file, sha256-checked; a hub model has no file described here
-        mdescs[m.label] = dg.model_facts.model_description(model=spec.name) if spec is not None else None
-    except Exception as e:  # its wheels are not installed here: say so instead of describing it
-        mdescs[m.label] = None
-        display(Markdown(f"**{m.label}**: the model file is not available here ({type(e).__name__}: {e})."))
+    spec = dg.models.offline_model(m.model)   # an offline model's file, sha256-checked; a hub model has none
+    if spec is not None and not dg.models.installed(spec):
+        not_installed[m.label] = dg.correlation.model_not_installed_line(m.label, spec)
+        display(Markdown(not_installed[m.label]))
+        spec = None
+    mdescs[m.label] = dg.model_facts.model_description(model=spec.name) if spec is not None else None
 display(Markdown("\n\n".join(dg.correlation.model_lines(lab, md, study.group_sizes(m).get("other"), chunk)
                              for (lab, md), m in zip(mdescs.items(), page_models) if md is not None)))
 
@@ -199,7 +200,8 @@ numbers = {"results_dir": results_dir, "model": first.model, "revision": first.r
            "leave_one_out_lines": loo_lines,
            "leave_one_out": influence.to_dict("records"), "source_lines": src_lines,
            "decomposition": {k: d.to_json() for k, d in decomp.items()}, "parts_lines": parts_text,
-           "model_descriptions": mdescs, "group_sizes": study.group_sizes(first), "control": ctrl,
+           "model_descriptions": mdescs, "models_not_installed": not_installed,
+           "group_sizes": study.group_sizes(first), "control": ctrl,
            "control_lines": ctrl_lines, "R_16K": {c.corpus: c.all.R_16K for c in report.cells},
            "rho": {c.corpus: c.all.rho for c in report.cells}}
 _ = dg.save_numbers("03b_documents_and_sources", numbers, figures_dir)

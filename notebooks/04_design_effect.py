@@ -161,6 +161,13 @@ explorer = dg.explorer.explorer_chart(pd.concat([p[0] for p in profiles], ignore
                                       dg.explorer.published_text(dg.published.R_by_window()), chunk)
 display(dg.save_chart(explorer, "04_explorer", figures_dir))
 
+# %% tags=["hide-input"]
+blocks = pd.concat([dg.tables.R_frame(r).assign(label=lab) for lab, r in reports.items()], ignore_index=True)
+blocks = blocks[blocks["group"] == "all"]
+estimator_note = dg.explorer.estimator_note(blocks, pd.concat([p[1] for p in profiles], ignore_index=True),
+                                            int(blocks["W_tokens"].max()))
+display(Markdown(estimator_note))
+
 # %% [markdown]
 # ## Where to read on
 #
@@ -197,7 +204,7 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                         for lab, r in reports.items()},
            "result_box": dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
                                                      models_note=page.models_note),
-           "gate_claims": [c.text for c in g2]}
+           "gate_claims": [c.text for c in g2], "estimator_note": estimator_note}
 _ = dg.save_numbers("04_design_effect", numbers, figures_dir)
 
 # %% [markdown]

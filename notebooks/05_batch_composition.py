@@ -28,9 +28,9 @@ corpora = ["BOOKS", "CODE", "PAPERS", "WEB"]  # corpora to show, in this order (
 batch_sizes = [4, 8, 16, 32]  # batch sizes b in chunks
 window = 0  # regroup within consecutive windows of this many chunks (whole documents); 0: the whole cell
 score = "unigram"  # what balanced and coherent sort by: 'unigram' (mean unigram surprise) or 'loss'
-seed = 20261007  # seed of the bootstrap draws and of the rules' random permutations
+seed = 20261007  # seed of the random halves of the documents and of the rules' random permutations
 documents = "0:16"  # result files read: documents A:B (a rule needs a cell measured in one file: 0:16)
-resamples = 500  # document-bootstrap resamples, also the Monte-Carlo draws of random partitions (0: none)
+resamples = 500  # random halves of the documents (intervals), also the Monte-Carlo draws of random partitions (0: none)
 vocab_size = 49152  # vocabulary for the add-one counts, used only if the corpus manifest records none
 figures_dir = "figures"  # where figures and the numbers file are written
 
@@ -64,7 +64,8 @@ for cell in cells:
                          bool(sh.meta.get("synthetic")) for sh in cell.shards)})
 tests = dg.batching.rule_tests(rows)             # the page's family: Holm over every comparison it states
 summary = dg.batching.summary(rows, tests, comparisons)
-reading = dg.batch_reading.reading(summary) + [dg.batch_reading.interval_note(summary["rules"], resamples)]
+reading = dg.batch_reading.reading(summary) + [
+    dg.batch_reading.interval_note(resamples, max((c["documents"] for c in measured), default=None))]
 box = dg.batch_reading.result_box(summary, models, max((c["documents"] for c in measured), default=0), batch_sizes)
 
 # %% tags=["hide-input"]
@@ -77,15 +78,18 @@ display(Markdown(box))
 # rule is reported by its *ratio to random*, $V$ over its expectation for uniformly shuffled batches: above 1
 # noisier than random, below 1 quieter. The *lexical ratio* is the same ratio for the chunks' mean *unigram
 # surprise* (the average $-\log p$ of their tokens under the cell's token frequencies), the statistic the study
-# reported. **Identity**: consecutive chunks of one document. **Balanced**: chunks sorted by surprise, cut into $b$
-# strata, one chunk of each per batch (taken in expectation over the strata's shuffles). **Coherent**: $b$
-# neighbours in sorted order.
+# reported. **Document order** (the study's *identity* rule on our chunks): the chunks as listed, document after
+# document, so a batch is $b$ consecutive chunks of one document, page 04's blocks. The study's identity kept its
+# packed rows, each many short documents, in their original order; of our corpora only the WEB control (short
+# texts packed together) comes near that. **Balanced**: chunks sorted by surprise, cut into $b$ strata, one chunk
+# of each per batch (taken in expectation over the strata's shuffles). **Coherent**: $b$ neighbours in sorted order.
 #
 # A difference is *resolved* when its interval excludes 0 after Holm's step-down over
-# every comparison the page makes, each rule against random and identity against coherent per corpus and $b$
-# ([Holm 1979](#References)); rules on one cell are compared on the same resampled documents (*paired*). Brackets:
-# 95% intervals from resampling documents, the surprise and the rule recomputed on each resample, centred on the
-# estimate ([methods](../docs/methods.md#batch-composition)).
+# every comparison the page makes, each rule against random and document order against coherent per corpus and
+# $b$ ([Holm 1979](#References)); rules on one cell are compared on the same halves of the documents (*paired*).
+# Brackets: 95% intervals from the *delete-half jackknife* ([Shao & Wu 1989](#References)): the surprise and the
+# rule recomputed on random halves of the cell's documents, no document twice, and the estimate ×
+# exp(±1.96 standard errors) ([methods](../docs/methods.md#batch-composition)).
 
 # %% tags=["hide-input"]
 display(Markdown("\n".join(dg.batch_reading.inputs_lines(results_dir, models, batch_sizes, window, score, seed,
@@ -107,6 +111,8 @@ long = pd.concat([
 ])[["model", "corpus", "b", "rule", "measure", "ratio", "lo", "hi"]]
 long = long[(long["rule"] != "random") & long["ratio"].notna()]
 long["model"] = long["model"].str.split("/").str[-1]
+long["rule"] = long["rule"].map(dg.batch_reading.RULE_LABELS)
+rule_order = [dg.batch_reading.RULE_LABELS[r] for r in ("identity", "balanced", "coherent")]
 pick = dg.legend_pick()
 color = dg.corpus_color(order)
 measures = ["gradient noise", "unigram surprise (lexical)"]
@@ -124,7 +130,7 @@ chart_rules = alt.layer(  # the legend selection lives on the first layer that e
                                           color=color, opacity=dg.highlight(pick, 0.7, 0.05)),
     base.mark_rule(color="gray", strokeDash=[2, 2]).encode(y=alt.datum(1)),
 ).properties(width=210, height=260)
-facet = dict(column=alt.Column("rule:N", title=None, sort=["identity", "balanced", "coherent"]))
+facet = dict(column=alt.Column("rule:N", title=None, sort=rule_order))
 if long["model"].nunique() > 1:
     facet["row"] = alt.Row("model:N", title=None)
 chart_rules = chart_rules.facet(**facet)
@@ -142,6 +148,7 @@ with pd.option_context("display.max_colwidth", 80):
 
 # %%
 pts = df[(df["rule"] != "random") & df["lexical"].notna()].copy()
+pts["rule"] = pts["rule"].map(dg.batch_reading.RULE_LABELS)
 diag = pd.DataFrame({"x": [0.005, 50.0], "y": [0.005, 50.0]})
 log = alt.Scale(type="log", domain=[0.005, 50], nice=False)
 pick2 = dg.legend_pick()
@@ -152,7 +159,7 @@ chart_scatter = alt.layer(
     alt.Chart(pts).mark_point(filled=True, size=70).encode(
         x=alt.X("lexical:Q", scale=log, title="lexical ratio to random (between-batch variance of mean surprise)"),
         y=alt.Y("gradient:Q", scale=log, title="gradient-noise ratio to random"),
-        color=dg.corpus_color(order), shape=alt.Shape("rule:N", sort=["identity", "balanced", "coherent"]),
+        color=dg.corpus_color(order), shape=alt.Shape("rule:N", sort=rule_order),
         opacity=dg.highlight(pick2),
         tooltip=["corpus:N", "rule:N", "b:Q", alt.Tooltip("lexical:Q", format=".3g"),
                  alt.Tooltip("gradient:Q", format=".3g")]).add_params(pick2),
@@ -161,11 +168,11 @@ if len(pts):
     display(dg.save_chart(chart_scatter, "05_lexical_vs_gradient", figures_dir))
 
 # %% [markdown]
-# ## Identity batches and R(bC)
+# ## Document order and R(bC)
 #
-# Identity's batches are page 04's blocks of $b$ consecutive chunks. Its ratio and page 04's design effect $R(bC)$
-# differ only in the estimate of $\lvert\bar g\rvert^2$ and a finite-population factor; converting one into the
-# other reproduces $R(bC)$ ([methods](../docs/methods.md#batch-composition)).
+# Document order's batches are page 04's blocks of $b$ consecutive chunks. Its ratio and page 04's design effect
+# $R(bC)$ differ only in the estimate of $\lvert\bar g\rvert^2$ and a finite-population factor; converting one
+# into the other reproduces $R(bC)$ ([methods](../docs/methods.md#batch-composition)).
 
 # %%
 dg.batch_reading.identity_table(comparisons)
@@ -183,12 +190,13 @@ display(Markdown(dg.evidence.claims_markdown(reading)))
 #   at fixed weights: the noise of one step, not training, momentum or the study's optimizer.
 # - **Surprise on the cell.** Token frequencies are counted over the cell's own chunks; the study counted its whole
 #   training stream and batched packed rows of many documents.
-# - **One result file per cell.** A batch mixing documents of two files needs Gram entries that were never
-#   computed, so such a cell is refused (listed above), not approximated.
 # - **Documents, not sources.** BOOKS's documents share a few sources (Bible books, Austen novels): its intervals
 #   describe these documents.
 # - **One model.** The page reads the models of its `models` parameter (SmolLM2-135M-Instruct); sorting by surprise
 #   needs that model's own span cache.
+
+# %% tags=["hide-input"]
+display(Markdown(f"- {dg.batch_reading.refused_line(refused, len(measured))}"))
 
 # %%
 numbers = {"results_dir": results_dir, "models": models, "corpora": corpora, "batch_sizes": batch_sizes,
@@ -206,6 +214,8 @@ _ = dg.save_numbers("05_batch_composition", numbers, figures_dir)
 #   replication rule.* The four partition rules and lexical ratios this page repeats.
 # - Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scandinavian Journal of Statistics*
 #   6(2), 65–70.
+# - Shao, J., & Wu, C. F. J. (1989). A general theory for jackknife variance estimation. *The Annals of
+#   Statistics* 17(3), 1176–1197. (The delete-d jackknife; here d = half the documents.)
 # - Cochran, W. G. (1977). *Sampling Techniques* (3rd ed.). New York: Wiley. (Random batches as samples without
 #   replacement.)
 

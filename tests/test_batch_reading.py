@@ -10,8 +10,8 @@ from docgrad.results import batching as B
 
 
 def _row(corpus, b, rule, g, lex, ci=(0.9, 1.1), lci=(None, None), excess=None, score="unigram"):
-    return B.RuleRatio("t/m", "r0", corpus, b, rule, 0, score, g, ci, None, None, None, lex, lci, None, 1.0, 1.0,
-                       1.0, 100, same_document_excess=excess)
+    return B.RuleRatio("t/m", "r0", corpus, b, rule, 0, score, g, ci, None, None, lex, lci, None, 1.0, 1.0,
+                       1.0, 100, 16, same_document_excess=excess)
 
 
 def _test(corpus, b, rule, against, diff, ci, resolved, level=0.05 / 4):
@@ -54,7 +54,8 @@ def test_comparison_claims_follow_holm_and_say_when_not_measured():
     claims = BR.comparison_claims(tests)
     assert claims[2].status == ev.RESOLVED and "higher for coherent than for random" in claims[2].text
     assert "Holm over 10 comparisons, interval at 98.75%" in claims[2].text
-    assert claims[3].status == ev.RESOLVED and "paired resamples" in claims[3].text
+    assert claims[3].status == ev.RESOLVED and "paired halves" in claims[3].text
+    assert "higher for document order than for coherent" in claims[3].text      # the rule named for what it is
     assert claims[5].status == ev.NOT_RESOLVED and "includes 0" in claims[5].text
     assert claims[8].status == ev.NOT_RESOLVED and "after Holm's step-down" in claims[8].text
     assert claims[9].status == ev.NOT_MEASURED
@@ -77,7 +78,8 @@ def test_identity_claim_adds_the_paired_comparison_with_coherent_and_the_control
     s = _summary()
     c = BR.identity_claim(s["rules"]["identity"], s["identity_vs_coherent"], 8, "WEB")
     assert c.status == ev.RESOLVED
-    assert "above coherent in 1 of 2 cells (paired resamples)" in c.text
+    assert c.text.startswith("Document order: gradient noise above random's")
+    assert "above coherent in 1 of 2 cells (paired halves)" in c.text
     assert "in the WEB control (short texts packed together) 1.02–1.02" in c.text
     rec = {**s["rules"]["identity"], "above": 0}
     flat = BR.identity_claim(rec, {"tested": 2, "above": 0, "below": 0}, 8, "WEB")
@@ -166,18 +168,28 @@ def test_result_box_states_the_ranges_with_intervals_within_its_word_limit():
     assert "0.0500–0.100 (balanced: one chunk per stratum)" in box
     assert "coherent up to 1.50 [1.30, 1.70] (BOOKS, b = 8), higher in 1 of 2 corpus–batch-size cells" in box
     assert "balanced down to 0.950 [0.930, 0.970] (BOOKS, b = 8), lower in 1 of 2." in box
-    assert "Consecutive chunks of one document: up to 3.00 [2.50, 3.50] (BOOKS, b = 8)." in box
+    assert "Document order (consecutive chunks): up to 3.00 [2.50, 3.50] (BOOKS, b = 8)." in box
     assert "SmolLM2-135M-Instruct (4-bit), 16 documents per corpus" in box and "Holm over 8 comparisons" in box
     assert sum(len(x.split()) for x in box.replace(">", " ").split("\n")) <= ev.RESULT_BOX_WORDS + 3   # the markers
     none = BR.result_box({"rules": {}, "family": 0}, ["m"], 16, [4])
     assert "No batching rule was measured." in none
 
 
-def test_interval_note_says_how_far_the_raw_resamples_sat_toward_one():
-    note = BR.interval_note({"coherent": {"boot_effect_kept": 0.72}, "identity": {}}, 500)
-    assert note == ("Brackets: 95% intervals over 500 document resamples, centred on the estimate (the raw resamples "
-                    "keep a median 72.0% (coherent) of the effect: a document drawn twice ties with its copy).")
-    assert BR.interval_note({}, 500).endswith("centred on the estimate.")
+def test_interval_note_names_the_delete_half_jackknife_not_a_re_centred_bootstrap():
+    note = BR.interval_note(500, 16)
+    assert note == ("Brackets: 95% intervals from the delete-half jackknife: the rule recomputed on 500 random halves "
+                    "of each cell's documents (8 of 16), no document twice, and the estimate × exp(±1.96 standard "
+                    "errors) (Shao & Wu 1989).")
+    assert "centred" not in note and "(8 of 16)" not in BR.interval_note(500)
+    assert BR.interval_note(0, 16).startswith("No intervals")
+
+
+def test_refused_line_names_the_refused_cells_or_says_none_was():
+    none = BR.refused_line({}, 4)
+    assert none.endswith("none was refused here (each of the 4 cells measured is one file).")
+    assert "listed above" not in none
+    some = BR.refused_line({"m r BOOKS c512": "3 result files"}, 3)
+    assert some.endswith("refused here: m r BOOKS c512 (reasons in the inputs above).")
 
 
 def test_table_keeps_three_significant_figures_marks_holm_and_drops_empty_lexical_columns():
@@ -187,16 +199,17 @@ def test_table_keeps_three_significant_figures_marks_holm_and_drops_empty_lexica
     assert t.loc[("BOOKS", 8), ("coherent", "lexical")] == "8.00 [7.90, 8.10]"
     assert not t.isna().any().any()
     bare = BR.table([_row("CODE", 8, "identity", 2.0, None)])
-    assert list(bare.columns) == [("identity", "gradient noise")]
+    assert list(bare.columns) == [("document order", "gradient noise")]
     noted = BR.table([_row("CODE", 8, "identity", 2.0, None), _row("BOOKS", 8, "identity", 2.0, 3.0)],
                      lexical_note={"CODE": "not available (span cache missing)"})
-    assert noted.loc[("CODE", 8), ("identity", "lexical")] == "not available (span cache missing)"
+    assert noted.loc[("CODE", 8), ("document order", "lexical")] == "not available (span cache missing)"
 
 
 def test_identity_table_is_at_three_significant_figures():
     t = BR.identity_table([{"corpus": "BOOKS", "b": 4, "identity": 1.41305, "R_bC": 1.42654, "rel_diff": -0.0094707,
                             "R_from_identity": 1.426543}])
     assert t.iloc[0].tolist() == ["BOOKS", 4, "1.41", "1.43", "-0.947%", "1.43"]
+    assert list(t.columns)[2] == "document order"
 
 
 def test_inputs_lines_name_what_was_read_and_what_is_missing():
@@ -204,7 +217,7 @@ def test_inputs_lines_name_what_was_read_and_what_is_missing():
     lines = BR.inputs_lines("data/results", ["org/m"], [4, 8], 0, "unigram", 7, 500, measured, ["BOOKS", "CODE"],
                             {"x": "two files"}, {"BOOKS": "not available (cache missing)"})
     assert lines[0] == ("- `data/results`, m: BOOKS; b = 4, 8 chunks; window the whole cell; sorted by mean unigram "
-                        "surprise; seed 7; 500 resamples")
+                        "surprise; seed 7; 500 random halves of the documents")
     assert "- corpora without a cell: CODE" in lines and "- refused: x: two files" in lines
     assert "- BOOKS: unigram surprise not available (cache missing)" in lines
     synthetic = BR.inputs_lines("d", ["m"], [4], 64, "loss", 7, 0, [{"corpus": "B", "synthetic": True}], ["B"], {}, {})

@@ -503,19 +503,25 @@ def test_readme_bf16_numbers_match_the_executed_sketching_page():
 
 
 def test_readme_causal_numbers_match_the_executed_causal_page():
-    """The README quotes page 06's Holm family for the causal cells; it must be what the page computed."""
-    fam = json.loads((ROOT / "figures" / "06_causal_context.json").read_text())["family"]
+    """The README quotes page 06's Holm family for the causal cells and its check; it must be what the page
+    computed."""
+    twin = json.loads((ROOT / "figures" / "06_causal_context.json").read_text())
+    fam, check = twin["family"], twin["check"]
     text = " ".join((ROOT / "README.md").read_text().split("The causal-context results")[1].split("```")[0].split())
     res = {(r["corpus"], r["quantity"], r["at"]): r for r in fam["rows"] if r["resolved"]}
-    assert f"{fam['size']} causal − standalone comparisons" in text and f"and {len(res)} are resolved" in text
+    assert f"{fam['size']} causal − standalone comparisons of the gradients" in text
+    assert f"and {len(res)} are resolved" in text
     R = res[("PAPERS", "R", 4096)]
     assert (f"lower R(4,096), by {-R['value']:.3f} (Holm-level interval {-R['ci'][1]:.3f} to {-R['ci'][0]:.3f})"
             in text)
     assert f"{res[('PAPERS', 'window_noise', 4096)]['value']:.3f} times the window noise" in text
-    loss = sorted(-r["value"] for k, r in res.items() if k[1] == "loss_last")
-    assert {k[0] for k in res if k[1] == "loss_last"} == {"BOOKS", "CODE", "PAPERS"}
-    assert f"by {loss[0]:.3f} to {loss[-1]:.3f} nats per token" in text
-    assert not any(k[0] == "WEB" for k in res) and "nothing is resolved for WEB" in text
+    g, G = res[("WEB", "sqnorm_last", 3584)], res[("WEB", "mean_norm_last", 3584)]
+    assert f"larger |g|², by {g['value']:.3g} (Holm-level interval {g['ci'][0]:.3g} to {g['ci'][1]:.3g})" in text
+    assert f"larger |G_k|², by {G['value']:.3g} ({G['ci'][0]:.3g} to {G['ci'][1]:.3g})" in text
+    assert not any(k[0] in ("BOOKS", "CODE") for k in res) and "nothing is resolved for BOOKS and CODE" in text
+    assert not any(k[1] == "loss_last" for k in res)                          # the loss is the check, apart
+    loss = sorted(-r["value"] for r in check["rows"] if r["resolved"])
+    assert len(loss) == check["size"] == 4 and f"by {loss[0]:.3f} to {loss[-1]:.3f} nats per token" in text
 
 
 @pytest.mark.parametrize("figure", sorted((ROOT / "figures").glob("*.png")), ids=lambda p: p.name)

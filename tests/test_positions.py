@@ -512,8 +512,13 @@ def test_compare_modes_centred_differences_are_paired_draw_by_draw(pair):
                                rtol=1e-9, atol=1e-12)
     assert cmp.ratio["sigma2_centred"] == pytest.approx(cc["sigma2"][0] / cs["sigma2"][0])
     keys = sorted(cmp.family_draws)
+    last = (m - 1) * C
     assert keys == sorted([("rho", l) for l in lags] + [("R", 2 * C), ("R", 4 * C)] + [("window_noise", m * C),
-                                                                                         ("loss_last", (m - 1) * C)])
+                          ("sqnorm_last", last), ("mean_norm_last", last), ("loss_last", last)])
+    for q, name in (("sqnorm", "sqnorm_last"), ("mean_norm", "mean_norm_last")):   # causal - standalone
+        pt, dr = cmp.family_draws[(name, last)]
+        assert pt == pytest.approx(cmp.positions[P.DIFFERENCE][q].value[-1])
+        np.testing.assert_allclose(bs.percentile_ci(dr), cmp.positions[P.DIFFERENCE][q].ci[-1], rtol=1e-9)
     pt, dr = cmp.family_draws[("R", 4 * C)]
     assert pt == pytest.approx(cmp.difference["R_centred"][4 * C]) and dr.shape == (60,)
     np.testing.assert_allclose(dr, cc["R"][:, -1] - cs["R"][:, -1], rtol=1e-12)
@@ -569,12 +574,13 @@ def test_comparison_family_is_holm_over_every_stated_comparison_of_every_corpus(
     sizes = [len(c.family_draws) for c in comps.values()]
     assert fam.size == sum(sizes)
     assert [r["corpus"] for r in fam.rows] == ["BOOKS"] * sizes[0] + ["WEB"] * sizes[1]
-    assert [r["quantity"] for r in fam.for_corpus("WEB")] == ["rho"] * 7 + ["R"] * 3 + ["window_noise", "loss_last"]
+    assert [r["quantity"] for r in fam.for_corpus("WEB")] == ["rho"] * 7 + ["R"] * 3 + [
+        "window_noise", "sqnorm_last", "mean_norm_last", "loss_last"]
     pvals, rows = [], []
     for k, c in comps.items():
         for r in fam.for_corpus(k):
             pt, dr = c.family_draws[(r["quantity"], r["at"])]
-            null = 1.0 if r["quantity"] == "window_noise" else 0.0
+            null = 1.0 if r["quantity"] in P.RATIOS else 0.0
             assert r["value"] == pytest.approx(pt) and r["null"] == null and r["draws"] == np.isfinite(dr).sum()
             dr = dr[np.isfinite(dr)]                         # BOOKS: a draw from three files may lack cross pairs
             pvals.append(orderings.bootstrap_p(dr - null))
@@ -594,10 +600,31 @@ def test_comparison_family_is_holm_over_every_stated_comparison_of_every_corpus(
     assert no_draws.family_draws == {} and P.comparison_family({"BOOKS": no_draws}).size == 0
 
 
+def test_page_family_keeps_the_expected_fall_of_the_loss_apart_as_a_check(pair, drift):
+    """Page 06's findings are the gradients' comparisons; the last chunk's loss, expected to fall with context, is a
+    check in a family of its own: the two families split the full one, with the same p-values and intervals at 95%,
+    and Holm's levels of each family's own size."""
+    comps = {"BOOKS": P.compare_modes(pair["causal"], pair["standalone"], resamples=400, seed=3), "WEB": drift}
+    full = P.comparison_family(comps)
+    found = P.comparison_family(comps, quantities=P.GRADIENT_QUANTITIES)
+    check = P.comparison_family(comps, quantities=P.CHECK_QUANTITIES)
+    assert "loss_last" not in {r["quantity"] for r in found.rows}
+    assert {r["quantity"] for r in check.rows} == {"loss_last"} and check.size == 2
+    assert {"sqnorm_last", "mean_norm_last"} <= {r["quantity"] for r in found.rows}
+    assert found.size + check.size == full.size
+    by = {(r["corpus"], r["quantity"], r["at"]): r for r in full.rows}
+    for r in found.rows + check.rows:
+        f = by[(r["corpus"], r["quantity"], r["at"])]
+        assert r["p"] == f["p"] and r["ci95"] == f["ci95"]
+    assert max(r["level"] for r in check.rows) == 0.05 and min(r["level"] for r in check.rows) == 0.025
+    with pytest.raises(ValueError, match="unknown quantities"):
+        P.comparison_family(comps, quantities=("sigma2",))
+
+
 # --- page 06 in words (docgrad.presentation.causal) ------------------------------------------------------------
 
 def _row(quantity="rho", at=512, value=-0.03, ci=(-0.05, -0.01), resolved=True, p=0.0, level=0.001, corpus="BOOKS"):
-    null = 1.0 if quantity == "window_noise" else 0.0
+    null = 1.0 if quantity in P.RATIOS else 0.0
     return {"corpus": corpus, "quantity": quantity, "at": at, "value": value, "null": null,
             "ci95": list(ci or (None, None)),
             "p": p, "draws": 2000, "rank": 1, "level": level, "ci": None if ci is None else list(ci),
@@ -617,6 +644,11 @@ def _row(quantity="rho", at=512, value=-0.03, ci=(-0.05, -0.01), resolved=True, 
     (_row("window_noise", 4096, 1.1, (0.9, 1.3), False, 0.3), ev.NOT_RESOLVED, "is not resolved: 1.10 [0.900, 1.30]"),
     (_row("window_noise", 4096, 1.1, None, False), ev.NOT_MEASURED, "not measured"),
     (_row("loss_last", 3584, -0.25, (-0.3, -0.2)), ev.RESOLVED, "The last-chunk loss is lower for causal context"),
+    (_row("sqnorm_last", 3584, 8.7, (6.0, 11.7)), ev.RESOLVED, "The last chunk's mean squared gradient norm |g|² is "
+                                                               "higher for causal context than for standalone chunks: "
+                                                               "difference 8.70 [6.00, 11.7]"),
+    (_row("mean_norm_last", 3584, 6.9, (5.2, 9.0)), ev.RESOLVED, "The last chunk's squared position-mean norm "
+                                                                 "|G_k|² is higher for causal context"),
 ])
 def test_family_claim_is_resolved_only_when_holm_resolves_it(row, status, words):
     c = PC.family_claim(row, 12)
@@ -626,6 +658,21 @@ def test_family_claim_is_resolved_only_when_holm_resolves_it(row, status, words)
 
 def _family(rows):
     return P.Family(rows)
+
+
+def test_check_claim_says_where_the_loss_falls_and_never_counts_it_as_a_finding():
+    rows = [_row("loss_last", 3584, -0.25, (-0.3, -0.2), corpus="BOOKS"),
+            _row("loss_last", 3584, -0.04, (-0.09, 0.01), False, 0.2, corpus="WEB")]
+    c = PC.check_claim(_family(rows))
+    assert c.status == ev.RESOLVED
+    assert c.text == ("Check, not a finding: the model reads its context, so the last chunk's loss is expected to "
+                      "fall; it is lower with context in BOOKS -0.250 [-0.300, -0.200] nats; not resolved in WEB (Holm "
+                      "over 2 corpora, intervals at Holm's level).")
+    assert PC.check_claim(_family(rows), brief=True).text == ("Check, not a finding: the last chunk's loss is lower "
+                                                              "with context in BOOKS; not resolved in WEB.")
+    rose = PC.check_claim(_family([_row("loss_last", 3584, 0.2, (0.1, 0.3), corpus="CODE")]))
+    assert rose.status == ev.NOT_RESOLVED and "higher with context in CODE" in rose.text
+    assert PC.check_claim(_family([])).status == ev.NOT_MEASURED
 
 
 def test_corpus_reading_says_resolved_not_resolved_and_not_measured():
@@ -673,6 +720,12 @@ def test_result_box_states_the_family_what_was_measured_and_the_caveat(pair, dri
     assert f"C0: {n} of {n}." in box and sum(len(x.split()) for x in box.split("\n")) <= ev.RESULT_BOX_WORDS
     facts, box = PC.result_box(_page({}, {"BOOKS": "none"}), P.Family([]), "SmolLM2-135M-Instruct")
     assert facts["status"] == ev.NOT_MEASURED and "Nothing is measured yet" in box and "BOOKS" in box
+    found = P.comparison_family(comps, quantities=P.GRADIENT_QUANTITIES)
+    check = P.comparison_family(comps, quantities=P.CHECK_QUANTITIES)
+    facts, box = PC.result_box(pc, found, "SmolLM2-135M-Instruct", check)
+    assert f"of the page's {found.size} causal − standalone comparisons of the gradients" in box
+    assert "Check, not a finding" in box and facts["check"]["size"] == check.size == 1
+    assert sum(len(x.split()) for x in box.split("\n")) <= ev.RESULT_BOX_WORDS
 
 
 def test_measured_lines_say_what_is_and_is_not_measured(pair):
@@ -687,12 +740,14 @@ def test_measured_lines_say_what_is_and_is_not_measured(pair):
 
 def test_page_words_state_only_numbers_they_return(drift):
     comps = {"WEB": drift}
-    fam = P.comparison_family(comps)
+    fam = P.comparison_family(comps, quantities=P.GRADIENT_QUANTITIES)
+    check = P.comparison_family(comps, quantities=P.CHECK_QUANTITIES)
     facts, line = PC.position_reading(comps)
-    box_facts, box = PC.result_box(_page(comps, window=8 * C), fam, "SmolLM2-135M-Instruct")
-    read_facts, lines = PC.readings(_page(comps, {"CODE": "none"}, 8 * C), fam)
-    twin = json.loads(json.dumps({"c": drift.to_json(), "f": PC.family_facts(fam), "p": facts, "b": box_facts,
-                                  "r": read_facts, "window": 8 * C, "resamples": 400}))
+    box_facts, box = PC.result_box(_page(comps, window=8 * C), fam, "SmolLM2-135M-Instruct", check)
+    read_facts, lines = PC.readings(_page(comps, {"CODE": "none"}, 8 * C), fam, check)
+    assert "check" in read_facts and lines[-1].startswith("- Check, not a finding")
+    twin = json.loads(json.dumps({"c": drift.to_json(), "f": PC.family_facts(fam), "k": PC.family_facts(check),
+                                  "p": facts, "b": box_facts, "r": read_facts, "window": 8 * C, "resamples": 400}))
     values = json_numbers(twin)
     for text in (line, box, *lines):
         for tok, x, tol, pct in stated_numbers(text):
@@ -701,7 +756,7 @@ def test_page_words_state_only_numbers_they_return(drift):
     assert "WEB" in line and "position-mean term μ" in line and facts["WEB"]["lag"] == 7 * C
     d = drift.difference
     assert facts["WEB"]["rest"] == pytest.approx(d["rho"][7 * C] - d["position_term"][7 * C])
-    assert read_facts["CODE"]["status"] == ev.NOT_MEASURED and len(lines) == 2
+    assert read_facts["CODE"]["status"] == ev.NOT_MEASURED and len(lines) == 3
     assert PC.position_reading({})[0] == {}
 
 

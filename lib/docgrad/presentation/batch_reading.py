@@ -18,7 +18,14 @@ from docgrad.presentation.evidence import NOT_MEASURED, NOT_RESOLVED, RESOLVED, 
 from docgrad.results.batching import WEAK_POWER, RuleRatio
 
 DESCRIBED = "described"          # a point decomposition, stated with no interval and no test
-NAMES = {"identity": "Identity", "balanced": "Balanced", "coherent": "Coherent"}
+NAMES = {"identity": "Document order", "balanced": "Balanced", "coherent": "Coherent"}
+# What each rule is on this page's chunk lists. The study's *identity* kept its packed rows (many short documents
+# each) in their original order; applied to a cell listed document by document it batches consecutive chunks of one
+# document, page 04's blocks, so it is named for that: only the packed WEB control comes near the study's rows.
+RULE_LABELS = {"identity": "document order", "random": "random", "balanced": "balanced", "coherent": "coherent"}
+IDENTITY_NOTE = ("document order: the study's identity rule applied to chunks listed document by document, so a "
+                 "batch is consecutive chunks of one document (page 04's blocks), not the study's packed rows of many "
+                 "short documents in their original order")
 STUDY = "the batch-composition study"
 
 
@@ -33,16 +40,17 @@ def _family(k: int) -> str:
 def comparison_claims(tests: Sequence[Mapping]) -> list[Claim]:
     """One evidence.difference claim per record of batching.rule_tests: resolved only when Holm resolves it (an
     interval that excludes 0 after an earlier Holm step failed is not resolved). Against random the difference is
-    the ratio to random minus 1; against coherent, the difference of the two ratios (paired resamples)."""
+    the ratio to random minus 1; against coherent, the difference of the two ratios (paired halves)."""
     k = len(tests)
     out = []
     for t in tests:
         what = f"{t['corpus']}, b = {t['b']}: gradient noise (ratio to random)"
-        family = f"{_family(k)}, interval at {1 - t['level']:.2%}" + ("; paired resamples" if t["against"] != "random"
+        family = f"{_family(k)}, interval at {1 - t['level']:.2%}" + ("; paired halves" if t["against"] != "random"
                                                                     else "")
-        c = evidence.difference(what, t["rule"], t["against"], t["diff"], t["ci"], family=family)
+        rule, against = RULE_LABELS[t["rule"]], RULE_LABELS[t["against"]]
+        c = evidence.difference(what, rule, against, t["diff"], t["ci"], family=family)
         if c.status == RESOLVED and not t["resolved"]:
-            c = Claim(NOT_RESOLVED, f"{what} does not separate {t['rule']} from {t['against']} after Holm's "
+            c = Claim(NOT_RESOLVED, f"{what} does not separate {rule} from {against} after Holm's "
                                     f"step-down (difference {interval(t['diff'], t['ci'])}).")
         out.append(c)
     return out
@@ -76,8 +84,8 @@ def identity_claim(rec: Mapping | None, vc: Mapping | None, family: int, control
     if vc.get("tested"):
         parts = ([f"above coherent in {vc['above']}"] if vc["above"] else []) + (
             [f"below coherent in {vc['below']}"] if vc["below"] else [])
-        versus = (f"{' and '.join(parts)} of {vc['tested']} cells (paired resamples)" if parts else
-                  f"not resolved from coherent in any of {vc['tested']} cells (paired resamples)")
+        versus = (f"{' and '.join(parts)} of {vc['tested']} cells (paired halves)" if parts else
+                  f"not resolved from coherent in any of {vc['tested']} cells (paired halves)")
         status = RESOLVED if parts or base.status == RESOLVED else NOT_RESOLVED
     else:
         versus, status = "not compared with coherent", base.status
@@ -172,14 +180,15 @@ def study_claim(scope: Mapping, lexical: Claim | None = None) -> Claim:
                                       "why the study's one training seed showed the loss differences it did.")
 
 
-def interval_note(rules: Mapping, resamples: int) -> str:
-    """How the intervals were made, with how far the raw resamples sat toward 1 (the bias the centring removes)."""
-    kept = {k: r["boot_effect_kept"] for k, r in rules.items() if r.get("boot_effect_kept") is not None}
-    text = f"Brackets: 95% intervals over {resamples} document resamples, centred on the estimate"
-    if kept:
-        text += (" (the raw resamples keep a median " + " and ".join(f"{sig(100 * v)}% ({k})" for k, v in kept.items())
-                 + " of the effect: a document drawn twice ties with its copy)")
-    return text + "."
+def interval_note(resamples: int, documents: int | None = None) -> str:
+    """How the intervals were made: the delete-half jackknife (batching.jackknife_se) over `resamples` random
+    halves of each cell's `documents`, a normal interval on the log scale."""
+    if not resamples:
+        return "No intervals (resamples = 0): nothing is resolved."
+    half = f" ({documents - documents // 2} of {documents})" if documents else ""
+    return (f"Brackets: 95% intervals from the delete-half jackknife: the rule recomputed on {resamples} random halves "
+            f"of each cell's documents{half}, no document twice, and the estimate × exp(±1.96 standard errors) "
+            "(Shao & Wu 1989).")
 
 
 def result_box(summary: Mapping, models: Sequence[str], documents: int, sizes: Sequence[int]) -> str:
@@ -198,7 +207,7 @@ def result_box(summary: Mapping, models: Sequence[str], documents: int, sizes: S
             f"{coh['above']} of {coh['tested']} corpus–batch-size cells; balanced down to {_at(bal['lowest'])}, "
             f"lower in {bal['below']} of {bal['tested']}.")
     if idn and idn.get("highest_studied"):
-        answer.append(f"Consecutive chunks of one document: up to {_at(idn['highest_studied'])}.")
+        answer.append(f"Document order (consecutive chunks): up to {_at(idn['highest_studied'])}.")
     if not answer:
         answer.append("No batching rule was measured.")
     names = ", ".join(m.split("/")[-1] for m in models)
@@ -218,7 +227,7 @@ def inputs_lines(results_dir: str, models: Sequence[str], sizes: Sequence[int], 
     present = {c["corpus"] for c in measured}
     lines = [f"- `{results_dir}`, {', '.join(m.split('/')[-1] for m in models)}: "
              f"{', '.join(c['corpus'] for c in measured) or 'no cell'}; b = {', '.join(map(str, sizes))} chunks; "
-             f"window {window_text}; sorted by {score_text}; seed {seed}; {resamples} resamples"]
+             f"window {window_text}; sorted by {score_text}; seed {seed}; {resamples} random halves of the documents"]
     missing = [k for k in corpora if k not in present]
     if missing:
         lines.append(f"- corpora without a cell: {', '.join(missing)}")
@@ -228,6 +237,17 @@ def inputs_lines(results_dir: str, models: Sequence[str], sizes: Sequence[int], 
         lines.append("- **these result files are SYNTHETIC** (docgrad.results.synthetic): the numbers illustrate the "
                      "pipeline")
     return lines
+
+
+def refused_line(refused: Mapping[str, str], measured: int) -> str:
+    """Why a cell of several result files is refused, and which were: a batch mixing documents of two files needs
+    Gram entries that were never computed, so such a cell is refused, not approximated; names the refused cells
+    (their reasons are in the inputs list) or says that none of the `measured` cells was."""
+    head = ("**One result file per cell.** A batch mixing documents of two files needs Gram entries that were never "
+            "computed, so such a cell is refused, not approximated: ")
+    if refused:
+        return head + f"refused here: {', '.join(refused)} (reasons in the inputs above)."
+    return head + f"none was refused here (each of the {measured} cells measured is one file)."
 
 
 def reading(summary: Mapping) -> list[Claim]:
@@ -249,7 +269,8 @@ def _resolved_marks(tests: Sequence[Mapping]) -> dict:
 
 
 def table(rows: Sequence[RuleRatio], tests: Sequence[Mapping] = (), lexical_note: Mapping[str, str] | None = None):
-    """Ratio to random per (corpus, b) and rule, 'estimate [95% interval]' at 3 significant figures, for the
+    """Ratio to random per (corpus, b) and rule (named by RULE_LABELS), 'estimate [95% interval]' at 3 significant
+    figures, for the
     gradient noise (* where Holm resolves it from random's) and the lexical statistic; the lexical columns only where
     some cell has one; lexical_note maps a corpus without surprise to the text shown instead."""
     lexical_note = lexical_note or {}
@@ -271,18 +292,19 @@ def table(rows: Sequence[RuleRatio], tests: Sequence[Mapping] = (), lexical_note
     cols = [(rule, m) for rule in ("identity", "balanced", "coherent") for m in ("gradient noise", "lexical")]
     df = pd.DataFrame.from_dict(recs, orient="index")
     df = df.reindex(columns=[c for c in cols if c in df.columns]).fillna("not formed (no unigram surprise)")
+    df.columns = [(RULE_LABELS[rule], m) for rule, m in df.columns]
     df.index = pd.MultiIndex.from_tuples(df.index, names=names)
     df.columns = pd.MultiIndex.from_tuples(df.columns, names=["rule", "ratio to random"])
     return df
 
 
 def identity_table(comparisons: Sequence[Mapping]):
-    """Identity's ratio beside notebook 04's R(bC) (batching.compare_identity), at 3 significant figures: the two,
-    their relative difference and R(bC) recomputed from identity's ratio."""
-    return pd.DataFrame([{"corpus": c["corpus"], "b": c["b"], "identity": sig(c["identity"]), "R(bC)": sig(c["R_bC"]),
-                          "identity / R(bC) − 1": f"{sig(100 * c['rel_diff'])}%",
-                          "R(bC) from identity": sig(c["R_from_identity"])} for c in comparisons],
-                        columns=["corpus", "b", "identity", "R(bC)", "identity / R(bC) − 1", "R(bC) from identity"])
+    """Document order's ratio (the rule 'identity') beside notebook 04's R(bC) (batching.compare_identity), at 3
+    significant figures: the two, their relative difference and R(bC) recomputed from that ratio."""
+    cols = ["corpus", "b", "document order", "R(bC)", "document order / R(bC) − 1", "R(bC) from document order"]
+    return pd.DataFrame([dict(zip(cols, (c["corpus"], c["b"], sig(c["identity"]), sig(c["R_bC"]),
+                                         f"{sig(100 * c['rel_diff'])}%", sig(c["R_from_identity"]))))
+                         for c in comparisons], columns=cols)
 
 
 def frame(rows: list[RuleRatio]):

@@ -78,17 +78,23 @@ def position_frame(comps: Mapping[str, ModeComparison]) -> pd.DataFrame:
 
 # --- the family of comparisons, in words ------------------------------------------------------------------
 
+LABELS = {"window_noise": "window noise", "sqnorm_last": "last-chunk |g|²", "mean_norm_last": "last-chunk |G_k|²",
+          "loss_last": "last-chunk loss"}
+RATIO_WHAT = {"window_noise": "The window noise σ²R(W)/m"}
+DIFFERENCE_WHAT = {"sqnorm_last": "The last chunk's mean squared gradient norm |g|²",
+                   "mean_norm_last": "The last chunk's squared position-mean norm |G_k|²"}
+
+
 def comparison_label(quantity: str, at: int, chunk: int = 512) -> str:
-    """'ρ(512)', 'R(2048)', 'window noise', 'last-chunk loss' for a family row's quantity and position."""
+    """'ρ(512)', 'R(2048)', 'window noise', 'last-chunk |g|²', 'last-chunk |G_k|²', 'last-chunk loss' for a family
+    row's quantity and position."""
     if quantity == "rho":
         return f"ρ({at})"
     if quantity == "R":
         return f"R({at})"
-    if quantity == "window_noise":
-        return "window noise"
-    if quantity == "loss_last":
-        return "last-chunk loss"
-    raise ValueError(f"unknown family quantity {quantity!r}: expected rho, R, window_noise or loss_last")
+    if quantity in LABELS:
+        return LABELS[quantity]
+    raise ValueError(f"unknown family quantity {quantity!r}: expected rho, R, {', '.join(LABELS)}")
 
 
 def _family_note(row: Mapping, size: int) -> str:
@@ -103,7 +109,7 @@ def family_claim(row: Mapping, size: int) -> Claim:
     label = comparison_label(row["quantity"], row["at"])
     note = _family_note(row, size)
     if row["quantity"] in RATIOS:
-        what = f"The {label} σ²R(W)/m (causal / standalone)"
+        what = f"{RATIO_WHAT[row['quantity']]} (causal / standalone)"
         ci = row.get("ci") or (None, None)
         if ci[0] is None or ci[1] is None or row["value"] is None or not np.isfinite(row["value"]):
             return Claim(ev.NOT_MEASURED, f"{what}: not measured (no interval).")
@@ -112,7 +118,8 @@ def family_claim(row: Mapping, size: int) -> Claim:
             side = "higher" if row["value"] > 1 else "lower"
             return Claim(ev.RESOLVED, f"{what} is {side} with context: {iv} excludes 1 ({note}).")
         return Claim(ev.NOT_RESOLVED, f"{what} is not resolved: {iv} ({note}; p = {p_value(row)}).")
-    what = f"Centred {label}" if row["quantity"] in ("rho", "R") else f"The {label}"
+    what = f"Centred {label}" if row["quantity"] in ("rho", "R") else DIFFERENCE_WHAT.get(row["quantity"],
+                                                                                              f"The {label}")
     c = ev.difference(what, "causal context", "standalone chunks", row["value"], row["ci"], family=note)
     if c.status == ev.RESOLVED and not row["resolved"]:
         c = Claim(ev.NOT_RESOLVED, f"{what} does not separate causal context from standalone chunks after Holm's "
@@ -315,10 +322,41 @@ def model_phrase(model: str, label: str) -> str:
     return f"{label} ({bits.group(1)}-bit quantised)" if bits else label
 
 
-def result_box(pc: PageComparisons, family: Family, label: str) -> tuple[dict, str]:
-    """The page's opening answer (evidence.result_box): how many of the family's comparisons are resolved and,
-    per corpus with any, the resolved ones (window-level quantities with their intervals at Holm's level, ρ as
-    a count of lags); what was measured; the caveat. Returns (facts, Markdown)."""
+def check_claim(check: Family, brief: bool = False) -> Claim:
+    """The check that the context is used (positions.comparison_family over CHECK_QUANTITIES: the last chunk's
+    loss, causal − standalone, Holm over the corpora): where it falls, with its interval at Holm's level (brief:
+    the corpora only, for the result box), and where it is not resolved. Expected, so never counted among the
+    page's findings. RESOLVED when it falls somewhere, NOT_RESOLVED when nowhere (or where it rises), NOT_MEASURED
+    without rows."""
+    if not check.rows:
+        return Claim(ev.NOT_MEASURED, "The check that the context is used (the last chunk's loss) is not measured.")
+    fell = [r for r in check.rows if r["resolved"] and r["value"] < 0]
+    rose = [r for r in check.rows if r["resolved"] and r["value"] > 0]
+    rest = [r["corpus"] for r in check.rows if not r["resolved"]]
+    note = (f"Holm over {check.size} corpora, intervals at Holm's level" if check.size > 1 else
+            "one corpus, its 95% interval")
+
+    def where(rows):
+        if brief:
+            return ", ".join(r["corpus"] for r in rows)
+        return ", ".join(f"{r['corpus']} {ev.interval(r['value'], r['ci'])}" for r in rows) + " nats"
+
+    parts = [f"lower with context in {where(fell)}"] if fell else []
+    parts += [f"higher with context in {where(rose)}"] if rose else []
+    parts += [f"not resolved in {', '.join(rest)}"] if rest else []
+    if brief:
+        return Claim(ev.RESOLVED if fell else ev.NOT_RESOLVED,
+                     f"Check, not a finding: the last chunk's loss is {'; '.join(parts)}.")
+    text = (f"Check, not a finding: the model reads its context, so the last chunk's loss is expected to fall; it is "
+            f"{'; '.join(parts)} ({note}).")
+    return Claim(ev.RESOLVED if fell else ev.NOT_RESOLVED, text)
+
+
+def result_box(pc: PageComparisons, family: Family, label: str, check: Family | None = None) -> tuple[dict, str]:
+    """The page's opening answer (evidence.result_box): how many of the family's comparisons of the gradients are
+    resolved and, per corpus with any, the resolved ones (window-level quantities with their intervals at Holm's
+    level, ρ as a count of lags); then the check that the context is used (check_claim, a family apart); what was
+    measured; the caveat. Returns (facts, Markdown)."""
     comps = pc.comparisons
     measured = (f"{model_phrase(pc.model, label)}, per-chunk gradients with causal context over the first "
                 f"{pc.window:,} tokens of {_docs(comps) if comps else 'no'} documents per corpus, against the same "
@@ -328,14 +366,18 @@ def result_box(pc: PageComparisons, family: Family, label: str) -> tuple[dict, s
                   f"{', '.join(pc.not_measured) or 'any corpus'}."]
         return ({"status": ev.NOT_MEASURED, "resolved": 0, "size": 0},
                 ev.result_box(answer, measured, "the standalone proxy of pages 03–04 stands unchecked."))
-    lead = (f"{family.n_resolved} of the page's {family.size} causal − standalone comparisons (ρ and R centred "
-            f"by position means) are resolved (Holm, family-wise {family.alpha:.0%}; intervals at Holm's level).")
+    lead = (f"{family.n_resolved} of the page's {family.size} causal − standalone comparisons of the gradients are "
+            f"resolved (Holm, family-wise {family.alpha:.0%}; intervals at Holm's level).")
     quiet = [k for k in comps if not any(r["resolved"] for r in family.for_corpus(k))]
     caveat = (f"{_docs(comps)} documents per corpus resolve only large changes; an unresolved comparison is not "
               "evidence of no change.")
     facts = {"status": ev.RESOLVED if family.n_resolved else ev.NOT_RESOLVED, "resolved": family.n_resolved,
              "size": family.size, "alpha": family.alpha, "unresolved_corpora": quiet}
     tail = [f"Nothing resolved for {', '.join(quiet)}."] if quiet else []
+    if check is not None:
+        c = check_claim(check, brief=True)
+        tail.append(c.text)
+        facts["check"] = {"status": c.status, "resolved": check.n_resolved, "size": check.size, "text": c.text}
     try:
         return facts, ev.result_box([lead, *_box_lines(comps, family, detail=True), *tail], measured, caveat)
     except ValueError:                       # too many resolved comparisons to list with intervals
@@ -364,13 +406,18 @@ def _box_lines(comps, family: Family, detail: bool) -> list[str]:
     return out
 
 
-def readings(pc: PageComparisons, family: Family) -> tuple[dict, list[str]]:
-    """The closing reading: one corpus_reading per requested corpus (page order: measured, then not measured).
-    Returns (facts: corpus -> status and text, Markdown bullet lines)."""
+def readings(pc: PageComparisons, family: Family, check: Family | None = None) -> tuple[dict, list[str]]:
+    """The closing reading: one corpus_reading per requested corpus (page order: measured, then not measured),
+    then the check that the context is used (check_claim) when given. Returns (facts: corpus (and 'check') ->
+    status and text, Markdown bullet lines)."""
     out, lines = {}, []
     for k in [*pc.comparisons, *pc.not_measured]:
         c = corpus_reading(k, family, pc.not_measured.get(k))
         out[k] = {"status": c.status, "text": c.text}
+        lines.append(f"- {c.text}")
+    if check is not None and pc.comparisons:
+        c = check_claim(check)
+        out["check"] = {"status": c.status, "text": c.text}
         lines.append(f"- {c.text}")
     return out, lines
 

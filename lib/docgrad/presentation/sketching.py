@@ -150,3 +150,30 @@ def fidelity_reading(record: dict, checks: dict, margin: float | None = BF16_R_E
         out.append(f"{dt} is not shown equivalent to float32, so float32 stays the default and every committed "
                    "cell is float32.")
     return out
+
+
+def g1_scope_lines(by_documents: Mapping[str, Mapping[str, dict]]) -> list[str]:
+    """Why G1's pair count differs between pages. G1 pools the pairs of every --exact-ref result file a page
+    reads (each file: one reference chunk against every other chunk of its documents), so a page that reads more
+    documents states the same gate over more pairs. by_documents: {documents read (e.g. '0:16', '0:48'): {model
+    label: G1 record with n_pairs and files}}; one sentence per model whose count changes with the documents,
+    then one for the models whose count does not."""
+    ranges = list(by_documents)
+    models = list(dict.fromkeys(lab for per in by_documents.values() for lab in per))
+    out, same = [], []
+    for lab in models:
+        got = [(docs, by_documents[docs].get(lab) or {}) for docs in ranges]
+        counts = [(docs, g.get("n_pairs"), len(g.get("files", []))) for docs, g in got if g.get("n_pairs")]
+        if len({n for _, n, _ in counts}) <= 1:
+            same.append(lab)
+            continue
+        out.append(f"{lab}: " + "; ".join(f"documents {docs}: {n:,} pairs from {k} file{'s' if k != 1 else ''}"
+                                           for docs, n, k in counts) + ".")
+    if not out:
+        return [f"G1 pools the --exact-ref pairs of every result file read; here every model has the same pairs "
+                f"whichever documents ({', '.join(ranges)}) are read."]
+    lead = ("G1 pools the --exact-ref pairs of every result file a page reads (one reference chunk against every "
+            "other chunk of the file's documents), so a page that reads more documents states the same gate over "
+            "more pairs:")
+    tail = [f"{', '.join(same)}: the same pairs whichever documents are read (one --exact-ref file)."] if same else []
+    return [lead, *out, *tail]

@@ -12,7 +12,7 @@ from docgrad.core.constants import ALL, CONTROL, HEADLINE_WINDOW, PUBLISHED_MODE
 from docgrad.core.decomposition import mean_gradient_share
 from docgrad.core.gates import MEANING
 from docgrad.models import model_label
-from docgrad.presentation.evidence import measured_of_held
+from docgrad.presentation.evidence import measured_of_held, sig
 from docgrad.results.stats import Analysis
 
 _ID = ["model", "revision", "corpus", "chunk"]
@@ -103,17 +103,21 @@ def gates_frame(a: Analysis) -> pd.DataFrame:
 
 
 def three_significant(df: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """The frame with every float column rounded to `digits` significant figures and columns that are empty
-    (all NaN) dropped: tables as a reader reads them."""
+    """The frame as a reader reads it: every float, in float and in mixed columns, written as text at `digits`
+    significant figures (evidence.sig: 0.128 as '0.128', 3.3e-05 as '0.0000330', 1101.9 as '1,102', NaN as '–'),
+    so no table pads a rounded value to six decimals ('0.128000'); integers, booleans and text are kept, and
+    columns that are empty (all NaN) are dropped."""
     df = df.dropna(axis=1, how="all").copy()
     for col in df.columns:
-        if pd.api.types.is_float_dtype(df[col]):
-            v = df[col].to_numpy(dtype=float)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                mag = np.where(np.isfinite(v) & (v != 0), np.floor(np.log10(np.abs(v))), 0)
-                scale = 10.0 ** (digits - 1 - mag)
-                df[col] = np.where(np.isfinite(v), np.round(v * scale) / scale, v)
+        values = df[col].tolist()
+        if any(_is_float(v) for v in values):
+            df[col] = pd.Series([sig(v, digits) if _is_float(v) else v for v in values], index=df.index,
+                                dtype=object)
     return df
+
+
+def _is_float(v) -> bool:
+    return isinstance(v, (float, np.floating)) and not isinstance(v, bool)
 
 
 def page_inputs_lines(results_dir, documents: str, chunk: int, resamples: int, page_models, pages: dict,

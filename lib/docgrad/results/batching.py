@@ -36,16 +36,20 @@ Scores: per-chunk mean unigram surprise (add-one counts over every target token 
 -log p over the chunk's C-1 targets; `unigram_surprise`) and the per-chunk model loss from the result file; a
 scalar score's V is computed from the score itself (`Scores`), which is the Gram s s' of `Population`.
 
-Document bootstrap (`measure`): a resample draws the cell's D documents with replacement (the documents
-docgrad.results.stats draws for the same seed and cell), lists them in ascending order and repeats the whole
-procedure on it: the unigram surprise re-estimated from the resample's counts (`resample_surprise`), the rule
-re-applied to the resample's scores, V / E V_random recomputed. A document drawn twice gives two copies that count
-as distinct documents: chunk pairs across copies get the resample's cross-document mean inner product S (as
-docgrad.core.bootstrap never pairs a document with its own copy), while the copies tie on every score, so sorted
-rules batch a chunk with its copy and the resampled ratios sit nearer 1 than the estimate. The interval is
-therefore the percentile interval of the draws centred on the estimate (`centred`: multiplied by estimate /
-median), which always contains it and keeps the draws' spread. Every rule of one cell uses the same resamples, so
-two rules compare on paired draws (`rule_tests`: Holm over the page's comparisons).
+Intervals: the delete-half jackknife (`measure`; Shao & Wu 1989, the delete-d jackknife with d = D // 2 of the
+cell's D documents deleted). Each of `resamples` random halves keeps r = D - d documents, each at most once, in
+ascending order, and repeats the whole procedure on them: the unigram surprise re-estimated from the half's own
+counts (`resample_surprise`), the rule re-applied to the half's scores, V / E V_random recomputed. With theta_s the
+statistic on half s (the log of a ratio) and N halves,
+
+    v = r / (d N) sum_s (theta_s - mean_s theta_s)^2,      95% interval  exp(log estimate +- 1.96 sqrt(v))
+
+(`jackknife_se`, `normal_interval`). No document appears twice in a half, so no chunk is ever batched with a copy
+of itself: the bootstrap this replaced (documents drawn with replacement) tied a copy to its original on every
+score, pulled the sorted rules' resampled ratios towards 1 and had to re-centre its draws on the estimate, which
+covered the true ratio in only 77-83% of simulated cells (tests/test_batching.py runs the coverage check). Every
+rule of one cell uses the same halves, so two rules compare on paired halves (`rule_tests`: Holm over the page's
+comparisons, two-sided normal p-values).
 
 Identity and R(bC) (`identity_to_R`): with b dividing the chunks per document m, identity's ratio is
     ratio = (n - 1)/(n - b) * b (A - Q)/(T - Q),   R(bC) = b (A - S)/(T - S)   (docgrad.core.bootstrap),
@@ -62,17 +66,20 @@ from pathlib import Path
 
 import numpy as np
 
+from scipy.stats import norm
+
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import ALL, BOOTSTRAP_SEED, CI_LEVEL, CONTROL
-from docgrad.core.orderings import ALPHA, resolve_differences
+from docgrad.core.orderings import ALPHA, holm
 from docgrad.corpora import build as corpora
 from docgrad.errors import AnalysisError
 from docgrad.results.cells import Cell
 from docgrad.results.stats import check_resamples
 
 RULES = ("identity", "random", "balanced", "coherent")
+MIN_HALF_DOCS = 4              # fewer documents: halves of 1-2 documents, too few to spread (= MIN_INTERVAL_DOCS)
 SCORES = ("unigram", "loss")
-DEFAULT_RESAMPLES = 500        # document-bootstrap resamples of the page (2000 take a few seconds per cell)
+DEFAULT_RESAMPLES = 500        # random halves of the documents for the page's intervals (delete-half jackknife)
 _BLOCK_ENTRIES = 2**24         # Gram entries gathered per vectorised block (16.8 M float64: 134 MB)
 
 
@@ -102,7 +109,7 @@ def partition(rule: str, scores: np.ndarray, b: int, window: int = 0,
               rng: np.random.Generator | None = None) -> np.ndarray:
     """Batches of a rule as positions into the chunk list: scores (..., n) -> (..., n/b, b) int.
 
-    Leading axes are independent lists (e.g. bootstrap resamples), each with its own random draws. identity and
+    Leading axes are independent lists (e.g. halves of the documents), each with its own random draws. identity and
     random ignore the scores' values; random and balanced need `rng`."""
     scores = np.asarray(scores, dtype=float)
     lead, n = scores.shape[:-1], scores.shape[-1]
@@ -499,24 +506,50 @@ def rule_rng(seed: int, name: str, b: int, rule: str, stream: int) -> np.random.
     return np.random.default_rng([int(seed), zlib.crc32(name.encode()), int(b), RULES.index(rule), int(stream)])
 
 
-def bootstrap_slots(D: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """(resamples, D) documents drawn with replacement (docgrad.core.bootstrap.resample_indices), ascending."""
-    return np.sort(bs.resample_indices(rng, D, resamples), axis=1)
+def half_slots(D: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(resamples, D - D // 2) random halves of D documents: each row a uniform draw without replacement (the
+    delete-d jackknife's subsets, d = D // 2 deleted), ascending. Needs D >= MIN_HALF_DOCS."""
+    if D < MIN_HALF_DOCS:
+        raise AnalysisError(f"the delete-half jackknife needs at least {MIN_HALF_DOCS} documents, got {D}")
+    return np.sort(np.argsort(rng.random((resamples, D)), axis=1)[:, :D - D // 2], axis=1)
 
 
-def centred(point: float, draws: np.ndarray, log: bool = True) -> np.ndarray:
-    """Bootstrap draws moved so that their median is the point estimate: multiplied by point / median (log=True,
-    for a ratio; where point and median are positive) or shifted by point - median. Any percentile interval of the
-    result contains the estimate (the median lies between two symmetric percentiles) and keeps the draws' spread
-    on that scale. NaN draws stay NaN; no finite draw or no finite point: all NaN."""
-    d = np.asarray(draws, dtype=float)
-    fin = d[np.isfinite(d)]
-    if not fin.size or point is None or not np.isfinite(point):
-        return np.full(d.shape, np.nan)
-    med = float(np.median(fin))
-    if log and point > 0 and med > 0:
-        return d * (float(point) / med)
-    return d + (float(point) - med)
+def jackknife_se(values: np.ndarray, D: int, log: bool = True) -> float:
+    """Delete-d jackknife standard error (Shao & Wu 1989) from a statistic on N random subsets of r = D - d of D
+    documents, d = D // 2:  v = r / (d N) sum_s (theta_s - mean theta)^2, theta the log of the statistic (log=True,
+    a ratio) or the statistic itself. NaN with fewer than two finite values (or a non-positive ratio)."""
+    x = np.asarray(values, dtype=float)
+    if log:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), np.nan)
+    x = x[np.isfinite(x)]
+    if x.size < 2:
+        return float("nan")
+    d = D // 2
+    return float(np.sqrt((D - d) / d * np.mean((x - x.mean()) ** 2)))
+
+
+def normal_interval(point, se: float, level: float = CI_LEVEL, log: bool = True) -> tuple:
+    """The two-sided normal interval at `level`: exp(log point +- z se) for a ratio (log=True), point +- z se for a
+    difference; (None, None) without a finite point and standard error."""
+    if point is None or not np.isfinite(point) or not np.isfinite(se) or (log and not point > 0):
+        return (None, None)
+    z = float(norm.ppf(0.5 + level / 2))
+    if log:
+        return (float(np.exp(np.log(point) - z * se)), float(np.exp(np.log(point) + z * se)))
+    return (float(point - z * se), float(point + z * se))
+
+
+def normal_p(point, se: float, null: float, log: bool = True) -> float:
+    """Two-sided p-value of point against null with the standard error se (on the log scale for a ratio):
+    2 (1 - Phi(|t|)), t = (log point - log null) / se or (point - null) / se; 1 when both are equal (se 0), NaN
+    without a finite standard error."""
+    if point is None or not np.isfinite(point) or not np.isfinite(se) or (log and not point > 0):
+        return float("nan")
+    diff = np.log(point) - np.log(null) if log else point - null
+    if se == 0:
+        return 1.0 if diff == 0 else 0.0
+    return float(2 * norm.sf(abs(diff) / se))
 
 
 @dataclass(frozen=True)
@@ -524,16 +557,15 @@ class RuleRatio:
     """One rule at one batch size on one cell: the design effect V / E V_random of its batches for the gradients,
     the unigram surprise (lexical; None without the span cache) and the per-chunk loss.
 
-    random is the reference: its ratios are 1 (the closed form) and it has no bootstrap interval; balanced is its
-    expectation over the within-stratum permutations (closed form). *_ci: 95% document-bootstrap interval, the
-    draws centred on the estimate (`centred`); gradient_boot_median: the draws' own median before centring.
+    random is the reference: its ratios are 1 (the closed form) and it has no interval; balanced is its
+    expectation over the within-stratum permutations (closed form). *_ci: 95% delete-half jackknife interval
+    (`jackknife_se`, `normal_interval`: on the log scale, over `resamples` random halves of the cell's `documents`).
     *_draws: 95% range over `resamples` repeated draws of the rule's randomness on the measured cell (random: the
     Monte-Carlo distribution of single random partitions; balanced: of single within-stratum permutations;
     identity and coherent draw nothing: None). same_document: share of within-batch chunk pairs from one document
     (identity, coherent; random: its expectation; balanced: None); same_document_excess: the share of the
     gradient noise above random's, V - E V_random, that pairs of one document carry (excess_by_pairs; identity,
-    coherent). *_boot: the raw bootstrap draws (not written
-    to JSON), for paired comparisons (rule_tests)."""
+    coherent). *_halves: the ratio on each half (not written to JSON), for paired comparisons (rule_tests)."""
 
     model: str
     revision: str
@@ -544,7 +576,6 @@ class RuleRatio:
     score: str
     gradient: float
     gradient_ci: tuple
-    gradient_boot_median: float | None
     gradient_draws: tuple | None
     gradient_draws_mean: float | None
     lexical: float | None
@@ -553,50 +584,51 @@ class RuleRatio:
     loss: float
     noise: float                 # V of the measured partition (balanced: E V; random: E V_random)
     random_noise: float          # E V_random
-    resamples: int
+    resamples: int               # random halves of the documents
+    documents: int               # D, the cell's documents (the jackknife's factor r / d)
     same_document: float | None = None
     same_document_excess: float | None = None
-    gradient_boot: np.ndarray | None = field(default=None, repr=False, compare=False)
-    lexical_boot: np.ndarray | None = field(default=None, repr=False, compare=False)
+    gradient_halves: np.ndarray | None = field(default=None, repr=False, compare=False)
+    lexical_halves: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()
-                if not k.endswith("_boot")}
+                if not k.endswith("_halves")}
 
 
 def measure(ci: CellInputs, sizes=(4, 8, 16, 32), rules=RULES, window: int = 0, score: str = "unigram",
             resamples: int = DEFAULT_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> list[RuleRatio]:
-    """Every rule at every batch size on one cell (gradients, unigram surprise, loss), with the document
-    bootstrap and the spread of the rules' random draws; `resamples` (0, or >= MIN_RESAMPLES) serves both.
+    """Every rule at every batch size on one cell (gradients, unigram surprise, loss), with delete-half jackknife
+    intervals and the spread of the rules' random draws; `resamples` (0, or >= MIN_RESAMPLES) serves both.
 
     `score` ('unigram' or 'loss') orders balanced and coherent; without it (no span cache) they are left out.
-    In each resample the unigram surprise is re-estimated from the resample's own counts when the cell's target
-    tokens are known (ci.targets; else each copy keeps its document's scores) and the rule is re-applied to the
-    resample's scores. Randomness: the documents drawn are docgrad.results.stats.cell_rng's for (seed, cell), the
-    same for every rule and batch size (paired); each (b, rule) has its own generator for its draws (rule_rng)."""
+    On each half of the documents the unigram surprise is re-estimated from the half's own counts when the cell's
+    target tokens are known (ci.targets; else each document keeps its scores) and the rule is re-applied to the
+    half's scores. Randomness: the halves come from default_rng([seed, crc32(cell name)]), the same for every rule
+    and batch size (paired); each (b, rule) has its own generator for its draws (rule_rng)."""
     resamples = check_resamples(resamples)
     order = ci.scores(score)
     rules = [r for r in rules if order is not None or r in ("identity", "random")]
     pops = {"gradient": Population.of(ci.gram, ci.m, window=window), "loss": Scores.of(ci.loss, window)}
     if ci.surprise is not None:
         pops["lexical"] = Scores.of(ci.surprise, window)
-    boot, boot_order = {}, None
+    halves, half_order = {}, None
     if resamples:
-        docs_rng = np.random.default_rng([int(seed), zlib.crc32(ci.name.encode())])   # = stats.cell_rng
-        slots = bootstrap_slots(len(ci.doc_ids), resamples, docs_rng)
-        boot["gradient"] = Population.of(ci.gram, ci.m, slots, window)
-        chunks = boot["gradient"].chunks
+        docs_rng = np.random.default_rng([int(seed), zlib.crc32(ci.name.encode())])
+        slots = half_slots(len(ci.doc_ids), resamples, docs_rng)
+        halves["gradient"] = Population.of(ci.gram, ci.m, slots, window)
+        chunks = halves["gradient"].chunks
         if ci.surprise is not None:
             redo = ci.targets is not None and ci.vocab_size
-            boot["lexical"] = Scores.of(resample_surprise(ci.targets, slots, ci.vocab_size) if redo
-                                        else ci.surprise[chunks], window)
+            halves["lexical"] = Scores.of(resample_surprise(ci.targets, slots, ci.vocab_size) if redo
+                                          else ci.surprise[chunks], window)
         if order is not None:
-            boot_order = boot["lexical"].x if score == "unigram" else ci.loss[chunks]
+            half_order = halves["lexical"].x if score == "unigram" else ci.loss[chunks]
     order = np.zeros(ci.n) if order is None else order
     rows = []
     for b in sizes:
         for rule in rules:
-            rows.append(_rule_row(ci, pops, boot, order, boot_order, int(b), rule, window, score, resamples, seed))
+            rows.append(_rule_row(ci, pops, halves, order, half_order, int(b), rule, window, score, resamples, seed))
     return rows
 
 
@@ -610,9 +642,10 @@ def _rule_ratios(pops: dict, rule: str, scores: np.ndarray, b: int, window: int,
     return {k: p.ratio(batches) for k, p in pops.items()}, batches
 
 
-def _rule_row(ci, pops, boot, order, boot_order, b, rule, window, score, resamples, seed) -> RuleRatio:
+def _rule_row(ci, pops, halves, order, half_order, b, rule, window, score, resamples, seed) -> RuleRatio:
     """measure() for one (b, rule)."""
     e = float(pops["gradient"].random_noise(b))
+    D = len(ci.doc_ids)
     same = excess = None
     if rule == "random":
         point = {k: 1.0 for k in pops}
@@ -628,14 +661,13 @@ def _rule_row(ci, pops, boot, order, boot_order, b, rule, window, score, resampl
     ci_ = {"gradient": (None, None), "lexical": (None, None)}
     raw = {"gradient": None, "lexical": None}
     draws = {"gradient": None, "lexical": None}
-    draws_mean = boot_median = None
+    draws_mean = None
     if resamples and rule != "random":
-        scores = np.broadcast_to(order, (resamples, ci.n)) if boot_order is None else boot_order
-        ratios, _ = _rule_ratios(boot, rule, scores, b, window, None)
+        ratios, _ = _rule_ratios(halves, rule, half_order if half_order is not None else
+                                 np.zeros(halves["gradient"].n), b, window, None)
         for k, r in ratios.items():
             raw[k] = r
-            ci_[k] = tuple(bs.percentile_ci(centred(point[k], r), CI_LEVEL))
-        boot_median = float(np.nanmedian(raw["gradient"]))
+            ci_[k] = normal_interval(point[k], jackknife_se(r, D))
     if resamples and rule in ("random", "balanced"):
         rd = partition(rule, np.broadcast_to(order, (resamples, ci.n)), b, window, rule_rng(seed, ci.name, b, rule, 2))
         for k in draws:
@@ -644,8 +676,8 @@ def _rule_row(ci, pops, boot, order, boot_order, b, rule, window, score, resampl
                 draws[k] = tuple(bs.percentile_ci(r, CI_LEVEL))
                 draws_mean = float(np.mean(r)) if k == "gradient" else draws_mean
     return RuleRatio(ci.model, ci.revision, ci.corpus, b, rule, int(window), score, point["gradient"],
-                     ci_["gradient"], boot_median, draws["gradient"], draws_mean, point.get("lexical"), ci_["lexical"],
-                     draws["lexical"], point["loss"], point["gradient"] * e, e, resamples, same, excess,
+                     ci_["gradient"], draws["gradient"], draws_mean, point.get("lexical"), ci_["lexical"],
+                     draws["lexical"], point["loss"], point["gradient"] * e, e, resamples, D, same, excess,
                      raw["gradient"], raw["lexical"])
 
 
@@ -653,33 +685,43 @@ VERSUS = (("identity", "random"), ("balanced", "random"), ("coherent", "random")
 
 
 def rule_tests(rows: list[RuleRatio], alpha: float = ALPHA) -> list[dict]:
-    """The page's family of gradient-noise comparisons under Holm (docgrad.core.orderings.resolve_differences):
-    on every (cell, b), identity, balanced and coherent against random (difference: ratio - 1; random's noise is
-    E V_random of the same resample) and identity against coherent (difference of the ratios, paired: both rules
-    on the same resampled documents). Draws are centred on the point difference (`centred`: the ratio's draws on
-    the log scale, a difference of two rules' paired draws additively). One record per comparison, in row order:
-    model, revision, corpus, b, rule, against, diff, p, rank, level, resolved, sign, ci (at Holm's level) and
-    ci95 (95%)."""
+    """The page's family of gradient-noise comparisons under Holm (docgrad.core.orderings.holm): on every (cell,
+    b), identity, balanced and coherent against random (the ratio against 1, on the log scale: random's noise is
+    E V_random of the same half) and identity against coherent (difference of the ratios, paired: both rules on the
+    same halves of the documents). Each has the delete-half jackknife standard error (jackknife_se), a two-sided
+    normal p-value (normal_p) and its normal interval at Holm's level; resolved when Holm rejects it. One record per
+    comparison, in row order: model, revision, corpus, b, rule, against, diff (ratio - 1, or the difference), se,
+    p, rank, level, resolved, sign, ci (at Holm's level) and ci95 (95%), both on the scale of diff."""
     by = {(r.model, r.revision, r.corpus, r.b, r.rule): r for r in rows}
-    family, meta = {}, {}
+    recs = []
     for r in rows:
         for rule, against in VERSUS:
-            if r.rule != rule or r.gradient_boot is None:
+            if r.rule != rule or r.gradient_halves is None:
                 continue
             if against == "random":
-                diff, d = r.gradient - 1, centred(r.gradient, r.gradient_boot) - 1
+                rec = {"point": r.gradient, "se": jackknife_se(r.gradient_halves, r.documents), "log": True,
+                       "null": 1.0}
             else:
                 o = by.get((r.model, r.revision, r.corpus, r.b, against))
-                if o is None or o.gradient_boot is None:
+                if o is None or o.gradient_halves is None:
                     continue
-                diff = r.gradient - o.gradient
-                d = centred(diff, r.gradient_boot - o.gradient_boot, log=False)
-            key = (r.model, r.revision, r.corpus, r.b, rule, against)
-            family[key] = (diff, d)
-            meta[key] = {"model": r.model, "revision": r.revision, "corpus": r.corpus, "b": r.b, "rule": rule,
-                         "against": against}
-    res = resolve_differences(family, alpha) if family else {}
-    return [{**meta[k], **res[k], "ci95": bs.percentile_ci(family[k][1], CI_LEVEL)} for k in family]
+                rec = {"point": r.gradient - o.gradient, "log": False, "null": 0.0,
+                       "se": jackknife_se(r.gradient_halves - o.gradient_halves, r.documents, log=False)}
+            recs.append(({"model": r.model, "revision": r.revision, "corpus": r.corpus, "b": r.b, "rule": rule,
+                          "against": against}, rec))
+    pvals = [normal_p(x["point"], x["se"], x["null"], x["log"]) for _, x in recs]
+    out = []
+    for (meta, x), p, h in zip(recs, pvals, holm(pvals, alpha)):
+        shift = x["null"] if x["log"] else 0.0              # a ratio's interval is reported as ratio - 1
+
+        def at(level):
+            lo, hi = normal_interval(x["point"], x["se"], level, x["log"])
+            return [None, None] if lo is None else [lo - shift, hi - shift]
+
+        diff = x["point"] - shift
+        out.append({**meta, "diff": diff, "se": x["se"], "p": p, **h, "ci": at(1 - h["level"]), "ci95": at(CI_LEVEL),
+                    "sign": int(np.sign(diff)) if h["resolved"] else 0})
+    return out
 
 
 # --- identity against R(bC) -----------------------------------------------------------------------------------
@@ -730,14 +772,14 @@ def elasticity(gradient: float, lexical: float) -> float:
     return float(np.log(gradient) / np.log(lexical))
 
 
-def power_draws(rows: list[RuleRatio]) -> np.ndarray | None:
-    """Bootstrap draws of the median over `rows` of elasticity(gradient, lexical): per resample, each row's centred
-    gradient and lexical draws (one resample of its cell: paired) give its power, and the median is taken over the
-    rows (cells are resampled independently, so resample i of every cell is one joint draw). None without draws."""
-    if not rows or any(r.gradient_boot is None or r.lexical_boot is None for r in rows):
+def power_halves(rows: list[RuleRatio]) -> np.ndarray | None:
+    """The median over `rows` of elasticity(gradient, lexical) on each half of the documents: per half, each row's
+    gradient and lexical ratio on that half (one half of its cell: paired) give its power, and the median is taken
+    over the rows (half i of every cell is one joint draw; cells are halved independently). None without halves."""
+    if not rows or any(r.gradient_halves is None or r.lexical_halves is None for r in rows):
         return None
-    g = np.stack([centred(r.gradient, r.gradient_boot) for r in rows])
-    lex = np.stack([centred(r.lexical, r.lexical_boot) for r in rows])
+    g = np.stack([r.gradient_halves for r in rows])
+    lex = np.stack([r.lexical_halves for r in rows])
     with np.errstate(divide="ignore", invalid="ignore"):
         e = np.where((g > 0) & (lex > 0) & (lex != 1), np.log(np.abs(g)) / np.log(np.abs(lex)), np.nan)
     ok = np.isfinite(e).any(axis=0)
@@ -747,12 +789,13 @@ def power_draws(rows: list[RuleRatio]) -> np.ndarray | None:
 
 
 def _median_power(rows: list[RuleRatio]) -> tuple[float | None, list]:
+    """The median power over the rows and its 95% delete-half jackknife interval (point +- 1.96 se)."""
     e = np.array([elasticity(r.gradient, r.lexical) for r in rows])
-    draws = power_draws(rows)
+    halves = power_halves(rows)
     point = float(np.nanmedian(e)) if np.isfinite(e).any() else None
-    ci = bs.percentile_ci(centred(point, draws, log=False), CI_LEVEL) if draws is not None and point is not None \
-        else [None, None]
-    return point, ci
+    if halves is None or point is None:
+        return point, [None, None]
+    return point, list(normal_interval(point, jackknife_se(halves, rows[0].documents, log=False), log=False))
 
 
 def _at(r: RuleRatio) -> dict:
@@ -788,9 +831,6 @@ def summary(rows: list[RuleRatio], tests: list[dict] = (), comparisons: list[dic
             rec["highest_studied"] = _at(max(studied, key=lambda r: r.gradient))
         if rule != "identity" and lex:
             rec["power"], rec["power_ci"] = _median_power(lex)
-            keep = [(r.gradient - 1, r.gradient_boot_median - 1) for r in lex
-                    if r.gradient_boot_median is not None and abs(r.gradient - 1) > 0.02]
-            rec["boot_effect_kept"] = float(np.median([bm / pt for pt, bm in keep])) if keep else None
         shares = [r.same_document for r in rs if r.same_document is not None]
         if shares:
             rec["same_document_range"] = [min(shares), max(shares)]
@@ -823,8 +863,8 @@ def study_scope(rows: list[RuleRatio], control: str = CONTROL) -> dict:
     """The batch-composition study's setting against what was measured: its lexical ratios and batch size beside
     the measured ranges (inside or outside), and per corpus the gradient-noise ratio its lexical ratio would give
     at that corpus's median power over the batch sizes (an extrapolation wherever the setting lies outside the
-    measured range), with an interval from the power's draws. The control corpus is named as the closest analogue
-    of the study's packed rows of short documents."""
+    measured range), with an interval from the power's delete-half jackknife interval. The control corpus is named
+    as the closest analogue of the study's packed rows of short documents."""
     out: dict = {"study": COMPOSITION_STUDY, "closest": control,
                  "measured_b": [min((r.b for r in rows), default=None), max((r.b for r in rows), default=None)],
                  "rules": {}}

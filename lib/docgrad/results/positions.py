@@ -57,11 +57,16 @@ and applies the same document counts to both modes. The interval of a difference
 percentile interval of the draw-wise differences; because both modes share the documents of each draw, what
 varies from document to document in the same way in both modes cancels from it.
 
-The page's family (comparison_family): per compared corpus, the centred rho difference at every lag lC < W, the
-centred R difference at every window C < W' <= W, the ratio of the window noise and the difference of the last
-chunk's loss; all of them, over every corpus, are one family under Holm's step-down procedure at family-wise
-level 0.05 (docgrad.core.orderings.resolve_differences: two-sided bootstrap p-values of the paired draws, each
-comparison's interval at the level Holm tests it at). A comparison is resolved when Holm rejects it and that
+The page's families (comparison_family): per compared corpus, the centred rho difference at every lag lC < W, the
+centred R difference at every window C < W' <= W, the ratio of the window noise and, at the last chunk, the
+differences of the mean squared gradient norm |g|^2 and of the squared norm of the position mean |G_k|^2 (the
+latter estimated from pairs of different documents, so it can fall below 0: a difference, not a ratio;
+GRADIENT_QUANTITIES);
+all of them, over every corpus, are one family under Holm's step-down procedure at family-wise level 0.05. The
+difference of the last chunk's loss, expected to fall with context, is a check kept in a family of its own
+(CHECK_QUANTITIES), so an expected result never counts among the findings. Each family uses
+docgrad.core.orderings.resolve_differences (two-sided bootstrap p-values of the paired draws, each comparison's
+interval at the level Holm tests it at). A comparison is resolved when Holm rejects it and that
 interval excludes 0 (the ratio: 1).
 """
 
@@ -518,6 +523,9 @@ def compare_modes(causal: Cell, standalone: Cell, resamples: int = RESAMPLES, se
         family.update({("R", W): (float(pt[j]), dr[:, j]) for j, W in enumerate(windows) if W > C})
         family[("window_noise", int(causal.window))] = (ratio["window_noise"], ratio_draws["window_noise"])
         last = m - 1
+        for q, name in (("sqnorm", "sqnorm_last"), ("mean_norm", "mean_norm_last")):   # causal - standalone
+            family[(name, last * C)] = (float(pos_pt[CAUSAL_MODE][q][0, last] - pos_pt[STANDALONE_MODE][q][0, last]),
+                                        pos_dr[CAUSAL_MODE][q][:, last] - pos_dr[STANDALONE_MODE][q][:, last])
         loss_c, loss_s = pos_dr[CAUSAL_MODE]["loss"], pos_dr[STANDALONE_MODE]["loss"]
         family[("loss_last", last * C)] = (float(pos_pt[CAUSAL_MODE]["loss"][0, last]
                                                  - pos_pt[STANDALONE_MODE]["loss"][0, last]),
@@ -533,7 +541,9 @@ def compare_modes(causal: Cell, standalone: Cell, resamples: int = RESAMPLES, se
 # --- the page's family of comparisons ---------------------------------------------------------------------
 
 RATIOS = ("window_noise",)          # family quantities compared with 1 (causal / standalone), the others with 0
-FAMILY_QUANTITIES = ("rho", "R", "window_noise", "loss_last")
+FAMILY_QUANTITIES = ("rho", "R", "window_noise", "sqnorm_last", "mean_norm_last", "loss_last")
+GRADIENT_QUANTITIES = FAMILY_QUANTITIES[:-1]   # page 06's findings: the gradients' noise, norm and position means
+CHECK_QUANTITIES = ("loss_last",)              # the expected fall of the loss with context: a check, a family apart
 
 
 @dataclass(frozen=True)
@@ -565,14 +575,19 @@ class Family:
                 "rows": [dict(r) for r in self.rows]}
 
 
-def comparison_family(comps: dict, alpha: float = ALPHA) -> Family:
-    """Holm over every comparison the page states (ModeComparison.family_draws of each corpus in comps, page
-    order): p-values and intervals from the paired draws (docgrad.core.orderings.resolve_differences); a ratio
-    is tested as ratio - 1 and reported as a ratio. Comparisons without draws (resamples = 0) are left out;
-    no comparison gives an empty family."""
+def comparison_family(comps: dict, alpha: float = ALPHA, quantities=FAMILY_QUANTITIES) -> Family:
+    """Holm over the comparisons of `quantities` the page states (ModeComparison.family_draws of each corpus in
+    comps, page order): p-values and intervals from the paired draws (docgrad.core.orderings.resolve_differences);
+    a ratio is tested as ratio - 1 and reported as a ratio. Page 06 makes two families: its findings
+    (GRADIENT_QUANTITIES) and the check that the context is used (CHECK_QUANTITIES: the last chunk's loss, expected
+    to fall). Comparisons without draws (resamples = 0) are left out; no comparison gives an empty family."""
+    unknown = [q for q in quantities if q not in FAMILY_QUANTITIES]
+    if unknown:
+        raise ValueError(f"comparison_family: unknown quantities {unknown}; expected some of {FAMILY_QUANTITIES}")
     named, meta = {}, {}
     for k, c in comps.items():
-        for key in sorted(c.family_draws, key=lambda q: (FAMILY_QUANTITIES.index(q[0]), q[1])):
+        keys = [q for q in c.family_draws if q[0] in quantities]
+        for key in sorted(keys, key=lambda q: (FAMILY_QUANTITIES.index(q[0]), q[1])):
             pt, dr = c.family_draws[key]
             null = 1.0 if key[0] in RATIOS else 0.0
             named[(k, *key)] = (pt - null, np.asarray(dr, dtype=float) - null)

@@ -49,6 +49,17 @@ page_models, study, reports, decomps = page.models, page.study, page.reports, pa
 display(Markdown(dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
                                              models_note=page.models_note)))
 
+# %% tags=["hide-input"]
+shares = {lab: {c.corpus: dg.decomposition.mean_gradient_share(c.all.S_cross, c.all.sigma2) for c in r.cells}
+          for lab, r in reports.items()}
+without_norms = {m.label: {c.corpus: dg.decomposition.without_groups(study.cell(m, c.corpus).sums, chunk, ["other"])
+                           for c in reports[m.label].cells} for m in page_models}
+final = dg.published.final_checkpoints()
+pub_shares = final[final.corpus.isin(dg.design_effect.LONG_DOCUMENT_CORPORA)]["mean_gradient_share"].tolist()
+R16 = {lab: {c.corpus: c.all.R_16K for c in r.cells} for lab, r in reports.items()}
+regime = dg.design_effect.regime_line(dg.models.model_regimes(page_models), shares, without_norms, pub_shares, R16)
+display(Markdown(regime))
+
 # %% [markdown]
 # **What R is.** The design effect $R(W)$ is the gradient-noise variance of one block of $m$ consecutive chunks
 # of one document, divided by that of $m$ independent chunks with the same token count ([Kish 1965](#References)):
@@ -107,6 +118,20 @@ headline.set_index("corpus")
 # %% tags=["hide-input"]
 sources_said = {lab: dg.design_effect.source_lines(d) for lab, d in decomps.items()}
 display(Markdown("\n".join(f"- {lab}: {line}" for lab, lines in sources_said.items() for line in lines)))
+
+# %% [markdown]
+# ## Shards: the design respected
+#
+# A 48-document cell is three result files of 16 documents, and pairs of documents were computed only inside a
+# file, so the design fixes which documents pair and how many each file holds. Per cell: $R(16\text{K})$ of each
+# shard alone; the headline's interval (documents resampled across the cell) beside one that resamples documents
+# within their shard; and how far $R$ moves when the pairs never computed are filled with the mean of the computed
+# pairs of their sources: a size of the bias they could carry, not a correction
+# ([docs/methods.md](../docs/methods.md#shards)).
+
+# %% tags=["hide-input"]
+shards_said = dg.design_effect.shard_lines(page.shard_readings())
+display(Markdown(f"**{page.label}**\n\n" + "\n".join(shards_said)))
 
 # %% [markdown]
 # **The published design beside it.** The published study read 16 documents per corpus; ours are the first 16 of
@@ -204,7 +229,9 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                         for lab, r in reports.items()},
            "result_box": dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
                                                      models_note=page.models_note),
-           "gate_claims": [c.text for c in g2], "estimator_note": estimator_note}
+           "gate_claims": [c.text for c in g2], "estimator_note": estimator_note,
+           "regime_line": regime, "mean_gradient_share": shares, "without_norm_gains": without_norms,
+           "shard_lines": shards_said}
 _ = dg.save_numbers("04_design_effect", numbers, figures_dir)
 
 # %% [markdown]

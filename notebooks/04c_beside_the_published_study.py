@@ -225,6 +225,7 @@ display(Markdown("Ordered by R(16K) at each checkpoint (fraction of training):\n
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models], "published_order": PUBLISHED_ORDER,
            "result_box": box, "replication": replication, "replicated": replicated, "replication_lines": rep_lines,
+           "replication_sources": rep_sources,
            "pairs": pairs, "decisions": decisions, "n_docs": n_docs,
            "published_R_claims": {lab: [{"status": c.status, "text": c.text} for c in cs]
                                   for lab, cs in published_R.items()},

@@ -239,8 +239,8 @@ def test_the_regime_line_names_each_model_and_how_far_r_and_b_simple_move_withou
     line = de.regime_line({"M": "instruction-tuned, 4-bit Q4_1, no start token"}, shares, wo, [0.003, 0.014],
                           {"M": {"CODE": 4.0, "PAPERS": 5.0}})
     assert line.startswith("**The models.** M: instruction-tuned, 4-bit Q4_1, no start token.")
-    assert "M 20% to 25%" in line and "(the published base checkpoints: 0.3% to 1.4%)" in line
-    assert "R(16K) moves by at most 5%" in line and "B_simple by a factor of 2.0 to 2.0" in line
+    assert "M 20% to 25%" in line and "; the published base checkpoints 0.3% to 1.4%." in line
+    assert "R(16K) moves by at most 5%" in line and "B_simple by a factor of 2.00 to 2.00" in line
     assert "page 04d" in line
     assert "without the norm gains" not in de.regime_line({"M": "x"}, shares, {}, [], {})
 
@@ -256,3 +256,5 @@ def test_shard_lines_put_the_headline_interval_beside_the_within_shard_one_and_s
     assert "resampling documents [2.75, 4.84] (the headline's), within shards [3.34, 4.30]" in books
     assert books.endswith("move it by +0.21.")
     assert web == "- WEB (16 documents, 1 shard): R(16K) 1.02; every pair of documents was computed."
+    many["fill_shift"] = -0.001
+    assert de.shard_lines([many])[0].endswith("move it by 0.00.")

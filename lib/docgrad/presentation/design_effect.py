@@ -488,9 +488,9 @@ def regime_line(regimes: Mapping[str, str], shares: Mapping[str, Mapping[str, fl
             dR = max(abs(v["R"] - R[lab][k]) / R[lab][k] for k, v in wo.items() if k in R[lab])
             factor = [(v["sigma2"] / v["S_cross"]) / ((1 - sh[k]) / sh[k]) for k, v in wo.items()]
             part += (f" (without the norm gains R(16K) moves by at most {pct(dR)}, B_simple by a factor of "
-                     f"{sig(min(factor), 2)} to {sig(max(factor), 2)})")
+                     f"{min(factor):.2f} to {max(factor):.2f})")
         parts.append(part)
-    pub = f" (the published base checkpoints: {rng(list(published))})" if published else ""
+    pub = f"; the published base checkpoints {rng(list(published))}" if published else ""
     return (f"**The models.** {models}. Mean gradient, as a share of a chunk's squared gradient norm on BOOKS, CODE "
             f"and PAPERS: {'; '.join(parts)}{pub}. B_simple here describes these models, not a batch size for "
             "training; whether R moves with the start token or the rounding: page 04d.")
@@ -513,5 +513,5 @@ def shard_lines(readings: Sequence[Mapping]) -> list[str]:
         out.append(f"- {head}: R(16K) {sig(r['R'])}; per shard {shards}; 95% intervals: resampling documents "
                    f"{ci(r.get('ci_doc'))} (the headline's), within shards {ci(r.get('ci_within_shard'))}; "
                    f"the missing cross-shard pairs filled with their sources' means move it by "
-                   f"{r['fill_shift']:+.2f}.")
+                   f"{'0.00' if abs(r['fill_shift']) < 0.005 else format(r['fill_shift'], '+.2f')}.")
     return out

@@ -21,6 +21,7 @@ from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, RESAMPLES
 from docgrad.models import models_note, result_models
 from docgrad.presentation.tables import page_inputs_lines
 from docgrad.results.format import parse_docs
+from docgrad.results.shards import shard_reading
 from docgrad.results.study import Study
 
 
@@ -52,6 +53,14 @@ class StudyPage:
         """{label: {corpus: CellDecomposition}} of every cell the page shows (computed once per cell)."""
         return {m.label: self.study.decompositions(m, [c.corpus for c in self.reports[m.label].cells])
                 for m in self.models}
+
+    def shard_readings(self, label: str | None = None) -> list[dict]:
+        """results.shards.shard_reading of each cell of one model (default the first) with its decomposition's
+        sources: R(16K) per shard, the within-shard interval, the cross-shard fill (docs/methods.md#shards)."""
+        label = label or self.label
+        model = next(m for m in self.models if m.label == label)
+        return [shard_reading(self.study.cell(model, c.corpus), self.decomps[label][c.corpus].sources, self.resamples,
+                              self.seed) for c in self.reports[label].cells]
 
     @property
     def models_note(self) -> str:

@@ -466,6 +466,20 @@ def test_readme_headline_numbers_match_the_executed_design_effect_pages():
     assert all(d["status"] == "not established" for d in cmp["decisions"].values()) == ("none is resolved" in second)
 
 
+def test_readme_model_regime_sentence_matches_the_executed_design_effect_page():
+    """The README quotes page 04's line on the models; its numbers must be what the page computed."""
+    line = json.loads((ROOT / "figures" / "04_design_effect.json").read_text())["regime_line"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    smol = line.split("SmolLM2-135M-Instruct ")[1].split(";")[0]      # '14% to 19% (without ... 1.16 to 1.54)'
+    share, rest = smol.split(" (without the norm gains R(16K) moves by at most ")
+    dR, factor = rest.rstrip(")").split(", B_simple by a factor of ")
+    assert "SmolLM2-135M-Instruct: instruction-tuned, 4-bit Q4_1, no start token" in line
+    assert f"Its mean gradient is {share} of a chunk's squared gradient norm" in text
+    assert f"R(16K) moves by at most {dR} and B_simple by a factor of {factor}," in text
+    published = line.split("the published base checkpoints ")[1].split(". ")[0]
+    assert f"against {published} in the published base checkpoints" in text
+
+
 def test_readme_replication_numbers_match_the_executed_comparison_page():
     """The README quotes page 04c's replication of PAPERS - CODE on documents 16-47; it must be what the page read."""
     cmp = json.loads((ROOT / "figures" / "04c_beside_the_published_study.json").read_text())

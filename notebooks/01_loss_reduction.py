@@ -20,16 +20,22 @@
 # then checks the algebra in PyTorch, on a tiny random language model and on SmolLM2-135M with real text; page 01b
 # follows the same mistakes into real trainers.
 #
+# *What transformers does changed over releases: the box "What changed when" at the end says when, and what the
+# installed version does.*
+#
 # > **What to take away.**
 # > - A mean over tokens weighs documents by their number of supervised positions; a mean over documents weighs
 # >   them equally. Neither is wrong; pick the one that states what should matter, and write it down.
 # > - Padding is a tensor-shape device, not data: the mask must enter numerator and denominator, and must
-# >   describe a position's role, never its label value.
+# >   describe a position's role, never its label value (a pad token that is also the EOS token drops every real
+# >   EOS target when the mask is taken from the token id).
 # > - Splitting a batch must not change the objective: divide summed losses by the total valid-target count of
 # >   the whole batch (after the causal shift and the prompt mask), or weight microbatch means by their counts.
 # >   A mean of microbatch means is biased, not only noisy: it up-weights short documents, whose targets sit at
 # >   early, higher-loss positions.
 # > - An empty denominator is an error to report, not a zero loss.
+# > - Unequal weights cost effective sample size: the document mean of unequal documents is worth fewer
+# >   independent targets than it has.
 #
 # Every number is computed by `docgrad.teaching` (tested), shown to three significant figures and saved to
 # `figures/01_loss_reduction.json`. Other documents: `docgrad run 01 -p lengths "[3, 30]" -p padding "[27, 0]"`.
@@ -53,11 +59,14 @@ growth_ratios = [1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0]  # long:sh
 real_model = "smollm2-135m"  # the growth experiment again on this real model, with real text
 real_corpus = "BOOKS"  # the real text: the first span of this corpus
 real_growth_ratios = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]  # long:short length ratios on the real model
+pad_eos_texts = ["the cat sat", "a dog ran far away"]  # texts collated with a tokenizer whose pad token is its EOS
+kish_rho = 0.1  # correlation between two positions of the same document (section 6)
 seed = 0  # seed of the tiny model and of its random tokens
 rerun = False  # recompute the recorded run on the real model (data/teaching/01_growth_real.json) and rewrite it
 
 # %%
 import altair as alt
+import numpy as np
 import pandas as pd
 import torch
 from IPython.display import Markdown, display
@@ -67,9 +76,6 @@ from docgrad import page as dg
 ROOT = dg.setup()
 torch.set_num_threads(2)
 NUMBERS = {}
-
-# %% tags=["hide-input"]
-display(Markdown(dg.history.what_changed_when()))
 
 
 # %% [markdown]
@@ -81,7 +87,8 @@ display(Markdown(dg.history.what_changed_when()))
 # (natural-log units; softplus(θ) = log(1 + e^θ)), with gradient p − y (Appendix A checks it numerically).
 #
 # Document A has only label-1 positions, B only label-0 ones; A is padded to B's length to make one rectangular
-# tensor. Every objective is a weighted sum Σ w·ℓ over positions:
+# tensor. Document i has n_i supervised positions (D = 2 documents here), and the *mask* m is 1 at a supervised
+# position and 0 at padding. Every objective is a weighted sum Σ w·ℓ over positions:
 #
 # | objective | weight of a position | what it means |
 # |---|---|---|
@@ -159,12 +166,45 @@ display(Markdown(f"Largest change of loss or gradient over {len(inv)} comparison
                  f"positions, θ in {invariance_thetas}): **{dg.sig(NUMBERS['padding_invariance_max_abs_diff'])}**."))
 
 # %% [markdown]
+# ### A mask taken from a token id: pad == EOS
+#
+# "Label 0 treated as padding" has a real form. A tokenizer without a pad token is often given its end-of-text
+# token (EOS) as one (`tokenizer.pad_token = tokenizer.eos_token`), and a collator that builds the mask from the
+# token id then drops every real EOS target with the padding: the model is never trained to stop. Below, two
+# texts, each followed by EOS, collated into one right-padded batch by transformers'
+# `DataCollatorForLanguageModeling(mlm=False)` and by TRL's `DataCollatorForLanguageModeling`, with a small
+# word-level tokenizer whose pad token is its EOS token:
+
+# %%
+pad_eos = dg.reduction.pad_is_eos(pad_eos_texts)
+pad_src = dg.installed.read_claims(dg.installed.PAD_CLAIMS)
+dg.installed.require(pad_src)
+NUMBERS["pad_is_eos"] = {**pad_eos, "source": pad_src}
+pd.DataFrame({"token": [t for row in pad_eos["tokens"] for t in row],
+              "transformers label": [v for row in pad_eos["transformers"]["labels"] for v in row],
+              "TRL label": [v for row in pad_eos["trl"]["labels"] for v in row]},
+             index=pd.MultiIndex.from_tuples([(f"text {r}", t) for r, row in enumerate(pad_eos["tokens"])
+                                              for t in range(len(row))], names=["row", "position"])).T
+
+# %% tags=["hide-input"]
+display(Markdown(f"""
+Of the {pad_eos['n_real_eos']} real EOS targets, transformers' collator keeps
+**{pad_eos['transformers']['real_eos_labels_kept']}** and TRL's keeps **{pad_eos['trl']['real_eos_labels_kept']}**;
+the batch has {pad_eos['targets_by_position']} next-token targets by position, and the two collators' labels leave
+{pad_eos['transformers']['targets']} and {pad_eos['trl']['targets']}. What each does, in the installed source:
+
+""" + dg.installed.claims_markdown(pad_src) + """
+
+A mask must say which positions are padding by where they are (the collator knows which positions it added), not
+by what token they hold."""))
+
+# %% [markdown]
 # ## 3. Splitting the batch into microbatches
 #
 # *Microbatches* are slices of a batch run forward and backward one at a time (to save memory), their gradients
-# added before one optimiser step. Put A and B in separate microbatches: the plain average of their mean
-# gradients weighs each of the B microbatches 1/B, which is the document mean. Weighting each mean by its valid
-# count, Σ n_b g_b / Σ n_b, gives the token mean back.
+# added before one optimiser step. Put A and B in separate microbatches, K = 2 of them: the plain average of their
+# mean gradients g_k weighs each microbatch 1/K, which is the document mean. Weighting each mean by its valid
+# count n_k, Σ n_k g_k / Σ n_k, gives the token mean back.
 
 # %% tags=["hide-input"]
 acc = dg.reduction.microbatch_accumulation(lengths, labels, theta)
@@ -243,13 +283,15 @@ dg.sig_table([{"targets given as": "class indices", "divides by": "the targets' 
 # ### 5b. Gradient accumulation on a causal language model
 #
 # A *causal* language model predicts each token from the ones before it, so n tokens give n − 1 targets; a
-# k-token prompt labelled −100 (k ≥ 1) leaves n − k. The attention mask says what the model may *see*, the −100
-# labels which predictions *count*. With microbatches b of n_b targets and summed loss S_b (N in all):
+# prompt of q tokens labelled −100 (q ≥ 1) leaves n − q. The attention mask says what the model may *see*, the −100
+# labels which predictions *count*. With K microbatches, microbatch k holding n_k targets with summed loss S_k
+# (N = Σ_k n_k in all):
 #
-# * **full batch**: Σ_b S_b / N, the token mean;
-# * **average of means**: Σ_b (S_b / n_b) / B, what calling `backward()` on each microbatch's mean / B computes;
-# * **normalised by the total count**: each S_b / N before `backward()`, what transformers passes as
-#   `num_items_in_batch` since October 2024 ([the fix explained](https://huggingface.co/blog/gradient_accumulation)).
+# * **full batch**: Σ_k S_k / N, the token mean;
+# * **average of means**: Σ_k (S_k / n_k) / K, what calling `backward()` on each microbatch's mean / K computes;
+# * **normalised by the total count**: each S_k / N before `backward()`, what transformers' `Trainer` passes to
+#   the model as `num_items_in_batch` ([the fix explained](https://huggingface.co/blog/gradient_accumulation)).
+#   Which count it passes depends on the release; below, the installed `Trainer` counts these documents.
 #
 # The model is a tiny Llama or GPT-NeoX (two open model architectures) with random weights and random tokens.
 
@@ -263,11 +305,20 @@ display(Markdown(f"{lm_arch}: {model.config.num_hidden_layers} layers, width {mo
 display(pd.DataFrame({"tokens": lm["n_tokens"], "prompt (masked)": lm_prompt_lengths,
                       "targets after shift and mask": lm["n_targets_per_document"]},
                      index=[f"document {i}" for i in range(len(docs))]))
+lm_count = dg.installed.count_check(dg.models.tiny_model("llama", seed=seed),
+                                    [dg.reduction.pad_batch([docs[i] for i in mb])[2] for mb in lm_microbatches])
+NUMBERS["installed_count"] = lm_count
+assert lm_count["agrees"], (f"transformers {lm_count['version']} passes {lm_count['installed_count']}, but the page "
+                            f"says releases from {lm_count['since']} count {lm_count['how']} ({lm_count['rule_count']})")
 
 # %% tags=["hide-input"]
 display(Markdown(f"Microbatches {lm_microbatches} hold {lm['targets_per_microbatch']} targets "
-                 f"({lm['n_targets_total']} in all). The losses are close, the gradients are not: the short "
-                 f"microbatch's targets are up-weighted by n_long / n_short."))
+                 f"({lm['n_targets_total']} in all). The installed transformers {lm_count['version']} passes "
+                 f"`num_items_in_batch` = **{lm_count['installed_count']}** for them: it counts "
+                 f"{lm_count['how']}, as every release checked from {lm_count['since']} on does (releases "
+                 f"{lm_count['ranges']['unshifted']} counted every label, position 0 included: "
+                 f"{lm_count['unshifted_count']} here). The losses are "
+                 f"close, the gradients are not: the short microbatch's targets are up-weighted by n_long / n_short."))
 dg.sig_table([{"accumulation": "full batch", "loss": lm["loss_full_token_mean"], "rel": 0.0, "cos": 1.0},
               {"accumulation": "average of microbatch means", "loss": lm["loss_averaged_means"],
                "rel": lm["rel_discrepancy_averaged"], "cos": lm["cosine_averaged_full"]},
@@ -281,7 +332,7 @@ dg.sig_table([{"accumulation": "full batch", "loss": lm["loss_full_token_mean"],
 #
 # Two microbatches share a token budget with lengths in ratio r : 1; under the average of means a short
 # microbatch's target weighs n_long / n_short times a long one's. The *total-variation distance* between the two
-# weightings (1/B each against n_b / N) is half their summed absolute difference: 0 when they agree, 1 when they
+# weightings (1/K each against n_k / N) is half their summed absolute difference: 0 when they agree, 1 when they
 # share nothing. On the tiny random model the fix's exactness is the point; on SmolLM2-135M (135 million
 # parameters) with a BOOKS span (a stretch of one book) the size of the error is.
 
@@ -345,6 +396,45 @@ dg.sig_table(bias, {"long_tokens": "long", "short_tokens": "short", "loss_averag
                     "loss_long": "long document", "effect": "up-weighting the short one"})
 
 # %% [markdown]
+# ## 6. What a weighting costs: effective sample size
+#
+# A weighted mean Σ w_u x_u / Σ w_u of U independent units x_u with equal variance σ² has variance
+# σ² Σ w² / (Σ w)², that of an unweighted mean of **n_eff = (Σ w)² / Σ w²** units (Kish's *effective sample
+# size*); U / n_eff is the *design effect* of the weighting (Appendix C simulates it). Equal weights give
+# n_eff = U, unequal ones less. Taking each supervised position's loss as an independent unit, for the documents
+# of §1:
+
+# %%
+kish = pd.DataFrame(dg.effective_size.objective_effective_sizes(batch))
+doc_w = np.concatenate(dg.reduction.objective_weights(batch, "document_mean"))
+doc_w = doc_w[doc_w > 0]
+C = dg.effective_size.block_correlation(batch.valid_counts, kish_rho)
+deff_corr = {"token_mean": dg.effective_size.design_effect(np.ones(batch.n_valid), C),
+             "document_mean": dg.effective_size.design_effect(doc_w, C)}
+mc = dg.effective_size.weighted_mean_variance(doc_w, seed=seed)
+NUMBERS["effective_sample_size"] = {"objectives": kish.to_dict("records"), "rho": kish_rho,
+                                    "design_effect_correlated": deff_corr, "monte_carlo_document_mean": mc}
+dg.sig_table(kish, {"label": "objective", "n": "positions with weight", "n_eff": "n_eff",
+                    "design_effect": "design effect"}, index="label")
+
+# %% [markdown]
+# The weights that decide what is learned also decide how much noise the estimate carries.
+#
+# **Correlated units.** Positions of one document are not independent. For units with correlation matrix C the
+# design effect is U wᵀCw / (Σ w)²: C = I gives the weighting effect above, and equal weights with a correlation ρ
+# shared by the b units of a block give 1 + (b − 1)ρ, Kish's cluster design effect. With ρ between any two
+# positions of the same document (0 across documents), correlation and weighting compound:
+
+# %% tags=["hide-input"]
+dg.sig_table([{"objective": dg.reduction.OBJECTIVE_LABELS[k], "deff": v} for k, v in deff_corr.items()],
+             {"objective": "objective", "deff": f"design effect, ρ = {dg.sig(kish_rho)} within a document"},
+             index="objective")
+
+# %% [markdown]
+# Page 04 measures a design effect of this kind, R(W), for the gradients of W contiguous tokens of real text,
+# with the correlation estimated from the data instead of assumed.
+
+# %% [markdown]
 # ## Exercises
 #
 # Predict, then open the solution (JupyterLab: click the collapsed cell; HTML: *Solution*). Each shows the
@@ -388,9 +478,80 @@ assert ex3.values == dg.reduction.microbatch_weights([20, 80])          # the li
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex4 = dg.worked.target_count(50, 12)
-display(Markdown(ex4.markdown))
+ex4_count = dg.installed.count_check(dg.models.tiny_model("llama", seed=seed),
+                                     [dg.reduction.causal_lm_labels(torch.arange(50), 0)[None]])
+display(Markdown(ex4.markdown + f"""
+- What transformers passes for the document without a prompt depends on the release: the targets,
+  {ex4_count['shifted_count']}, in {ex4_count['ranges']['shifted']}; every label != −100,
+  {ex4_count['unshifted_count']}, in {ex4_count['ranges']['unshifted']} (position 0 included, so each row's loss
+  was divided by one more than its targets). The installed transformers {ex4_count['version']} passes
+  **{ex4_count['installed_count']}**."""))
 assert ex4.values == {"with_prompt": dg.reduction.count_targets(dg.reduction.causal_lm_labels(torch.arange(50), 12)),
                       "without_prompt": dg.reduction.count_targets(dg.reduction.causal_lm_labels(torch.arange(50), 0))}
+assert ex4_count["agrees"], f"transformers {ex4_count['version']} counts otherwise than the page says: {ex4_count}"
+
+# %% [markdown]
+# **Exercise 5 (effective sample size).** Three documents of 1, 1 and 98 positions. What is Kish's n_eff of the
+# token mean and of the document mean?
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
+ex5 = dg.worked.n_eff_documents([1, 1, 98])
+display(Markdown(ex5.markdown))
+ex5_rows = {r["objective"]: r for r in dg.effective_size.objective_effective_sizes(
+    dg.reduction.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
+assert all(abs(ex5.values[k] - ex5_rows[k]["n_eff"]) < 1e-9 for k in ex5.values)
+
+# %% [markdown]
+# ### Code exercises
+#
+# Each comes with a checker (`docgrad.teaching.reduction`): it runs your function on several batches, says
+# *correct* or *not yet*, and names the batch it got wrong and the usual mistake its answer matches.
+#
+# **Exercise 6 (write the masked token mean).** `losses` holds every position's loss (rows × positions, float64;
+# padding positions have a loss too, as `cross_entropy(..., reduction="none")` gives without `ignore_index`) and
+# `labels` holds −100 where nothing is supervised (padding, a prompt). Return the token mean over the supervised
+# positions, and raise an error when there is none (§4). The version below divides by every position.
+
+# %% tags=["show-input"]
+def token_mean(losses, labels):
+    return losses.mean()
+
+
+print(dg.reduction.check_token_mean(token_mean)["message"])
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
+def token_mean(losses, labels):
+    mask = (labels != -100).to(losses.dtype)            # a position's role, not its label value
+    if mask.sum() == 0:
+        raise ValueError("no supervised position: the token mean is 0/0")
+    return (losses * mask).sum() / mask.sum()
+
+
+ex6 = dg.reduction.check_token_mean(token_mean)
+print(ex6["message"])
+
+# %% [markdown]
+# **Exercise 7 (the accumulation normaliser).** One optimiser step runs K microbatches; `labels[j]` is microbatch
+# j's label tensor (rows × positions, −100 at prompts and padding). Microbatch k's summed next-token loss is
+# divided by `divisor(labels, k)` and back-propagated. Return the divisor that makes the accumulated gradient the
+# token mean of the whole step. The version below is microbatch k's own target count times K: the average of
+# microbatch means.
+
+# %% tags=["show-input"]
+def divisor(labels, k):
+    own = int((labels[k][..., 1:] != -100).sum())
+    return own * len(labels)
+
+
+print(dg.reduction.check_normaliser(divisor)["message"])
+
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
+def divisor(labels, k):
+    return sum(int((lab[..., 1:] != -100).sum()) for lab in labels)    # every microbatch's targets, after the shift
+
+
+ex7 = dg.reduction.check_normaliser(divisor)
+print(ex7["message"])
 
 # %% [markdown]
 # ## Appendix
@@ -414,7 +575,26 @@ dg.sig_table([dict(r, objective=dg.reduction.OBJECTIVE_LABELS[r["objective"]]) f
 # %%
 inv.pivot_table(index=["objective", "added"], columns="theta", values=["abs_loss_diff", "abs_grad_diff"]).map(dg.sig)
 
+# %% [markdown]
+# ### C. The design effect of a weighting, simulated (§6)
+#
+# Weighted means of independent unit-variance draws with the document mean's weights, against the exact
+# U Σ w² / (Σ w)².
+
 # %%
-NUMBERS["exercises"] = {"1": ex1.values, "2": ex2.values, "3": ex3.values, "4": ex4.values}
+dg.sig_table([{"draws": mc["draws"], "n": mc["n"], "simulated": mc["simulated"], "exact": mc["exact"]}],
+             {"draws": "draws", "n": "units", "simulated": "simulated design effect", "exact": "exact"})
+
+# %% [markdown]
+# ## What changed when
+
+# %% tags=["hide-input"]
+history_topics = ("accumulation", "cross_entropy")
+NUMBERS["what_changed_when"] = dg.history.rows(history_topics)
+display(Markdown(dg.history.what_changed_when(history_topics)))
+
+# %%
+NUMBERS["exercises"] = {"1": ex1.values, "2": ex2.values, "3": ex3.values,
+                        "4": {**ex4.values, "installed_count": ex4_count}, "5": ex5.values, "6": ex6, "7": ex7}
 dg.save_numbers("01_loss_reduction", NUMBERS)
 dg.versions()

@@ -18,14 +18,19 @@
 #
 # Page 01's arithmetic of means, in real training loops: data parallelism and gradient accumulation in the
 # `transformers.Trainer` (one process, then two), and what a loss factor does to SGD and Adam, on SmolLM2-135M
-# with real text. One class of about 45 minutes; page 01c takes packing, cross-entropy and policy gradients.
+# with real text. One class of about 45 minutes; page 01c takes packing and cross-entropy's denominators, page
+# 01d the normalisation of reinforcement-learning losses.
+#
+# *What the Trainer does changed over releases: the box "What changed when" at the end says when, and every
+# statement about it below is read from the installed source when the page runs.*
 #
 # > **What to take away.**
 # > - Every reduction across devices, microbatches or rows must divide by the **global** count of what should weigh
 # >   equally (targets, or the sum of class weights), or weigh each part by its count; a mean of means is a
-# >   different objective. transformers does this with `num_items_in_batch` (since October 2024) and
-# >   `average_tokens_across_devices` (added October 2024, default True since July 2025) when the model accepts loss
-# >   keyword arguments; custom losses (`compute_loss_func`) must do it themselves.
+# >   different objective. The installed `Trainer` does this with `num_items_in_batch` and
+# >   `average_tokens_across_devices` only for a model it decides accepts loss keyword arguments; the model class's
+# >   `accepts_loss_kwargs` attribute decides first, and dozens of classes set it to False. Custom losses
+# >   (`compute_loss_func`) must normalise themselves.
 # > - A constant loss factor is a learning-rate change for SGD and (nearly) nothing for Adam, unless gradients are
 # >   clipped or L2 decay is coupled to the gradient; a factor that varies by batch re-weights batches for both.
 #
@@ -47,9 +52,11 @@ train_top_layers = 4  # transformer blocks trained (the last ones; the rest of t
 sgd_lr = 0.01  # SGD learning rate (0.05 diverges here: runs that diverge cannot be compared)
 adam_lr = 1e-4  # Adam learning rate
 seed = 0  # seeds of batches, Trainer and the synthetic checks
-rerun = False  # recompute the recorded Trainer, torchrun and fine-tuning runs (minutes) and rewrite data/teaching/
+rerun = False  # recompute the recorded data-parallel, Trainer, torchrun and fine-tuning runs (minutes) and rewrite data/teaching/
 
 # %%
+import functools
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -64,15 +71,15 @@ torch.manual_seed(seed)
 NUMBERS = {"model": model_name, "corpus": corpus}
 
 
-model = dg.models.load_model(model_name)
+real_model = functools.cache(lambda: dg.models.load_model(model_name))   # loaded only for a run not in a record
 spans = [s for s in dg.corpora_build.load_spans(corpus) if s.doc < dg.DOCS_PER_CORPUS]   # the other pages' 16
 separator = dg.corpora_build.read_manifest(dg.corpora_build.DEFAULT_MANIFEST)["tokenizer"]["separator"]  # packs with
 EOS = int(separator["id"])
 NUMBERS["separator"] = separator
-display(Markdown(f"{model_name}: {sum(p.numel() for p in model.parameters()):,} parameters; {len(spans)} "
-                 f"{corpus} spans of {len(spans[0].tokens):,} tokens (the documents below are cut from them); "
-                 f"documents are separated by `{separator['token']}` (id {EOS}), the pretraining separator."))
-display(Markdown(dg.history.what_changed_when()))
+display(Markdown(f"{len(spans)} {corpus} spans of {len(spans[0].tokens):,} tokens (the documents below are cut from "
+                 f"them); documents are separated by `{separator['token']}` (id {EOS}), the pretraining separator. "
+                 f"The runs on {model_name} are read from committed records (their provenance is shown under each); "
+                 f"`-p rerun True` recomputes them."))
 
 # %% [markdown]
 # ## 1. Data parallelism: a mean of rank means
@@ -80,7 +87,7 @@ display(Markdown(dg.history.what_changed_when()))
 # In *data parallelism* W processes (*ranks*, one per device) each back-propagate a loss on their own batch, and
 # DistributedDataParallel (DDP) **averages** the W gradients with an *all-reduce* (every rank receives the sum
 # over ranks), divided by W. If rank r's loss is its own token mean S_r / n_r (S_r the summed cross-entropy of its
-# n_r targets), every rank weighs 1/W whatever its n_r: page 01's average of microbatch means, across devices.
+# n_r targets), every rank weighs 1/W whatever its n_r: page 01's average of K microbatch means, across devices.
 # The global token mean needs rank r to divide its *sum* by the global count N = Σ_r n_r and multiply by W, which
 # the average then cancels.
 #
@@ -89,8 +96,11 @@ display(Markdown(dg.history.what_changed_when()))
 
 # %%
 docs = dg.reduction.make_documents(dp_lengths, tokens=spans[0].tokens[: sum(dp_lengths)])
-reference = dg.pitfalls.full_batch_gradient(model, docs)
-dp = dg.pitfalls.data_parallel_step(model, docs, dp_ranks, reference=reference)
+dp, dp_prov = dg.records.recorded(
+    "01b_data_parallel", {"model": model_name, "corpus": corpus, "dp_lengths": dp_lengths, "dp_ranks": dp_ranks},
+    lambda: dg.trainers.data_parallel_step(real_model(), docs, dp_ranks), rerun=rerun)
+display(Markdown(dg.records.provenance_line(f"The data-parallel step ({model_name}, {dp['n_parameters']:,} "
+                                            f"parameters)", dp_prov)))
 NUMBERS["data_parallel"] = dp
 dg.sig_table([{"rank": f"rank {r}", "documents": str(d), "n": n, "local": a, "global": g}
               for r, (d, n, a, g) in enumerate(zip(dp["ranks"], dp["targets_per_rank"], dp["rank_weights_local_mean"],
@@ -119,13 +129,24 @@ dg.sig_table([{"how": "mean of rank means", "rel": dp["rel_discrepancy_local_mea
 # Gradient accumulation is data parallelism's single-process twin: microbatches in sequence instead of ranks
 # side by side. The installed `Trainer` runs one optimiser step over the same documents (batch size 1, one
 # accumulation step per document, learning rate 0, no clipping) and the gradient is read before the step: once
-# as installed, once with `model_accepts_loss_kwargs = False` (a model whose `forward` takes no loss keyword
-# arguments).
+# as installed, once with `model_accepts_loss_kwargs = False`. The Trainer sets that flag itself: from the model
+# class's `accepts_loss_kwargs` attribute when the class has one, and only otherwise from whether its `forward`
+# takes `**kwargs`. How many classes of the installed transformers set the attribute to False:
+
+# %% tags=["hide-input"]
+accepts = dg.installed.accepts_loss_kwargs_summary()
+NUMBERS["accepts_loss_kwargs"] = accepts
+display(Markdown(f"**{accepts['false']}** classes of transformers {accepts['version']} set `accepts_loss_kwargs = "
+                 f"False` in their own body (their subclasses inherit it), **{accepts['generation_heads']}** of them "
+                 f"generation heads (`...ForConditionalGeneration`, e.g. `{accepts['examples'][0]}`): for them the "
+                 f"Trainer passes no count and divides each microbatch's mean by the accumulation steps, a mean of "
+                 f"microbatch means, whatever their `forward` accepts. Llama's causal-LM class sets no attribute and "
+                 f"its `forward` takes `**kwargs`: the Trainer passes it the count."))
 
 # %%
 trainer_rows, trainer_prov = dg.records.recorded(
     "01b_trainer", {"model": model_name, "corpus": corpus, "dp_lengths": dp_lengths, "seed": seed},
-    lambda: [dg.pitfalls.trainer_accumulation(model, docs, use_num_items=u, seed=seed, reference=reference)
+    lambda: [dg.trainers.trainer_accumulation(real_model(), docs, use_num_items=u, seed=seed)
              for u in (True, False)], rerun=rerun)
 display(Markdown(dg.records.provenance_line("The Trainer steps", trainer_prov)))
 NUMBERS["trainer"] = {("num_items" if r["use_num_items"] else "per_microbatch_mean"): r for r in trainer_rows}
@@ -137,23 +158,32 @@ dg.sig_table([{"run": "as installed" if r["use_num_items"] else "model_accepts_l
               "rel": "|g − g_full| / |g_full|", "cos": "cosine"}, index="run")
 
 # %% tags=["hide-input"]
-src = dg.pitfalls.transformers_excerpts()
-NUMBERS["transformers"] = src
-assert all(c["found"] for c in src["claims"].values()), "the installed transformers changed: re-read its source"
+src = dg.installed.read_claims(dg.installed.TRAINER_CLAIMS)
+dg.installed.require(src)                     # the page stops, naming the line, if the installed source changed
+tr_count = dg.installed.count_check(dg.models.tiny_model("llama", seed=seed), [d["labels"][None] for d in docs])
+assert tr_count["agrees"], f"the installed Trainer counts otherwise than the page says: {tr_count}"
+rec_versions = trainer_prov["versions"]
+NUMBERS["transformers"] = {"version": tr_count["version"], "claims": src, "installed_count": tr_count}
 display(Markdown(f"""
-As installed, the Trainer passes every microbatch the step's whole count and matches the full batch to
-{dg.sig(tr_items['rel_discrepancy'])}; without loss keyword arguments it divides each microbatch's mean by the
-accumulation steps: the mean-of-means error above. What transformers {src['version']} does, read from its installed source (the page stops
-if a line is missing):
-""" + "\n".join(f"* {c['meaning']}: `{' '.join(c['lines'])}` (`{c['where']}`)" for c in src["claims"].values())
-+ """
+As run for the record, the Trainer passes every microbatch the step's whole count and matches the full batch to
+{dg.sig(tr_items['rel_discrepancy'])}; with `model_accepts_loss_kwargs = False` it divides each microbatch's mean by
+the accumulation steps: the mean-of-means error above. The installed transformers {tr_count['version']} passes
+**{tr_count['installed_count']}** for these documents (it counts {tr_count['how']}; counted now on a tiny Llama,
+whose loss is the same causal-LM loss){"" if tr_count['installed_count'] == tr_items['num_items_in_batch_passed'][0]
+else f", not the {tr_items['num_items_in_batch_passed'][0]} of the record made with transformers "
+     f"{rec_versions.get('transformers')}: `docgrad run 01b -p rerun True` measures the installed version"}.
+What it does, read from its installed source (the page stops if a line is missing):
 
-So with `average_tokens_across_devices=True` (default since July 2025) and a model that accepts
-`num_items_in_batch`, each rank divides its summed loss by the count gathered from all ranks and multiplies it by
-the number of processes: the global-count fix. With it off, the step is a mean of rank means. A custom
+""" + dg.installed.claims_markdown(src) + """
+
+So with `average_tokens_across_devices=True` and a model the Trainer lets take `num_items_in_batch`, each process
+divides its summed loss by the count gathered from all processes (divided by the processes that share one batch:
+tensor, context and sequence parallelism) and multiplies it by `num_processes // tp_size`, the processes that hold
+different data: the global-count fix. With the option off, the step is a mean of rank means. A custom
 `compute_loss_func` returning a per-batch mean is worse: its loss is not divided by the accumulation steps but
-still multiplied by the number of processes, so the weights are a mean of means and the gradient is larger by both
-factors. The same holds for a model whose forward accepts `**kwargs` but drops `num_items_in_batch`."""))
+still multiplied by that factor, so the weights are a mean of means and the gradient is larger by both factors
+(unless a Trainer subclass sets `loss_is_scaled_for_ga = False`). The same holds for a model whose forward accepts
+`**kwargs` but drops `num_items_in_batch`."""))
 
 # %% [markdown]
 # ### A real data-parallel step
@@ -165,7 +195,7 @@ factors. The same holds for a model whose forward accepts `**kwargs` but drops `
 
 # %%
 ddp, ddp_prov = dg.records.recorded("01b_torchrun", {"ddp_lengths": ddp_lengths, "seed": seed},
-                                    lambda: [dg.pitfalls.ddp_trainer_step(ddp_lengths, average_tokens=a, seed=seed)
+                                    lambda: [dg.trainers.ddp_trainer_step(ddp_lengths, average_tokens=a, seed=seed)
                                              for a in (True, False)],
                                     rerun=rerun)
 display(Markdown(dg.records.provenance_line("The two-process torchrun steps", ddp_prov)))
@@ -182,13 +212,19 @@ display(Markdown("With `True` both processes pass the gathered count and the gra
                  "`False` each passes its own: a mean of rank means, from the real distributed code path."))
 
 # %%
+real = f"{model_name}, {len(dp_lengths)} documents ({sum(dp_lengths)} tokens)"
+tiny = f"tiny random Llama, {len(ddp_lengths)} documents ({sum(ddp_lengths)} tokens)"
 dp_chart_data = pd.DataFrame([
-    {"how": "2 ranks: mean of rank means", "kind": "pitfall", "value": dp["rel_discrepancy_local_mean"]},
-    {"how": "2 ranks: sum / global N, × W", "kind": "fix", "value": dp["rel_discrepancy_global_count"]},
-    {"how": "Trainer: mean / accumulation steps", "kind": "pitfall", "value": tr_mean["rel_discrepancy"]},
-    {"how": "Trainer: num_items_in_batch", "kind": "fix", "value": tr_items["rel_discrepancy"]},
-    {"how": "torchrun, tiny model: average_tokens False", "kind": "pitfall", "value": ddp_off["rel_discrepancy"]},
-    {"how": "torchrun, tiny model: average_tokens True", "kind": "fix", "value": ddp_on["rel_discrepancy"]},
+    {"how": f"{len(dp_ranks)} simulated ranks: mean of rank means", "kind": "pitfall", "setting": real,
+     "value": dp["rel_discrepancy_local_mean"]},
+    {"how": f"{len(dp_ranks)} simulated ranks: sum / global N, × W", "kind": "fix", "setting": real,
+     "value": dp["rel_discrepancy_global_count"]},
+    {"how": "Trainer: mean / accumulation steps", "kind": "pitfall", "setting": real, "value": tr_mean["rel_discrepancy"]},
+    {"how": "Trainer: num_items_in_batch", "kind": "fix", "setting": real, "value": tr_items["rel_discrepancy"]},
+    {"how": "torchrun, 2 processes: average_tokens False", "kind": "pitfall", "setting": tiny,
+     "value": ddp_off["rel_discrepancy"]},
+    {"how": "torchrun, 2 processes: average_tokens True", "kind": "fix", "setting": tiny,
+     "value": ddp_on["rel_discrepancy"]},
 ])
 dp_base = alt.Chart(dp_chart_data).encode(
     y=alt.Y("how:N", sort=None, title=None, axis=alt.Axis(labelLimit=400)),
@@ -196,13 +232,13 @@ dp_base = alt.Chart(dp_chart_data).encode(
             title="|g − g_full| / |g_full| (log scale)"),
     color=alt.Color("kind:N", scale=alt.Scale(domain=["pitfall", "fix"], range=["#d62728", "#2ca02c"]),
                     title=None),
-    tooltip=["how", alt.Tooltip("value:Q", format=".3g")])
+    tooltip=["setting", "how", alt.Tooltip("value:Q", format=".3g")])
 dp_chart = (dp_base.mark_point(filled=True, size=160)
             + dp_base.mark_text(align="left", dx=10).encode(text=alt.Text("value:Q", format=".2g"))).properties(
     width=520, height=210, title=alt.Title(
-    f"One step over {len(dp_lengths)} documents ({sum(dp_lengths)} tokens) on {model_name}",
-    subtitle="gradient difference from the full-batch token mean; the torchrun rows: two real processes, "
-             "tiny random model"))
+    "One optimiser step, pitfall against fix, in three settings",
+    subtitle=[f"simulated ranks and Trainer: {real}", f"torchrun: {tiny}",
+              "gradient difference from the same documents' full-batch token mean"]))
 dg.save_chart(dp_chart, "01b_data_parallel")
 
 # %% [markdown]
@@ -227,16 +263,16 @@ dg.save_chart(dp_chart, "01b_data_parallel")
 # reference run's weights over the reference's distance from the start.
 
 # %%
-batches = dg.pitfalls.training_batches([s.tokens for s in spans], train_steps, train_batch_size, train_min_len,
+batches = dg.optimisers.training_batches([s.tokens for s in spans], train_steps, train_batch_size, train_min_len,
                                        train_max_len, seed=seed)
 drift, drift_prov = dg.records.recorded(
     "01b_drift", {"model": model_name, "corpus": corpus, "train_steps": train_steps,
                   "train_batch_size": train_batch_size, "train_min_len": train_min_len, "train_max_len": train_max_len,
                   "train_top_layers": train_top_layers, "sgd_lr": sgd_lr, "adam_lr": adam_lr, "seed": seed},
-    lambda: dg.pitfalls.training_drift(model, batches, optimizers=(("sgd", sgd_lr), ("adam", adam_lr)),
+    lambda: dg.optimisers.training_drift(real_model(), batches, optimizers=(("sgd", sgd_lr), ("adam", adam_lr)),
                                        train_top_layers=train_top_layers), rerun=rerun)
 display(Markdown(dg.records.provenance_line("The fine-tuning runs", drift_prov)))
-NUMBERS["provenance"] = {"trainer": trainer_prov, "torchrun": ddp_prov, "drift": drift_prov}
+NUMBERS["provenance"] = {"data_parallel": dp_prov, "trainer": trainer_prov, "torchrun": ddp_prov, "drift": drift_prov}
 NUMBERS["training"] = {k: drift[k] for k in ("n_trainable", "constant", "scales", "final")}
 NUMBERS["training"]["trainable_blocks"] = train_top_layers
 steps_df = pd.DataFrame(drift["steps"])
@@ -245,7 +281,7 @@ display(Markdown(f"{train_steps} steps, {dg.sig(drift['n_trainable'])} trained w
                  f"blocks; c_b from {dg.sig(min(sc))} to {dg.sig(max(sc))}, c = {dg.sig(drift['constant'])}. After the last "
                  f"step:"))
 dg.sig_table([dict(r, optimizer={"sgd": "SGD", "adam": "Adam"}[r["optimizer"]],
-                   scheme=dg.pitfalls.TRAINING_LABELS[r["scheme"]])
+                   scheme=dg.optimisers.TRAINING_LABELS[r["scheme"]])
               for r in drift["final"] if r["scheme"] != "token_mean"],
              {"optimizer": "optimizer", "scheme": "objective", "drift": "drift from the reference",
               "drift_from_constant": "from the constant-c run"}).set_index(["optimizer", "objective"])
@@ -263,11 +299,13 @@ display(Markdown(
 
 # %%
 lines = []
+labels_ = dg.optimisers.TRAINING_LABELS
 for (opt, scheme), g in steps_df.groupby(["optimizer", "scheme"]):
     if scheme != "token_mean":
-        lines.append(g.assign(comparison=f"{dg.pitfalls.TRAINING_LABELS[scheme]} vs reference", value=g["drift"]))
+        lines.append(g.assign(comparison=f"{labels_[scheme]} vs the reference run", value=g["drift"]))
     if scheme == "padded_denominator":
-        lines.append(g.assign(comparison="padded denominator vs constant c", value=g["drift_from_constant"]))
+        lines.append(g.assign(comparison=f"{labels_[scheme]} vs the {labels_['constant_scale']} run",
+                              value=g["drift_from_constant"]))
 drift_plot = pd.concat(lines)
 drift_plot["optimizer"] = drift_plot["optimizer"].map({"sgd": f"SGD, lr {sgd_lr:g}", "adam": f"Adam, lr {adam_lr:g}"})
 pick = alt.selection_point(fields=["comparison"], bind="legend")
@@ -312,14 +350,14 @@ assert {k: v for k, v in ex1.values.items() if k != "rank0_loss_factor"} == dg.r
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 ex4 = dg.worked.adam_eps(g=1e-4, c=1e-4, eps=1e-8)
 display(Markdown(ex4.markdown))
-ex4_run = dg.pitfalls.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)     # torch.optim.Adam, ten steps of this gradient
+ex4_run = dg.optimisers.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)     # torch.optim.Adam, ten steps of this gradient
 assert abs(ex4.values["step_ratio"] - (1 - ex4_run["rel_diff_adam_scaled"])) < 1e-6
 
 # %% [markdown]
 # ### Code exercises
 #
 # Each comes with a checker: it builds a small random causal LM, compares your function's gradient with the
-# full-batch token mean, and says *correct* or *not yet* (`docgrad.teaching.pitfalls`).
+# full-batch token mean, and says *correct* or *not yet* (`docgrad.teaching.trainers`).
 #
 # **Exercise 3 (find the bug).** This accumulation loop back-propagates each microbatch's mean loss, scaled by
 # the number of microbatches. Predict what the checker will say, run it, then fix the loop
@@ -334,7 +372,7 @@ def accumulate(model, microbatches):
         loss.backward()
 
 
-print(dg.pitfalls.check_accumulation(accumulate)["message"])
+print(dg.trainers.check_accumulation(accumulate)["message"])
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 def accumulate(model, microbatches):
@@ -343,7 +381,7 @@ def accumulate(model, microbatches):
         (dg.reduction.summed_loss(model, mb) / total).backward()
 
 
-ex7 = dg.pitfalls.check_accumulation(accumulate)
+ex7 = dg.trainers.check_accumulation(accumulate)
 print(ex7["message"])
 
 # %% [markdown]
@@ -357,14 +395,14 @@ def rank_loss(summed, n_local, n_global, world_size):
     return summed / n_local
 
 
-print(dg.pitfalls.check_rank_loss(rank_loss)["message"])
+print(dg.trainers.check_rank_loss(rank_loss)["message"])
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} tags=["solution"]
 def rank_loss(summed, n_local, n_global, world_size):
     return summed * world_size / n_global      # DDP divides by world_size; what transformers does
 
 
-ex8 = dg.pitfalls.check_rank_loss(rank_loss)
+ex8 = dg.trainers.check_rank_loss(rank_loss)
 print(ex8["message"])
 
 # %% [markdown]
@@ -377,7 +415,7 @@ print(ex8["message"])
 
 # %%
 synthetic = np.random.default_rng(seed).normal(size=(20, 1000)) * 1e-3
-adam_check = dg.pitfalls.adam_scale_check(synthetic, adam_check_scale)
+adam_check = dg.optimisers.adam_scale_check(synthetic, adam_check_scale)
 NUMBERS["adam_scale_check"] = adam_check
 display(Markdown(f"{synthetic.shape[0]} steps on a {synthetic.shape[1]:,}-dimensional parameter, ε = {adam_check['eps']:g}."))
 dg.sig_table([{"run": f"Adam, gradients × c = {dg.sig(adam_check_scale)}, against Adam unscaled",
@@ -385,6 +423,14 @@ dg.sig_table([{"run": f"Adam, gradients × c = {dg.sig(adam_check_scale)}, again
               {"run": "the same, against Adam unscaled with ε/c", "rel": adam_check["rel_diff_adam_scaled_vs_eps_over_scale"]},
               {"run": "SGD, gradients × c, against SGD unscaled", "rel": adam_check["rel_diff_sgd_scaled"]}],
              {"run": "run", "rel": "relative difference of the final weights"}, index="run")
+
+# %% [markdown]
+# ## What changed when
+
+# %% tags=["hide-input"]
+history_topics = ("accumulation", "data_parallel")
+NUMBERS["what_changed_when"] = dg.history.rows(history_topics)
+display(Markdown(dg.history.what_changed_when(history_topics)))
 
 # %%
 NUMBERS["exercises"] = {"1": {"counts": ex1_counts, **ex1.values},

@@ -158,7 +158,8 @@ def test_cli_run_takes_a_lettered_page_prefix(tiny, capsys, monkeypatch):
     assert "parameters of 01_tiny.py" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("stem", ["01_loss_reduction", "01b_real_trainers", "01c_packing_and_denominators"])
+@pytest.mark.parametrize("stem", ["01_loss_reduction", "01b_real_trainers", "01c_packing_and_denominators",
+                                  "01d_rl_normalisation"])
 def test_every_exercise_of_a_teaching_page_has_a_solution_cell(stem):
     """Each markdown cell that poses an exercise is followed, before the next markdown cell, by a code cell tagged
     `solution` (rendered collapsed); a code exercise's own cell (its starting code and checker) comes first."""

@@ -253,7 +253,23 @@ def test_page01_exercise_3_accumulation(page01_exercises):
 def test_page01_exercise_4_target_counts(page01_exercises):
     assert R.count_targets(R.causal_lm_labels(torch.arange(50), 12)) == 38
     assert R.count_targets(R.causal_lm_labels(torch.arange(50), 0)) == 49
-    assert page01_exercises["4"] == {"with_prompt": 38, "without_prompt": 49}
+    e = page01_exercises["4"]
+    assert (e["with_prompt"], e["without_prompt"]) == (38, 49)
+    assert (e["installed_count"]["shifted_count"], e["installed_count"]["unshifted_count"]) == (49, 50)
+
+
+def test_page01_exercise_5_effective_sample_size(page01_exercises):
+    from docgrad.teaching import effective_size as E
+
+    rows = {r["objective"]: r for r in E.objective_effective_sizes(R.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
+    exact = 1 / (2 / 9 + 98 / 294 ** 2)
+    assert rows["document_mean"]["n_eff"] == pytest.approx(exact)
+    assert page01_exercises["5"] == pytest.approx({"token_mean": 100, "document_mean": exact}, rel=1e-5)
+
+
+def test_page01_code_exercises_pass_with_their_solutions(page01_exercises):
+    assert page01_exercises["6"]["passed"] and page01_exercises["6"]["message"].startswith("correct")
+    assert page01_exercises["7"]["passed"] and page01_exercises["7"]["divisors"] == [76.0, 76.0, 76.0]
 
 
 def test_probability_targets_divide_by_the_rows_and_class_indices_by_the_targets_weights():
@@ -277,9 +293,66 @@ def test_growth_bias_rows_say_which_way_the_loss_moves_only_as_measured():
     assert R.growth_bias_rows([dict(row, lengths=[64, 64])]) == []
 
 
-def test_what_changed_when_dates_and_links_every_change_and_names_the_versions():
-    from docgrad.teaching import history
+# --- pad == EOS: a mask from a token id ---------------------------------------------------------------------------
 
-    box = history.what_changed_when()
-    assert all(c.url.startswith("https://") and c.date for c in history.CHANGES)
-    assert "#39395" in box and "2025-07" in box and "Executed with torch " in box
+def test_a_pad_token_that_is_the_eos_token_drops_every_real_eos_label_when_masked_by_id():
+    out = R.pad_is_eos(["the cat sat", "a dog ran far away"])
+    assert out["pad_token_id"] == out["eos_token_id"] and out["lengths"] == [4, 6]
+    assert out["tokens"][0] == ["the", "cat", "sat", "<eos>", "<eos>", "<eos>"]
+    hf, trl = out["transformers"], out["trl"]
+    assert hf["real_eos_labels_kept"] == 0 and trl["real_eos_labels_kept"] == 2
+    assert hf["labels"][0][3:] == [-100, -100, -100] and trl["labels"][0][3:] == [0, -100, -100]
+    assert trl["targets"] == out["targets_by_position"] == 3 + 5 and hf["targets"] == 8 - 2
+    with pytest.raises(R.ReductionError, match="two non-empty texts"):
+        R.pad_is_eos(["only one"])
+
+
+# --- the code exercises' checkers: they fail the bug and pass the fix ---------------------------------------------
+
+def _token_mean(losses, labels):
+    mask = (labels != -100).to(losses.dtype)
+    if mask.sum() == 0:
+        raise ValueError("no supervised position")
+    return (losses * mask).sum() / mask.sum()
+
+
+def test_the_token_mean_checker_passes_the_masked_mean_and_names_each_usual_mistake():
+    assert R.check_token_mean(_token_mean)["passed"]
+    padding_as_data = R.check_token_mean(lambda losses, labels: losses.mean())
+    assert not padding_as_data["passed"] and "padding counted as data" in padding_as_data["message"]
+    numerator_only = R.check_token_mean(lambda l, lab: (l * (lab != -100)).sum() / l.numel())
+    assert not numerator_only["passed"] and "numerator only" in numerator_only["message"]
+    rows = R.check_token_mean(lambda l, lab: ((l * (lab != -100)).sum(1) / (lab != -100).sum(1)).mean())
+    assert not rows["passed"] and "document mean" in rows["message"]
+
+
+def test_the_token_mean_checker_fails_a_zero_or_nan_for_a_batch_without_a_target():
+    no_error = R.check_token_mean(lambda l, lab: (l * (lab != -100)).sum() / (lab != -100).sum())
+    assert not no_error["passed"] and "no supervised position" in no_error["message"]
+    assert "raise an error" in no_error["message"] and [r["ok"] for r in no_error["rows"]] == [True, True, True, False]
+
+
+def test_the_normaliser_checker_passes_the_total_shifted_count_and_names_each_usual_mistake():
+    def total(labels, k):
+        return sum(int((lab[..., 1:] != -100).sum()) for lab in labels)
+
+    good = R.check_normaliser(total)
+    assert good["passed"] and good["rel_diff"] < R.CHECK_TOLERANCE and good["divisors"] == [76.0] * 3
+    assert good["targets_per_microbatch"] == [43, 20, 13]
+    unshifted = R.check_normaliser(lambda labels, k: sum(int((lab != -100).sum()) for lab in labels))
+    assert not unshifted["passed"] and "position 0 of every row included" in unshifted["message"]
+    means = R.check_normaliser(lambda labels, k: int((labels[k][..., 1:] != -100).sum()) * len(labels))
+    assert not means["passed"] and "mean of microbatch means" in means["message"] and means["rel_diff"] > 0.1
+    own = R.check_normaliser(lambda labels, k: int((labels[k][..., 1:] != -100).sum()))
+    assert not own["passed"] and "own target count" in own["message"]
+    assert R.check_normaliser(lambda labels, k: 0)["message"].startswith("not yet: microbatch 0's divisor is 0")
+
+
+def test_the_full_batch_gradient_is_the_models_own_token_mean():
+    model = tiny_model("llama")
+    docs = R.make_documents([12, 7], [3, 0], seed=4)
+    g, loss = R.full_batch_gradient(model, docs)
+    model.zero_grad(set_to_none=True)
+    (R.summed_loss(model, docs) / sum(d["n_targets"] for d in docs)).backward()
+    assert float((R.flat_grad(model) - g).norm() / g.norm()) < 1e-5
+    assert all(p.grad is None for p in model.parameters()) is False

@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from docgrad.teaching import pitfalls as P
+from docgrad.teaching import cross_entropy as C
+from docgrad.teaching import effective_size as E
+from docgrad.teaching import optimisers as O
+from docgrad.teaching import packing as K
 from docgrad.teaching import reduction as R
 from docgrad.teaching import worked as W
 
@@ -37,39 +40,36 @@ def test_page01_solutions_agree_with_the_library():
     ex4 = W.target_count(50, 12)
     assert ex4.values == {"with_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 12)),
                           "without_prompt": R.count_targets(R.causal_lm_labels(torch.arange(50), 0))}
-    assert W.target_count(50, 0).values["with_prompt"] == 49
+    assert W.target_count(50, 0).values["with_prompt"] == 49 and "$q$ prompt labels" in ex4.markdown
+    ne = W.n_eff_documents([1, 1, 98])
+    eff = {r["objective"]: r["n_eff"] for r in E.objective_effective_sizes(R.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
+    assert ne.values["document_mean"] == pytest.approx(eff["document_mean"]) and ne.values["token_mean"] == pytest.approx(eff["token_mean"])
 
 
 def test_page01b_solutions_agree_with_the_library():
     ex = W.rank_weights([120, 480, 200, 200])
     assert {k: v for k, v in ex.values.items() if k != "rank0_loss_factor"} == R.microbatch_weights([120, 480, 200, 200])
-    assert ex.values["rank0_loss_factor"] == pytest.approx(4 / 1000) and "1/W" in ex.markdown
+    assert ex.values["rank0_loss_factor"] == pytest.approx(4 / 1000) and "1/W" in ex.markdown and "n_r/N" in ex.markdown
     adam = W.adam_eps(1e-4, 1e-4, 1e-8)
-    run = P.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)
+    run = O.adam_scale_check(np.full((10, 1), 1e-4), 1e-4)
     assert adam.values["step_ratio"] == pytest.approx(1 - run["rel_diff_adam_scaled"], rel=1e-6)
     assert adam.values["step_ratio"] == pytest.approx(0.50005) and adam.values["sgd_step_ratio"] == run["sgd_step_ratio"]
 
 
 def test_page01c_solutions_agree_with_the_library():
     pk = W.packing([10, 30, 60])
-    assert pk.values["counts"] == P.packed_target_counts([11, 31, 61])
-    assert pk.values["n_eff_token_mean"] == pytest.approx(P.packed_weights([10, 30, 60])["n_eff"])
-    assert pk.values["n_eff_per_document"] == pytest.approx(P.packed_weights([10, 30, 60], per_document=True)["n_eff"])
+    assert pk.values["counts"] == K.packed_target_counts([11, 31, 61])
+    assert pk.values["token_mean_weights"] == pytest.approx(K.packed_weights([10, 30, 60])["document_weights"])
+    assert pk.values["per_document_weights"] == pytest.approx(
+        K.packed_weights([10, 30, 60], per_document=True)["document_weights"])
+    assert pk.values["short_over_long_per_target"] == 6.0 and r"\frac{60}{100}" in pk.markdown
     logits = np.random.default_rng(0).normal(size=(5, 3))
     ce = W.class_weight_mean(logits, [0, 2, 2, -100, 1], [1.0, 4.0, 0.5])
-    hand = P.cross_entropy_by_hand(logits, [0, 2, 2, -100, 1], weight=[1.0, 4.0, 0.5])
+    hand = C.cross_entropy_by_hand(logits, [0, 2, 2, -100, 1], weight=[1.0, 4.0, 0.5])
     assert ce.values["denominator"] == hand["denominator"] == 6.0 and ce.values["loss"] == pytest.approx(hand["loss"])
     torch_loss = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.tensor([0, 2, 2, -100, 1]),
                                                    weight=torch.tensor([1.0, 4.0, 0.5], dtype=torch.float64))
     assert ce.values["loss"] == pytest.approx(float(torch_loss))
-    pg = W.policy_gradient([3, 12])
-    rows = {r["scheme"]: r for r in P.policy_gradient_table([3, 12], [1.0, -1.0])}
-    assert pg.values["sequence_mean"] == pytest.approx(rows["sequence_mean"]["per_token_weight"])
-    assert pg.values["token_mean"] == pytest.approx(rows["token_mean"]["per_token_weight"])
-    assert pg.values["short_over_long_per_token"] == rows["sequence_mean"]["short_over_long_per_token"] == 4.0
-    ne = W.n_eff_documents([1, 1, 98])
-    eff = {r["objective"]: r["n_eff"] for r in P.objective_effective_sizes(R.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
-    assert ne.values["document_mean"] == pytest.approx(eff["document_mean"]) and ne.values["token_mean"] == pytest.approx(eff["token_mean"])
 
 
 def test_worked_solutions_refuse_empty_inputs():

@@ -7,21 +7,21 @@ docgrad, and that everything gathered here is used by some page.
 
   running a page     setup, save_chart, save_numbers, versions; corpus_color, highlight, legend_pick (charts)
   the measurements   StudyPage (a research page's opening call), Study, parse_docs, AnalysisError; the study's
-                     constants BF16_R_EQUIVALENCE_MARGIN, CHUNK, CONTROL, CORPORA, DOCS_PER_CORPUS, GROUPS,
-                     HEADLINE_WINDOW
+                     constants BF16_R_EQUIVALENCE_MARGIN, CONTROL, DOCS_PER_CORPUS, GROUPS
   the method         decomposition, groups, sketch (docgrad.core)
   the inputs         models (offline models, loading), corpora_build, provenance, model_facts, probe_bench
   the results        published, precision_checks, stats, batching, positions, cell_decomposition, profiles,
                      model_regime
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
                      explorer, regime
-  teaching pages     reduction, pitfalls, worked (and its sig, sig_table), records, history
+  teaching pages     reduction, effective_size (page 01), trainers, optimisers (01b), packing, cross_entropy (01c),
+                     rl_losses (01d); installed (the installed libraries' source), history, records, worked (and
+                     its sig, sig_table)
 """
 
 from docgrad import models
 from docgrad.core import decomposition, groups, sketch
-from docgrad.core.constants import (BF16_R_EQUIVALENCE_MARGIN, CHUNK, CONTROL, CORPORA, DOCS_PER_CORPUS, GROUPS,
-                                    HEADLINE_WINDOW)
+from docgrad.core.constants import BF16_R_EQUIVALENCE_MARGIN, CONTROL, DOCS_PER_CORPUS, GROUPS
 from docgrad.corpora import build as corpora_build
 from docgrad.corpora import provenance
 from docgrad.errors import AnalysisError
@@ -35,18 +35,22 @@ from docgrad.results.format import parse_docs
 from docgrad.results.study import Study
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 from docgrad.runtime.study_page import StudyPage
-from docgrad.teaching import history, pitfalls, records, reduction, worked
+from docgrad.teaching import (cross_entropy, effective_size, history, installed, optimisers, packing, records,
+                              reduction, trainers, worked)
+from docgrad.teaching import rl_losses
 from docgrad.teaching.worked import sig, sig_table
 
 __all__ = [
     "setup", "save_chart", "save_numbers", "versions", "corpus_color", "highlight", "legend_pick",
     "StudyPage", "Study", "parse_docs", "AnalysisError",
-    "BF16_R_EQUIVALENCE_MARGIN", "CHUNK", "CONTROL", "CORPORA", "DOCS_PER_CORPUS", "GROUPS", "HEADLINE_WINDOW",
+    "BF16_R_EQUIVALENCE_MARGIN", "CONTROL", "DOCS_PER_CORPUS", "GROUPS",
     "decomposition", "groups", "sketch",
     "models", "corpora_build", "provenance", "model_facts", "probe_bench",
     "published", "precision_checks", "stats", "batching", "positions", "cell_decomposition", "profiles",
     "model_regime",
     "tables", "design_effect", "correlation", "comparison", "evidence", "batch_reading", "causal", "sketching",
     "explorer", "regime",
-    "reduction", "pitfalls", "worked", "sig", "sig_table", "records", "history",
+    "reduction", "effective_size", "trainers", "optimisers", "packing", "cross_entropy", "installed", "worked", "sig",
+    "sig_table", "records", "history",
+    "rl_losses",
 ]

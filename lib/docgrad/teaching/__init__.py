@@ -1,1 +1,2 @@
-"""The teaching pages' models: loss reduction (page 01) and its pitfalls in real setups (pages 01b, 01c)."""
+"""The teaching pages' models: loss reduction (page 01) and where it goes wrong in real setups (pages 01b-01d),
+one module per page topic."""

@@ -26,14 +26,16 @@ positions in the padded tensor, and D documents, the five objectives are
     padding_in_denominator   w = m_ij / N_pad              padding dropped from the numerator only
     label0_as_padding        w = [y_ij = 1] / #(y = 1)     every label 0 is mistaken for padding
 
-Splitting a batch into microbatches b with n_b valid targets and per-microbatch mean gradients g_b:
-the unweighted average (1/B) sum g_b is a different objective from the token mean, which needs
-sum n_b g_b / sum n_b (= sum of per-microbatch *sums* divided by the total valid count, which transformers
+Splitting a batch into K microbatches k = 1..K with n_k valid targets and per-microbatch mean gradients g_k:
+the unweighted average (1/K) sum g_k is a different objective from the token mean, which needs
+sum n_k g_k / sum n_k (= sum of per-microbatch *sums* divided by the total valid count, which transformers
 passes to the loss as `num_items_in_batch`).
 
 The PyTorch part repeats these with torch.nn.functional.cross_entropy and checks gradient accumulation on a
 real (tiny, randomly initialised) causal language model, counting targets after the causal shift
-(n tokens give n - 1 next-token targets) and with prompt positions masked by -100.
+(n tokens give n - 1 next-token targets) and with prompt positions masked by -100. A mask taken from a token id
+(`pad_is_eos`: transformers' language-modelling collator with pad == EOS) drops real targets. The page's code
+exercises are checked here too (`check_token_mean`, `check_normaliser`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from docgrad.errors import DocgradError
+from docgrad.models import tiny_model
 
 OBJECTIVES = ("token_mean", "document_mean", "padding_as_class0", "padding_in_denominator",
               "label0_as_padding")
@@ -58,7 +61,8 @@ IGNORE_INDEX = -100  # PyTorch's default ignore_index, also what transformers us
 
 
 class ReductionError(DocgradError, ValueError):
-    """Invalid input to a loss reduction (negative lengths, labels outside {0, 1}, mismatched lists)."""
+    """Invalid input to a loss reduction or another teaching computation (negative lengths, labels outside {0, 1},
+    mismatched lists; the message says which and why)."""
 
 
 class NoValidPositionsError(ReductionError):
@@ -412,7 +416,7 @@ def causal_lm_labels(input_ids, prompt_length: int = 0):
 
 def count_targets(labels) -> int:
     """Number of supervised next-token targets after the causal shift: labels[..., 1:] != -100.
-    A document of n tokens without a prompt gives n - 1 targets; with a k-token prompt (k >= 1), n - k."""
+    A document of n tokens without a prompt gives n - 1 targets; with a q-token prompt (q >= 1), n - q."""
     return int((labels[..., 1:] != IGNORE_INDEX).sum())
 
 
@@ -480,11 +484,11 @@ def flat_grad(model):
 
 
 def lm_accumulation(model, docs, microbatches=None) -> dict:
-    """Gradient accumulation over microbatches of documents on a causal LM, three ways:
+    """Gradient accumulation over K microbatches of documents on a causal LM, three ways:
 
       full      one batch, loss = (sum of all target losses) / N_total           (the token mean)
-      averaged  (1/B) sum_b [ (sum of microbatch b's target losses) / n_b ]     (average of means)
-      items     sum_b [ (sum of microbatch b's target losses) / N_total ]       (num_items_in_batch)
+      averaged  (1/K) sum_k [ (sum of microbatch k's target losses) / n_k ]     (average of means)
+      items     sum_k [ (sum of microbatch k's target losses) / N_total ]       (num_items_in_batch)
 
     `microbatches` lists document indices per microbatch (default: one document each). Targets are counted
     after the causal shift and without -100 positions. Returns counts, the three gradients' norms and the
@@ -497,7 +501,7 @@ def lm_accumulation(model, docs, microbatches=None) -> dict:
         if c == 0:
             raise NoValidPositionsError(f"microbatch {b} has zero supervised targets after the causal shift")
     n_total = sum(counts)
-    B = len(microbatches)
+    K = len(microbatches)
 
     def run(scale_of):
         model.zero_grad(set_to_none=True)
@@ -512,7 +516,7 @@ def lm_accumulation(model, docs, microbatches=None) -> dict:
     full_loss = summed_loss(model, list(docs)) / n_total
     full_loss.backward()
     g_full = flat_grad(model)
-    g_avg, sums = run(lambda b: 1.0 / (B * counts[b]))
+    g_avg, sums = run(lambda k: 1.0 / (K * counts[k]))
     g_items, _ = run(lambda b: 1.0 / n_total)
     model.zero_grad(set_to_none=True)
     nf = float(g_full.norm())
@@ -522,7 +526,7 @@ def lm_accumulation(model, docs, microbatches=None) -> dict:
         "targets_per_microbatch": counts,
         "n_targets_total": n_total,
         "loss_full_token_mean": float(full_loss.detach()),
-        "loss_averaged_means": sum(s / (B * c) for s, c in zip(sums, counts)),
+        "loss_averaged_means": sum(s / (K * c) for s, c in zip(sums, counts)),
         "loss_num_items": sum(sums) / n_total,
         "loss_per_microbatch": [s_ / c for s_, c in zip(sums, counts)],
         "grad_norm_full": nf,
@@ -533,16 +537,16 @@ def lm_accumulation(model, docs, microbatches=None) -> dict:
 
 
 def microbatch_weights(counts) -> dict:
-    """Weight each microbatch's targets receive: 1/B under the average of means, n_b / N under the token
+    """Weight each microbatch's targets receive: 1/K under the average of means, n_k / N under the token
     mean. Returns both, the per-target weight ratio max/min under averaging (n_max / n_min), and the total
-    variation distance 0.5 sum_b |1/B - n_b/N| between the two weightings."""
+    variation distance 0.5 sum_k |1/K - n_k/N| between the two weightings."""
     counts = check_int_list("counts", counts)
     if any(c <= 0 for c in counts):
         raise NoValidPositionsError(f"every microbatch needs at least one target, got counts {counts}")
-    B, N = len(counts), sum(counts)
-    return {"averaged": [1.0 / B] * B, "token_mean": [c / N for c in counts],
+    K, N = len(counts), sum(counts)
+    return {"averaged": [1.0 / K] * K, "token_mean": [c / N for c in counts],
             "per_target_weight_ratio": max(counts) / min(counts),
-            "total_variation": 0.5 * sum(abs(1.0 / B - c / N) for c in counts)}
+            "total_variation": 0.5 * sum(abs(1.0 / K - c / N) for c in counts)}
 
 
 def accumulation_growth(model, total_tokens: int = 128, ratios=(1, 2, 4, 8, 16, 32), prompt_length: int = 0,
@@ -606,3 +610,216 @@ def probability_targets_mean(logits, classes, weight=None) -> dict:
     return {"indices": float(F.cross_entropy(x, y, weight=w)), "probabilities": float(F.cross_entropy(x, onehot, weight=w)),
             "weighted_sum": float(per_row.sum()), "n_rows": int(x.shape[0]),
             "sum_of_target_weights": float(w[y].sum()) if w is not None else float(len(y))}
+
+
+
+# --------------------------------------------------------------------------------------------------
+# A mask from a token id: pad == EOS
+# --------------------------------------------------------------------------------------------------
+
+def word_tokenizer(words, eos: str = "<eos>"):
+    """A word-level tokenizer over `words` (split on spaces) whose pad token is its EOS token, as
+    `tokenizer.pad_token = tokenizer.eos_token` makes a tokenizer that has no pad token of its own."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(dict.fromkeys([eos, "<unk>", *words]))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos, pad_token=eos, unk_token="<unk>")
+
+
+def pad_is_eos(texts) -> dict:
+    """Each text + EOS, collated into one right-padded batch by transformers' DataCollatorForLanguageModeling
+    (mlm=False) and by TRL's DataCollatorForLanguageModeling, with a tokenizer whose pad token is its EOS token.
+    transformers masks the labels by token id (labels == pad_token_id -> -100), so every real EOS label is dropped
+    with the padding; TRL pads the labels with -100 by position. Returns the tokens, both label rows, and per
+    collator the real EOS labels kept and the targets counted after the shift."""
+    import torch
+    from transformers import DataCollatorForLanguageModeling
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling as TRLCollator
+
+    texts = [str(t) for t in texts]
+    if len(texts) < 2 or any(not t.split() for t in texts):
+        raise ReductionError(f"pad_is_eos needs at least two non-empty texts, got {texts!r}")
+    tok = word_tokenizer([w for t in texts for w in t.split()])
+    eos = tok.eos_token_id
+    feats = [{"input_ids": tok(t, add_special_tokens=False)["input_ids"] + [eos]} for t in texts]
+    hf = DataCollatorForLanguageModeling(tokenizer=tok, mlm=False)(feats)
+    trl = TRLCollator(pad_token_id=eos)(feats)
+    if not torch.equal(hf["input_ids"], trl["input_ids"]):
+        raise ReductionError("the two collators padded the input ids differently")
+    lengths = [len(f["input_ids"]) for f in feats]
+    real_eos = [(r, n - 1) for r, n in enumerate(lengths)]          # each text's own EOS position
+
+    def summary(labels):
+        return {"labels": labels.tolist(), "real_eos_labels_kept": sum(int(labels[r, t] != IGNORE_INDEX)
+                                                                        for r, t in real_eos),
+                "targets": count_targets(labels)}
+
+    return {"tokens": [tok.convert_ids_to_tokens(row) for row in hf["input_ids"].tolist()],
+            "lengths": lengths, "pad_token_id": tok.pad_token_id, "eos_token_id": eos, "n_real_eos": len(real_eos),
+            "transformers": summary(hf["labels"]), "trl": summary(trl["labels"]),
+            "targets_by_position": sum(n - 1 for n in lengths)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Code exercises: a student's function against the library's answer
+# --------------------------------------------------------------------------------------------------
+
+CHECK_TOLERANCE = 1e-5        # relative gradient difference a correct answer stays below (float32 rounding)
+
+
+def checked(rel: float, what: str, reference: str = "the full-batch token mean", hint: str = "") -> dict:
+    """A checker's verdict: passed when the relative difference `rel` from the reference is below CHECK_TOLERANCE."""
+    ok = bool(rel < CHECK_TOLERANCE)
+    msg = (f"correct: {what} matches {reference} (relative difference {rel:.1e})" if ok
+           else f"not yet: {what} differs from {reference} by {rel:.3g} of its norm (a correct answer stays below "
+                f"{CHECK_TOLERANCE:g})" + (f"; {hint}" if hint else ""))
+    return {"passed": ok, "rel_diff": rel, "message": msg}
+
+
+def full_batch_gradient(model, docs):
+    """(flat gradient, loss) of the token mean over every target of `docs` in one padded batch (the model's own
+    loss: it shifts the labels and ignores -100)."""
+    ids, att, lab = pad_batch(docs)
+    model.zero_grad(set_to_none=True)
+    loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
+    loss.backward()
+    g = flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    return g, float(loss.detach())
+
+
+def exercise_setup(lengths, seed: int = 0, prompt_lengths=None):
+    """A tiny random Llama, documents of these lengths and their full-batch token-mean gradient."""
+    model = tiny_model("llama", seed=seed)
+    docs = make_documents(lengths, prompt_lengths, seed=seed + 1)
+    g_full, _ = full_batch_gradient(model, docs)
+    return model, docs, g_full
+
+
+def token_mean_cases(seed: int = 0) -> list[dict]:
+    """The batches the token-mean checker tries: per-position losses (rows x positions, float64, non-zero
+    everywhere, as cross_entropy(reduction='none') gives without ignore_index) and labels (-100 where nothing is
+    supervised: padding, a prompt). The last case has no supervised position."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+
+    def losses(rows, T):
+        return 0.5 + 2.5 * torch.rand((rows, T), generator=g, dtype=torch.float64)
+
+    def labels(rows, T, masked):
+        lab = torch.randint(0, 5, (rows, T), generator=g)
+        for r, cols in masked.items():
+            lab[r, cols] = IGNORE_INDEX
+        return lab
+
+    return [
+        {"case": "right padding", "losses": losses(3, 8),
+         "labels": labels(3, 8, {0: slice(5, 8), 2: slice(2, 8)})},
+        {"case": "a prompt and padding", "losses": losses(2, 10),
+         "labels": labels(2, 10, {0: slice(0, 4), 1: [0, 1, 8, 9]})},
+        {"case": "one row, nothing masked", "losses": losses(1, 6), "labels": labels(1, 6, {})},
+        {"case": "no supervised position", "losses": losses(2, 4), "labels": labels(2, 4, {0: slice(0, 4),
+                                                                                          1: slice(0, 4)})},
+    ]
+
+
+def _token_mean_bugs(losses, mask) -> dict:
+    """What the usual mistakes return on one batch (page 01's objectives, in tensor form)."""
+    rows = [(losses[r] * mask[r]).sum() / mask[r].sum() for r in range(losses.shape[0]) if mask[r].any()]
+    return {"it divides by every position and keeps the padding's losses (padding counted as data)": losses.mean(),
+            "the mask is in the numerator only (the padded positions stay in the denominator)":
+                (losses * mask).sum() / losses.numel(),
+            "it averages the rows' means (the document mean, not the token mean)": sum(rows) / len(rows)}
+
+
+def check_token_mean(token_mean, seed: int = 0) -> dict:
+    """Checker of page 01's first code exercise. `token_mean(losses, labels)` gets per-position losses and labels
+    (-100 where nothing is supervised) and must return sum(m * losses) / sum(m) with m = (labels != -100), and
+    raise an error when sum(m) = 0. Returns passed, a message naming the first wrong case (and the usual mistake
+    it matches), and one row per case."""
+    import torch
+
+    rows, first_wrong = [], None
+    for c in token_mean_cases(seed):
+        mask = (c["labels"] != IGNORE_INDEX).to(torch.float64)
+        try:
+            got = token_mean(c["losses"].clone(), c["labels"].clone())
+            got = float(got)
+        except Exception as e:                       # the student's function may raise anything
+            got = f"raised {type(e).__name__}"
+        if mask.sum() == 0:
+            ok = isinstance(got, str)
+            want = "an error (0/0)"
+            why = "" if ok else (f"it returned {got} for a batch without a supervised position; a mean over zero "
+                                 f"targets is undefined: raise an error (page 01, section 4)")
+        else:
+            want = float((c["losses"] * mask).sum() / mask.sum())
+            ok = not isinstance(got, str) and abs(got - want) <= 1e-9 * abs(want)
+            why = ""
+            if not ok and not isinstance(got, str):
+                why = next((b for b, v in _token_mean_bugs(c["losses"], mask).items()
+                            if abs(got - float(v)) <= 1e-9 * abs(float(v))), "")
+            elif not ok:
+                why = f"it {got} on a batch that has supervised positions"
+        rows.append({"case": c["case"], "expected": want, "got": got, "ok": ok})
+        if not ok and first_wrong is None:
+            first_wrong = (c["case"], want, got, why)
+    if first_wrong is None:
+        return {"passed": True, "rows": rows,
+                "message": f"correct: the masked token mean on all {len(rows)} batches, and an error for the one "
+                           f"without a supervised position"}
+    case, want, got, why = first_wrong
+    return {"passed": False, "rows": rows,
+            "message": f"not yet: on the batch '{case}' the answer is "
+                       f"{want if isinstance(want, str) else f'{want:.6g}'}, got "
+                       f"{got if isinstance(got, str) else f'{got:.6g}'}" + (f": {why}" if why else "")}
+
+
+NORMALISER_DOCS = {"lengths": (40, 9, 23, 14), "prompt_lengths": (5, 0, 3, 0), "microbatches": ((0, 1), (2,), (3,))}
+
+
+def _normaliser_bugs(labels, k) -> dict:
+    """The divisors of the usual mistakes for microbatch k."""
+    K = len(labels)
+    own = int((labels[k][..., 1:] != IGNORE_INDEX).sum())
+    return {"each microbatch's own target count (then the step sums K microbatch means)": own,
+            "its own count times the number of microbatches (a mean of microbatch means)": own * K,
+            "the labels != -100 of all microbatches, position 0 of every row included (what transformers 4.46.2 "
+            "to 5.9.0 passed)": int(sum(int((lab != IGNORE_INDEX).sum()) for lab in labels)),
+            "every position of the padded tensors": int(sum(lab[..., 1:].numel() for lab in labels))}
+
+
+def check_normaliser(divisor, seed: int = 0, setup=NORMALISER_DOCS) -> dict:
+    """Checker of page 01's second code exercise. `divisor(labels, k)` gets the label tensors of all K microbatches
+    of one optimiser step (rows x positions, -100 at prompts and padding) and returns the number microbatch k's
+    summed next-token loss must be divided by. Each microbatch's summed loss / divisor is back-propagated on a tiny
+    causal LM and the accumulated gradient compared with the full batch's token mean."""
+    model, docs, g_full = exercise_setup(setup["lengths"], seed, setup["prompt_lengths"])
+    groups = [[docs[i] for i in mb] for mb in setup["microbatches"]]
+    labels = [pad_batch(g)[2] for g in groups]
+    model.zero_grad(set_to_none=True)
+    given = []
+    for k, g in enumerate(groups):
+        d = divisor([lab.clone() for lab in labels], k)
+        given.append(float(d))
+        if not math.isfinite(given[-1]) or given[-1] <= 0:
+            model.zero_grad(set_to_none=True)
+            return {"passed": False, "rel_diff": None, "divisors": given,
+                    "message": f"not yet: microbatch {k}'s divisor is {d}; it must be a positive number"}
+        (summed_loss(model, g) / given[-1]).backward()
+    g = flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    rel = float((g - g_full).norm() / g_full.norm())
+    hint = ""
+    for k, d in enumerate(given):
+        hint = next((f"microbatch {k}'s divisor {d:g} is {b}" for b, v in _normaliser_bugs(labels, k).items()
+                     if d == v), "")
+        if hint:
+            break
+    out = checked(rel, "the accumulated gradient", hint=hint)
+    return {**out, "divisors": given,
+            "targets_per_microbatch": [int((lab[..., 1:] != IGNORE_INDEX).sum()) for lab in labels]}

@@ -1,4 +1,4 @@
-"""Worked solutions and 3-significant-figure tables for the teaching pages (01, 01b, 01c).
+"""Worked solutions and 3-significant-figure tables for the teaching pages (01, 01b, 01c, 01d).
 
 A worked solution is the algebra a student would write: the general formula, the exercise's numbers put in,
 the result. Each function here returns a `Worked`: `markdown` (a few lines with LaTeX; every number in it is
@@ -121,39 +121,54 @@ def padding_factor(n_a: int, n_b: int, pad: int) -> Worked:
     return Worked(md, {"factor": factor, "padding_as_class0_p": p})
 
 
-def microbatch_weights(counts, unit: str = "microbatch", size: str = "B") -> Worked:
-    """Average of the `unit` means (microbatches, or data-parallel ranks with size "W") against the token
-    mean: each unit's weight, the per-target weight ratio and the total-variation distance between the two
-    weightings (half the summed absolute difference of the weights: 0 when they agree, 1 when disjoint)."""
+def microbatch_weights(counts, unit: str = "microbatch", size: str = "K", index: str = "k") -> Worked:
+    """Average of the `unit` means (K microbatches, or W data-parallel ranks with size "W" and index "r") against
+    the token mean: each unit's weight, the per-target weight ratio and the total-variation distance between the
+    two weightings (half the summed absolute difference of the weights: 0 when they agree, 1 when disjoint)."""
     counts = _positive_counts("counts", counts)
-    B, N = len(counts), sum(counts)
-    avg, tok = [1 / B] * B, [c / N for c in counts]
+    K, N = len(counts), sum(counts)
+    avg, tok = [1 / K] * K, [c / N for c in counts]
     ratio = max(counts) / min(counts)
     tv = 0.5 * sum(abs(a - t) for a, t in zip(avg, tok))
     terms = " + ".join(rf"\left|{sig(a)} - {sig(t)}\right|" for a, t in zip(avg, tok))
-    md = (rf"- Average of means: each {unit} weighs $1/{size} = {sig(avg[0])}$; token mean: $n_b/N$ = "
+    md = (rf"- Average of means: each {unit} weighs $1/{size} = {sig(avg[0])}$; token mean: $n_{index}/N$ = "
           + ", ".join(f"${frac(c, N)}$" for c in counts) + "."
           "\n"
-          rf"- A target of {unit} $b$ weighs $\dfrac{{1}}{{{size}\,n_b}}$ under the average, so a target of the "
-          rf"smallest {unit} weighs $\dfrac{{n_\text{{max}}}}{{n_\text{{min}}}} = {frac(max(counts), min(counts))} "
+          rf"- A target of {unit} ${index}$ weighs $\dfrac{{1}}{{{size}\,n_{index}}}$ under the average, so a target "
+          rf"of the smallest {unit} weighs $\dfrac{{n_\text{{max}}}}{{n_\text{{min}}}} = {frac(max(counts), min(counts))} "
           rf"= {sig(ratio)}$ times one of the largest."
           "\n"
-          rf"- Total variation $\tfrac12 \sum_b |1/{size} - n_b/N| = \tfrac12({terms}) = {sig(tv)}$.")
+          rf"- Total variation $\tfrac12 \sum_{index} |1/{size} - n_{index}/N| = \tfrac12({terms}) = {sig(tv)}$.")
     return Worked(md, {"averaged": avg, "token_mean": tok, "per_target_weight_ratio": ratio,
                        "total_variation": tv})
 
 
-def target_count(n: int, k: int) -> Worked:
-    """Next-token targets of an n-token document whose first k tokens (a prompt) are labelled -100."""
-    n, k = check_int_list("n, k", [n, k])
-    if n < 2 or not 0 <= k <= n:
-        raise ReductionError(f"need n >= 2 and 0 <= k <= n, got n = {n}, k = {k}")
-    with_prompt, without = n - max(k, 1), n - 1
-    md = (rf"Position $t$ predicts token $t+1$, so the $n$ tokens give $n - 1$ targets, and the $k$ prompt labels "
-          rf"remove the targets at tokens $2, \dots, k$ (token 1 never was one): $n - k$ for $k \ge 1$."
+def target_count(n: int, q: int) -> Worked:
+    """Next-token targets of an n-token document whose first q tokens (a prompt) are labelled -100."""
+    n, q = check_int_list("n, q", [n, q])
+    if n < 2 or not 0 <= q <= n:
+        raise ReductionError(f"need n >= 2 and 0 <= q <= n, got n = {n}, q = {q}")
+    with_prompt, without = n - max(q, 1), n - 1
+    md = (rf"Position $t$ predicts token $t+1$, so the $n$ tokens give $n - 1$ targets, and the $q$ prompt labels "
+          rf"remove the targets at tokens $2, \dots, q$ (token 1 never was one): $n - q$ for $q \ge 1$."
           "\n\n"
-          rf"- With the prompt: ${n} - {k} = {with_prompt}$; without: ${n} - 1 = {without}$.")
+          rf"- With the prompt: ${n} - {q} = {with_prompt}$; without: ${n} - 1 = {without}$.")
     return Worked(md, {"with_prompt": with_prompt, "without_prompt": without})
+
+
+def n_eff_documents(lengths) -> Worked:
+    """Kish's n_eff of the token mean (equal weights: n) and of the document mean (D^2 / sum 1/n_i)."""
+    n = _positive_counts("lengths", lengths)
+    D, N = len(n), sum(n)
+    doc = D ** 2 / sum(1 / v for v in n)
+    inv = " + ".join(frac(1, v) for v in n)
+    md = (rf"$n_\text{{eff}} = (\sum w)^2 / \sum w^2$."
+          "\n\n"
+          rf"- Token mean: equal weights, $n_\text{{eff}} = n = {N}$."
+          "\n"
+          rf"- Document mean: $w = \dfrac{{1}}{{D\,n_i}}$, so $n_\text{{eff}} = \dfrac{{D^2}}{{\sum_i 1/n_i}} = "
+          rf"\dfrac{{{D ** 2}}}{{{inv}}} = {sig(doc)}$: the short documents dominate.")
+    return Worked(md, {"token_mean": float(N), "document_mean": doc})
 
 
 # --- page 01b ------------------------------------------------------------------------------------------------
@@ -161,7 +176,7 @@ def target_count(n: int, k: int) -> Worked:
 def rank_weights(counts) -> Worked:
     """W ranks with n_r targets, each back-propagating its own token mean, averaged by DDP: the microbatch
     weights again, and the factor transformers multiplies rank 0's summed loss by (W / N)."""
-    base = microbatch_weights(counts, unit="rank", size="W")
+    base = microbatch_weights(counts, unit="rank", size="W", index="r")
     counts = _positive_counts("counts", counts)
     W, N = len(counts), sum(counts)
     md = (base.markdown + "\n"
@@ -194,26 +209,27 @@ def adam_eps(g: float, c: float, eps: float) -> Worked:
 # --- page 01c ------------------------------------------------------------------------------------------------
 
 def packing(lengths) -> Worked:
-    """One packed row of documents of `lengths[i]` tokens, each followed by EOS: targets, boundary targets, what
-    DataCollatorWithFlattening leaves, and Kish's n_eff of the token and per-document means over those."""
+    """One packed row of D documents of n_i = `lengths[i]` tokens, each followed by EOS: its targets, the boundary
+    targets, what DataCollatorWithFlattening leaves, and each document's weight under the token mean and the
+    per-document mean over those."""
     n = _positive_counts("lengths", lengths)
     D = len(n)
     T = sum(n) + D
     left = T - D
-    n_eff_doc = D ** 2 / sum(1 / v for v in n)
-    inv = " + ".join(frac(1, v) for v in n)
-    md = (rf"- Tokens: $\sum_i (n_i + 1) = {T}$; targets $T - 1 = {T - 1}$, of which $D - 1 = {D - 1}$ are a "
+    tok = [v / left for v in n]
+    md = (rf"- Tokens: $T = \sum_i (n_i + 1) = {T}$; targets $T - 1 = {T - 1}$, of which $D - 1 = {D - 1}$ are a "
           rf"document's first token predicted across a boundary; dropping them leaves $T - D = {left}$ "
           rf"($n_i$ per document: its $n_i - 1$ tokens after the first, and its EOS)."
           "\n"
-          rf"- Token mean: equal weights, $n_\text{{eff}} = {left}$."
+          rf"- Token mean: document $i$ weighs $n_i / (T - D)$ = " + ", ".join(f"${frac(v, left)}$" for v in n)
+          + "."
           "\n"
-          rf"- Per-document mean: a target of document $i$ weighs $w = \dfrac{{1}}{{D\,n_i}}$, so $\sum w = 1$ and "
-          rf"$\sum w^2 = \sum_i n_i \dfrac{{1}}{{D^2 n_i^2}}$: $n_\text{{eff}} = \dfrac{{(\sum w)^2}}{{\sum w^2}} = "
-          rf"\dfrac{{D^2}}{{\sum_i 1/n_i}} = \dfrac{{{D ** 2}}}{{{inv}}} = {sig(n_eff_doc)}$.")
+          rf"- Per-document mean: $1/D = {frac(1, D)}$ each, so a target of the shortest document weighs "
+          rf"$\dfrac{{n_\text{{max}}}}{{n_\text{{min}}}} = {sig(max(n) / min(n))}$ times one of the longest.")
     return Worked(md, {"counts": {"tokens": T, "targets": T - 1, "boundary_targets": D - 1,
                                   "targets_without_boundaries": left},
-                       "n_eff_token_mean": float(left), "n_eff_per_document": n_eff_doc})
+                       "token_mean_weights": tok, "per_document_weights": [1 / D] * D,
+                       "short_over_long_per_target": max(n) / min(n)})
 
 
 def class_weight_mean(logits, targets, weight, ignore_index: int = -100) -> Worked:
@@ -237,35 +253,3 @@ def class_weight_mean(logits, targets, weight, ignore_index: int = -100) -> Work
           rf"- Numerator: " + " + ".join(rf"${sig(w[y[i]])} \cdot {sig(nll[i])}$" for i in keep)
           + rf" $= {sig(num)}$; mean ${sig(num)} / {sig(den)} = {sig(num / den)}$.")
     return Worked(md, {"denominator": den, "numerator": num, "loss": num / den, "n_valid": len(keep)})
-
-
-def policy_gradient(lengths) -> Worked:
-    """Per-token weights of a group of G responses under the per-sequence mean (1/(G n_i)) and the token mean
-    (1/sum n), and the shortest-over-longest per-token ratio under the per-sequence mean."""
-    n = _positive_counts("lengths", lengths)
-    G, N = len(n), sum(n)
-    seq = [1 / (G * v) for v in n]
-    ratio = max(n) / min(n)
-    md = (rf"- Per-sequence mean: $w_i = \dfrac{{1}}{{G\,n_i}}$ = "
-          + ", ".join(f"${frac(1, G * v)} = {sig(1 / (G * v))}$" for v in n)
-          + rf"; a token of the shortest response weighs $\dfrac{{n_\text{{max}}}}{{n_\text{{min}}}} = {sig(ratio)}$ "
-            rf"times one of the longest."
-          "\n"
-          rf"- Token mean: $w_i = \dfrac{{1}}{{\sum n}} = {frac(1, N)} = {sig(1 / N)}$ for every token.")
-    return Worked(md, {"sequence_mean": seq, "token_mean": [1 / N] * G, "short_over_long_per_token": ratio})
-
-
-def n_eff_documents(lengths) -> Worked:
-    """Kish's n_eff of the token mean (equal weights: n) and of the document mean (D^2 / sum 1/n_i)."""
-    n = _positive_counts("lengths", lengths)
-    D, N = len(n), sum(n)
-    doc = D ** 2 / sum(1 / v for v in n)
-    inv = " + ".join(frac(1, v) for v in n)
-    md = (rf"$n_\text{{eff}} = (\sum w)^2 / \sum w^2$."
-          "\n\n"
-          rf"- Token mean: equal weights, $n_\text{{eff}} = n = {N}$."
-          "\n"
-          rf"- Document mean: $w = \dfrac{{1}}{{D\,n_i}}$, so $n_\text{{eff}} = \dfrac{{D^2}}{{\sum_i 1/n_i}} = "
-          rf"\dfrac{{{D ** 2}}}{{{inv}}} = {sig(doc)}$: the short documents dominate.")
-    return Worked(md, {"token_mean": float(N), "document_mean": doc})
-

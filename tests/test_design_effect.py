@@ -73,7 +73,19 @@ def test_result_boxes_stay_within_their_word_limit(study):
     _, decomps, rep = study
     sub = rep.subset("o/m", "r", 2048, ["BOOKS", "CODE", "PAPERS", "WEB"])
     box = de.result_box({"m": sub, "m2": sub}, {"m": decomps, "m2": decomps}, window_chunks=8)
-    assert box.startswith("> **Result.**") and "sources resampled" in box      # BOOKS clusters by source
+    assert box.startswith("> **Result.**")
+    books = decomps["BOOKS"]
+    few = books.support["source"]["distinct"] < de.FEW_DISTINCT                 # BOOKS clusters by source
+    assert (f"{books.n_sources} sources: R by source below, no interval over" in box) == few
+    assert ("sources resampled" in box) != few
+    original = books.support["source"]["distinct"]
+    try:                                                    # the fixture is shared: put its value back
+        books.support["source"]["distinct"] = 3
+        assert "sources resampled" not in de.result_box({"m": sub}, {"m": decomps}, window_chunks=8)
+        books.support["source"]["distinct"] = de.FEW_DISTINCT
+        assert "sources resampled: [" in de.result_box({"m": sub}, {"m": decomps}, window_chunks=8)
+    finally:
+        books.support["source"]["distinct"] = original
     assert len(box.split()) <= ev.RESULT_BOX_WORDS + 10 and "provisional" not in box
     short = de.result_box({"m": sub}, {"m": decomps}, window_chunks=8, incomplete={"m": {"CODE": (4, 6)}})
     assert "(provisional: m CODE 4 of 6)" in short

@@ -455,7 +455,8 @@ def test_readme_headline_numbers_match_the_executed_design_effect_pages():
     computed = {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in first["cells"]}
     assert quoted == computed
     books = first["sources"]["BOOKS"]
-    assert f"{books['n_sources']} sources" in readme and "gives [{:.2f}, {:.2f}]".format(*books["R_source_ci"]) in readme
+    assert f"a percentile over {books['n_sources']} sources is no 95% interval" in " ".join(readme.split())
+    assert "no interval over 3 clusters" in numbers["result_box"] and "sources resampled" not in numbers["result_box"]
     second = readme.split("The second model's four cells")[1].split("\n\n")[0]
     quoted2 = {m[1]: m.groups()[1:] for m in re.finditer(r"([A-Z]+) (\d+\.\d\d) \[(\d+\.\d\d), (\d+\.\d\d)\]", second)}
     assert quoted2 == {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in gemma["cells"]}

@@ -38,9 +38,14 @@ def clustered(d: CellDecomposition | None) -> bool:
 
 
 def _source_note(d: CellDecomposition | None) -> str:
+    """A clustered corpus's note in the headline: its source-clustered interval, unless the source bootstrap takes
+    fewer than FEW_DISTINCT distinct values (3 sources: at most 10): a percentile over so few clusters is not a 95%
+    interval, so the note points to R by source instead."""
     ci = (d.intervals.get("source", {}).get("R") if d else None) or [None, None]
     if not clustered(d) or ci[0] is None:
         return ""
+    if d.support.get("source", {}).get("distinct", FEW_DISTINCT) < FEW_DISTINCT:
+        return f" ({d.n_sources} sources: R by source below, no interval over {d.n_sources} clusters)"
     return f" ({d.n_sources} sources resampled: [{sig(ci[0])}, {sig(ci[1])}])"
 
 

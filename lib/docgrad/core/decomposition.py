@@ -276,6 +276,7 @@ def without_groups(sums: dict, chunk: int, drop: Sequence[str], window: int = HE
     if not keep:
         raise ValueError(f"dropping {list(drop)} leaves no parameter group of {sorted(sums)}")
     s = keep[1:] and sum((sums[g] for g in keep[1:]), sums[keep[0]]) or sums[keep[0]]
+    window = span_window(s, chunk, window)      # R at the span when the corpus's span is shorter than `window`
     e = bs.estimate(s, np.ones(len(s.n)), chunk)
     S, s2 = float(e["S_cross"][0]), float(e["sigma2"][0])
     return {"S_cross": S, "sigma2": s2, "mean_gradient_share": mean_gradient_share(S, s2),

@@ -489,8 +489,10 @@ def regime_line(regimes: Mapping[str, str], shares: Mapping[str, Mapping[str, fl
         part = f"{lab} {rng([sh[k] for k in long])}"
         wo = {k: without_norms.get(lab, {}).get(k) for k in long}
         wo = {k: v for k, v in wo.items() if v}
-        if wo and lab in R:
-            dR = max(abs(v["R"] - R[lab][k]) / R[lab][k] for k, v in wo.items() if k in R[lab])
+        ref = {k: R.get(lab, {}).get(k) for k in wo}
+        ref = {k: r for k, r in ref.items() if r is not None and np.isfinite(r) and r > 0}
+        if wo and ref:
+            dR = max(abs(wo[k]["R"] - r) / r for k, r in ref.items())
             factor = [(v["sigma2"] / v["S_cross"]) / ((1 - sh[k]) / sh[k]) for k, v in wo.items()]
             part += (f" (without the norm gains R(16K) moves by at most {pct(dR)}, B_simple by a factor of "
                      f"{min(factor):.2f} to {max(factor):.2f})")

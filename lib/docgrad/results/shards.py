@@ -23,7 +23,7 @@ import numpy as np
 
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import HEADLINE_WINDOW
-from docgrad.core.decomposition import source_codes, window_column
+from docgrad.core.decomposition import source_codes, span_window, window_column
 from docgrad.results.cells import Cell
 from docgrad.results.stats import cell_rng, check_resamples, defined_ci
 
@@ -77,7 +77,7 @@ def shard_reading(cell: Cell, sources: Sequence[str], resamples: int, seed: int,
     """R(window) of the cell pooled, per shard, with the cross-shard pairs filled; the 95% intervals of the
     document bootstrap (the cell's generator, as every page) and of the within-shard bootstrap (same seed)."""
     s, C = cell.sums["all"], cell.chunk
-    j = window_column(s, C, window)
+    j = window_column(s, C, span_window(s, C, window))     # R at the span when it is shorter than `window`
     D = len(s.n)
     shard = shard_of_documents(cell)
     R = float(bs.estimate(s, np.ones(D), C)["R"][0, j])

@@ -151,7 +151,9 @@ def versions(root: str | Path | None = None) -> "pandas.DataFrame":  # noqa: F82
     and empty for what is not locked (python, the platform, docgrad itself, the thread count)."""
     import pandas as pd
 
-    locked = locked_versions(project_root(root))
+    root = project_root(root)
+    # a page executed in a folder without the project's lock (a test's copy, a bare checkout): nothing to compare
+    locked = locked_versions(root) if (root / "requirements.lock").is_file() and (root / "Makefile").is_file() else {}
     rows = []
     for name, version in package_versions(PAGE_PACKAGES, "not installed").items():
         pin = locked.get(name, "")

@@ -56,10 +56,13 @@ report: $(STAMP)
 	$(BIN)/docgrad report
 
 # The tests run in a random order (pytest-randomly): no test may rely on state another one left behind.
-# The seed is printed first; `make test TEST_SEED=N` repeats an order.
+# The seed is printed first; `make test TEST_SEED=N` repeats an order. They run on TEST_WORKERS processes
+# (pytest-xdist; `auto`: one per core, 0: in this process), each test file on one worker (--dist loadfile: a module's
+# shared fixtures are built once); every worker shuffles with the same seed. The 20 slowest tests are listed at the end.
+TEST_WORKERS ?= 2
 test: $(STAMP) browser
 	@seed=$${TEST_SEED:-$$(date +%s)}; echo "make test: tests in random order, seed $$seed (repeat: make test TEST_SEED=$$seed)"; \
-	$(BIN)/python -m pytest -q --randomly-seed=$$seed
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20 --randomly-seed=$$seed
 
 # The browser tests (tests/test_browser.py: the HTML report and JupyterLab in headless Chromium) drive Debian's
 # chromium through Playwright's Python driver (the dev extra; Playwright's own browser download needs the network).

@@ -66,6 +66,19 @@ def snapshot(root: Path) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory) -> Path:
+    """A project of pages 01 and 02 after one `docgrad report` (three tests start from it; each gets a copy)."""
+    root = make_project(tmp_path_factory.mktemp("reported") / "p")
+    assert N.cli_report(report_args(root)) == 0
+    return root
+
+
+def reported_copy(reported: Path, tmp_path: Path) -> Path:
+    """A copy of the reported project (file times kept) that a test may change."""
+    return Path(shutil.copytree(reported, tmp_path / "p"))
+
+
 def report_args(root: Path, **kw) -> argparse.Namespace:
     return argparse.Namespace(root=str(root), notebooks=str(root / "notebooks"), out=str(root / "report"),
                               only=kw.get("only"), no_html=kw.get("no_html", False),
@@ -237,9 +250,8 @@ def test_report_with_root_publishes_into_that_project_and_relative_out_is_from_t
     assert (here / "mine" / "index.html").exists() and not (there / "mine").exists()
 
 
-def test_report_refuses_a_page_holding_an_error_output(tmp_path, capsys):
-    root = make_project(tmp_path)
-    assert N.cli_report(report_args(root)) == 0
+def test_report_refuses_a_page_holding_an_error_output(reported, tmp_path, capsys):
+    root = reported_copy(reported, tmp_path)
     twin = root / "notebooks" / "02_page.ipynb"
     nb = nbformat.read(str(twin), as_version=4)
     code = next(c for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", []))
@@ -253,9 +265,8 @@ def test_report_refuses_a_page_holding_an_error_output(tmp_path, capsys):
     assert snapshot(root) == before
 
 
-def test_report_refuses_pages_that_read_different_result_files(tmp_path, capsys):
-    root = make_project(tmp_path)
-    assert N.cli_report(report_args(root)) == 0
+def test_report_refuses_pages_that_read_different_result_files(reported, tmp_path, capsys):
+    root = reported_copy(reported, tmp_path)
     for n, files in (("01", 32), ("02", 48)):          # a shard landed between the two pages' runs
         twin = root / "figures" / f"{n}_page.json"
         numbers = json.loads(twin.read_text())
@@ -284,9 +295,8 @@ def test_a_page_that_reads_results_records_which_files(tmp_path, monkeypatch):
     assert files_digest([], tmp_path) != ""
 
 
-def test_an_interrupted_report_leaves_the_previous_report_and_pages_intact(tmp_path, monkeypatch):
-    root = make_project(tmp_path)
-    assert N.cli_report(report_args(root)) == 0
+def test_an_interrupted_report_leaves_the_previous_report_and_pages_intact(reported, tmp_path, monkeypatch):
+    root = reported_copy(reported, tmp_path)
     before = snapshot(root)
     real = N.report.build_report
 

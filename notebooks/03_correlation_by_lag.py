@@ -45,10 +45,11 @@ page_models, study, reports = page.models, page.study, page.reports
 model_order = list(reports)
 bands = {m.label: {c.corpus: dg.cell_decomposition.rho_bands(study.cell(m, c.corpus), resamples, seed)
                     for c in reports[m.label].cells} for m in page_models}
+bands = {lab: {k: b for k, b in by.items() if b["bands"]} for lab, by in bands.items()}   # a short span holds none
 band_claims = {lab: dg.correlation.band_claims(b) for lab, b in bands.items()}
 
 # %% tags=["hide-input"]
-display(Markdown(dg.correlation.correlation_box(reports, band_claims, page.incomplete)))
+display(Markdown(dg.correlation.correlation_box(reports, band_claims, page.incomplete, page.decomps)))
 
 # %% [markdown]
 # **What ρ is.** With $K$ the Gram matrix of per-chunk gradients (exact squared norms on its diagonal),
@@ -185,7 +186,7 @@ display(dg.save_chart(chart_loss, "03_loss_by_position", figures_dir))
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),
-           "result_box": dg.correlation.correlation_box(reports, band_claims, page.incomplete),
+           "result_box": dg.correlation.correlation_box(reports, band_claims, page.incomplete, page.decomps),
            "by_model": {lab: {"missing": page.missing[lab],
                               "cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "rho_long": c.all.rho_long,
                                          "rho_long_ci": list(c.all.interval("rho_long")), "rho": c.all.rho,

@@ -49,6 +49,11 @@ page_models, study, reports, decomps = page.models, page.study, page.reports, pa
 display(Markdown(dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
                                              models_note=page.models_note)))
 
+# %% tags=["headline"]
+forest = dg.design_effect.forest_frame([(page.reports, page.decomps), (design.reports, design.decomps)],
+                                       dg.published.final_checkpoints())
+display(dg.save_chart(dg.forest_chart(forest, corpora), "04_R_forest", figures_dir))
+
 # %% tags=["hide-input"]
 shares = {lab: {c.corpus: dg.decomposition.mean_gradient_share(c.all.S_cross, c.all.sigma2) for c in r.cells}
           for lab, r in reports.items()}
@@ -99,7 +104,7 @@ chart_R = alt.layer(   # the selection lives on the first layer that encodes col
 display(dg.save_chart(chart_R, "04_R_by_window", figures_dir))
 
 # %% [markdown]
-# ## Headline: R(16K) and R_rel
+# ## R(16K) and R_rel beside the published, as a table
 #
 # Ours beside the published final checkpoints (their corpora renamed to ours: PG19 → BOOKS, REPOS → CODE,
 # ARXIV → PAPERS). *Sources resampled* is the interval when the sources (author, work, project owner) are
@@ -107,7 +112,7 @@ display(dg.save_chart(chart_R, "04_R_by_window", figures_dir))
 # for "text of this kind". $R_\text{rel}$ divides by the control of the same model; the two studies' controls
 # differ, so compare $R$ across them (page 04c).
 
-# %% tags=["headline"]
+# %%
 headline = dg.tables.headline_table(list(reports.values()), dg.published.cells(), dg.published.r_rel(), sources=decomps)
 headline.set_index("corpus")
 
@@ -229,6 +234,7 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                         for lab, r in reports.items()},
            "result_box": dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
                                                      models_note=page.models_note),
+           "forest": forest.to_dict("records"),
            "gate_claims": [c.text for c in g2], "estimator_note": estimator_note,
            "regime_line": regime, "mean_gradient_share": shares, "without_norm_gains": without_norms,
            "shard_lines": shards_said}

@@ -75,7 +75,8 @@ rho_claim = dg.design_effect.code_rho_claim(code.all.rho_long, code.all.interval
     if code else None
 
 # %% tags=["hide-input"]
-box = dg.design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs, replicated, rep_docs)
+box = dg.design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs, replicated, rep_docs,
+                                     pairs, {lab: o["pairs"] for lab, o in rep_orders.items()})
 display(Markdown(box))
 
 # %% [markdown]

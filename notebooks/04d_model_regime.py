@@ -46,8 +46,9 @@ found = dg.model_regime.regime_cells(Path(results_dir) / sub, Path(regime_dir) /
 readings = {q: dg.model_regime.read_question(q, found, resamples, seed) for q in dg.model_regime.QUESTIONS}
 
 # %% tags=["hide-input"]
-box = [line for r in readings.values() for line in dg.regime.question_lines(r)]
-display(Markdown("\n\n".join(box)))
+box = dg.regime.result_box(readings, dg.models.model_label(dg.models.get_offline(model).model))
+details = [line for r in readings.values() for line in dg.regime.question_lines(r)]
+display(Markdown(box + "\n\n" + "\n\n".join(details)))
 
 # %% [markdown]
 # **What each question changes.** *Start token*: `<|endoftext|>` (id 0, the separator SmolLM2 was pretrained with)
@@ -94,7 +95,7 @@ if not described:
 
 # %%
 numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model, "resamples": resamples,
-           "seed": seed, "result_box": "\n\n".join(box),
+           "seed": seed, "result_box": box, "question_lines": details,
            "cells_present": sorted(dg.regime.cell_name(k) for k in found),
            "questions": {q: {k: v for k, v in r.items() if k in ("complete", "R", "described", "linear", "n_docs")}
                          | {"missing": [dg.regime.cell_name(m) for m in r["missing"]]} for q, r in readings.items()}}

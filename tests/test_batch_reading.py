@@ -163,16 +163,29 @@ def test_reading_leaves_the_surprise_study_out_of_a_loss_sort():
 
 def test_result_box_states_the_ranges_with_intervals_within_its_word_limit():
     box = BR.result_box(_summary(), ["org/SmolLM2-135M-Instruct"], 16, [4, 8, 16, 32])
-    assert box.startswith("> **Result.** Against random batches, sorting chunks by unigram surprise scales the "
-                          "variance of batch-mean surprise by 8.00–8.00 (coherent")
-    assert "0.0500–0.100 (balanced: one chunk per stratum)" in box
-    assert "coherent up to 1.50 [1.30, 1.70] (BOOKS, b = 8), higher in 1 of 2 corpus–batch-size cells" in box
+    assert "Sorting by surprise moves gradient noise far less than its batch variance (×8.00–8.00 coherent, " \
+           "×0.0500–0.100 balanced)" in box
+    assert "coherent up to 1.50 [1.30, 1.70] (BOOKS, b = 8), higher in 1 of 2;" in box
     assert "balanced down to 0.950 [0.930, 0.970] (BOOKS, b = 8), lower in 1 of 2." in box
-    assert "Document order (consecutive chunks): up to 3.00 [2.50, 3.50] (BOOKS, b = 8)." in box
     assert "SmolLM2-135M-Instruct (4-bit), 16 documents per corpus" in box and "Holm over 8 comparisons" in box
     assert sum(len(x.split()) for x in box.replace(">", " ").split("\n")) <= ev.RESULT_BOX_WORDS + 3   # the markers
     none = BR.result_box({"rules": {}, "family": 0}, ["m"], 16, [4])
-    assert "No batching rule was measured." in none
+    assert ev.first_sentence(none) == "No batching rule was measured, so nothing is said about composing batches."
+
+
+def test_page_05_box_opens_with_shuffling_across_documents_and_document_orders_interval():
+    s = _summary()
+    first = ev.first_sentence(BR.result_box(s, ["org/SmolLM2-135M-Instruct"], 16, [4, 8, 16, 32]))
+    assert first == ("Shuffle chunks across documents: consecutive chunks of one document carry up to 3.00 [2.50, "
+                     "3.50] (BOOKS, b = 8) times random batches' gradient noise, above random in 1 of 2 cells (Holm).")
+    s["rules"]["identity"]["above"] = 0                                    # Holm resolves no cell: no advice
+    quiet = BR.batching_lead(s)
+    assert quiet.startswith("Whether batching consecutive chunks of one document adds gradient noise is not "
+                            "resolved: no cell of 2 separates it") and "Shuffle" not in quiet
+    del s["rules"]["identity"]
+    assert BR.batching_lead(s) == ("Sorting chunks by unigram surprise before batching: coherent batches "
+                                   "carry up to 1.50 [1.30, 1.70] (BOOKS, b = 8) times random batches', balanced ones "
+                                   "down to 0.950 [0.930, 0.970] (BOOKS, b = 8).")
 
 
 def test_interval_note_names_the_delete_half_jackknife_not_a_re_centred_bootstrap():

@@ -63,12 +63,59 @@ def test_correlation_box_names_the_corpora_whose_rho_decays_and_its_caveat_follo
 
     decays = {"m": co.band_claims({"BOOKS": _bands(0.15, 0.08, 0.01)})}
     box = co.correlation_box({"m": Rep()}, decays)
-    assert "decays within the span for BOOKS" in box and "not one constant" in box
+    assert "ρ decays within the span (Holm) for BOOKS (m)." in box and "R grows more slowly" in box
     assert "m 16 documents per corpus;" in box and "provisional" not in box
     assert "(provisional: m BOOKS 16 of 31)" in co.correlation_box({"m": Rep()}, decays, {"m": {"BOOKS": (16, 31)}})
     flat = {"m": co.band_claims({"BOOKS": _bands(0.10, 0.10, 0.02)})}
-    assert "for no corpus" in co.correlation_box({"m": Rep()}, flat) and "is not resolved" in \
+    assert "for no corpus (m)" in co.correlation_box({"m": Rep()}, flat) and "is not resolved" in \
         co.correlation_box({"m": Rep()}, flat)
+
+
+def _rho_report(intervals: dict, control=-0.002):
+    """A stand-in Analysis: one cell per corpus with rho_long at the middle of its interval, and the control."""
+    class E:
+        def __init__(self, lo, hi):
+            self.rho_long, self._ci = (lo + hi) / 2, (lo, hi)
+
+        def interval(self, name):
+            return self._ci
+
+    class C:
+        def __init__(self, corpus, lo, hi):
+            self.corpus, self.all, self.n_docs = corpus, E(lo, hi), 16
+
+    class Rep:
+        cells = [C(k, *ci) for k, ci in intervals.items()] + [C("WEB", control, control)]
+
+        def cell(self, k):
+            return next((c for c in self.cells if c.corpus == k), None)
+
+    return Rep()
+
+
+def test_page_03_box_opens_with_whether_chunks_far_apart_are_independent_with_the_intervals_of_its_ends():
+    rep = _rho_report({"CODE": (0.04, 0.08), "PAPERS": (0.08, 0.12)})
+    box = co.correlation_box({"m": rep}, {"m": []})
+    assert ev.first_sentence(box) == (
+        "Chunks of one document 2K-16K tokens apart are not independent samples: their gradient-noise correlation "
+        "ρ_long lies above 0 in every cell read, from 0.0600 [0.0400, 0.0800] (CODE) to 0.100 [0.0800, 0.120] "
+        "(PAPERS), against -0.0020 in the packed control.")
+    open_ = co.correlation_lead({"m": _rho_report({"CODE": (-0.01, 0.05), "PAPERS": (0.08, 0.12)})})
+    assert open_.startswith("Whether chunks of one document 2K-16K tokens apart are independent samples is not "
+                            "resolved: the 95% interval of ρ_long does not lie above 0 for CODE,")
+    assert "PAPERS" not in open_.split("for ")[1].split(",")[0]
+
+
+def test_the_lead_of_page_03_leaves_out_cells_that_lack_documents_and_corpora_of_few_sources():
+    class D:                                     # a CellDecomposition of 3 sources whose bootstrap is coarse
+        corpus, n_sources, support = "BOOKS", 3, {"source": {"distinct": 10}}
+        sources = ["a"] * 5 + ["b"] * 5 + ["c"] * 5
+
+    rep = _rho_report({"BOOKS": (-0.01, 0.3), "CODE": (0.04, 0.08), "PAPERS": (-0.2, 0.1)})
+    lead = co.correlation_lead({"m": rep}, {"m": {"PAPERS": (16, 48)}}, {"m": {"BOOKS": D()}})
+    assert lead.startswith("Chunks of one document 2K-16K tokens apart are not independent samples")
+    assert "from 0.0600 [0.0400, 0.0800] (CODE) to 0.0600 [0.0400, 0.0800] (CODE)" in lead
+    assert lead.endswith("; BOOKS (3 sources) is left out: no interval over 3 clusters.")
 
 
 def test_rho_long_order_lines_compare_first_places_by_point_only():
@@ -96,8 +143,26 @@ def test_documents_and_source_lines_for_a_corpus_of_few_sources(tmp_path):
                          for s_, n in [("A", 3), ("P", 2), ("B", 3)]])
     lines = co.source_lines(split, 1.0, per2)       # P's two documents sit in different result files
     assert lines[0].startswith("**BOOKS: 3 sources.** A (3), B (3)") and "(P share a source across result" in lines[0]
-    box = co.documents_box("m", {}, {"BOOKS": split})
-    assert "(A)" in box and "(P)" not in box                        # P's documents never met in one file
+    box = co.documents_box("m", {}, {"BOOKS": split})               # no source of 4 documents: none listed
+    assert "8 documents are 3 sources, and all together give an R(16K) of " in box
+    assert not any(f"{s_}, " in box for s_ in "APB")
     loo = {"BOOKS": {"dR_frac": -0.1, "title": "Emma", "doc": 0}}
     box = co.documents_box("m", loo, {"BOOKS": d})
     assert "at most 10% (BOOKS: Emma)" in box and "8 documents are 3 sources" in box and "m 8 documents per corpus" in box
+
+
+def test_page_03b_box_opens_with_the_unit_of_independence_and_each_source_with_its_interval(tmp_path):
+    write_cell(tmp_path, model="o/m", revision="r", corpus="BOOKS", profile=Profile(exch=0.3), n_docs=8, m=8,
+               chunk=2048, shard_size=8, dim=24)
+    d = decompose_cell(next(iter(load_cells(tmp_path).values())), ["Austen"] * 4 + ["Bible"] * 3 + ["Melville"], 200, 0)
+    austen = next(r for r in d.by_source if r["source"] == "Austen")
+    pooled = next(r for r in d.by_source if r["source"] == "all")["R"]
+    first = ev.first_sentence(co.documents_box("m", {}, {"BOOKS": d}))
+    assert first.startswith("Where documents share a few sources, count the sources, not the documents, as "
+                            f"independent draws: BOOKS's 8 documents are 3 sources, and all together give an R(16K) "
+                            f"of {ev.sig(pooled)}")
+    assert f"Austen, 4 documents, {ev.interval(austen['R'], austen['R_ci'])}" in first
+    assert ("above each source alone" in first) == (pooled > austen["R_ci"][1])
+    assert "Bible" not in first and "Melville" not in first          # 3 and 1 documents: no interval of their own
+    one = decompose_cell(next(iter(load_cells(tmp_path).values())), [f"d{i}" for i in range(8)], 0, 0)
+    assert co.sources_lead({"CODE": one}).startswith("Count documents as the independent draws here")

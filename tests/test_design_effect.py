@@ -72,26 +72,110 @@ def test_gate_claims_say_when_the_controls_interval_straddles_and_when_there_is_
 def test_result_boxes_stay_within_their_word_limit(study):
     _, decomps, rep = study
     sub = rep.subset("o/m", "r", 2048, ["BOOKS", "CODE", "PAPERS", "WEB"])
-    box = de.result_box({"m": sub, "m2": sub}, {"m": decomps, "m2": decomps}, window_chunks=8)
+    box = de.result_box({"m": sub, "m2": sub}, {"m": decomps, "m2": decomps})
     assert box.startswith("> **Result.**")
     books = decomps["BOOKS"]
     few = books.support["source"]["distinct"] < de.FEW_DISTINCT                 # BOOKS clusters by source
-    assert (f"{books.n_sources} sources: R by source below, no interval over" in box) == few
+    assert few == de.few_clusters(books)
+    assert (f"{books.n_sources} sources: no interval over {books.n_sources} clusters" in box) == few
     assert ("sources resampled" in box) != few
     original = books.support["source"]["distinct"]
     try:                                                    # the fixture is shared: put its value back
         books.support["source"]["distinct"] = 3
-        assert "sources resampled" not in de.result_box({"m": sub}, {"m": decomps}, window_chunks=8)
+        assert "sources resampled" not in de.result_box({"m": sub}, {"m": decomps})
         books.support["source"]["distinct"] = de.FEW_DISTINCT
-        assert "sources resampled: [" in de.result_box({"m": sub}, {"m": decomps}, window_chunks=8)
+        assert "sources resampled: [" in de.result_box({"m": sub}, {"m": decomps})
     finally:
         books.support["source"]["distinct"] = original
     assert len(box.split()) <= ev.RESULT_BOX_WORDS + 10 and "provisional" not in box
-    short = de.result_box({"m": sub}, {"m": decomps}, window_chunks=8, incomplete={"m": {"CODE": (4, 6)}})
+    short = de.result_box({"m": sub}, {"m": decomps}, incomplete={"m": {"CODE": (4, 6)}})
     assert "(provisional: m CODE 4 of 6)" in short
     shares = {k: 0.1 for k in decomps}
     box = de.drivers_box("m", decomps, shares, {}, [0.003, 0.014])
-    assert "holds a source term" in box and "0.0030-0.014 published" in box and "m 8 documents per corpus" in box
+    assert "holds a source term" in box and "0.0030-0.014 in the published base checkpoints" in box
+    assert "m 8 documents per corpus" in box
+
+
+def test_page_04b_box_opens_with_what_b_simple_is_and_how_far_r_moves_without_the_norm_weights(study):
+    _, decomps, _ = study
+    shares = {"BOOKS": 0.15, "CODE": 0.12, "PAPERS": 0.18, "WEB": 0.5}        # WEB: not a long-document corpus
+    wo = {k: {"mean_gradient_share": v / 2, "R": decomps[k].R * (1.02 if k == "CODE" else 1.0)}
+          for k, v in shares.items()}
+    first = ev.first_sentence(de.drivers_box("m", decomps, shares, wo, [0.003, 0.014]))
+    assert first == ("B_simple from m describes this model, not a batch size for training: its mean gradient is "
+                     "0.120-0.180 of a chunk gradient's squared norm on BOOKS, CODE, PAPERS (0.0600-0.0900 without "
+                     "the norm weights), against 0.0030-0.014 in the published base checkpoints, while R(16K) moves "
+                     "by at most 2.0% without them.")
+    none = de.drivers_box("m", {"WEB": decomps["WEB"]}, {"WEB": 0.5}, {})
+    assert ev.first_sentence(none) == "m has no long-document cell: nothing is said of B_simple or the mean gradient."
+
+
+def test_page_04_box_opens_with_what_a_block_is_worth_in_independent_chunks_with_its_interval(study):
+    """The first sentence is the practitioner's answer: m / R(16K) per corpus with the interval mapped through the
+    same function ([m / hi, m / lo]); BOOKS, in 3 sources, gets its point and no interval; R follows as points."""
+    _, decomps, rep = study
+    sub = rep.subset("o/m", "r", 2048, ["BOOKS", "CODE", "PAPERS", "WEB"])
+    box = de.result_box({"m": sub, "m2": sub}, {"m": decomps, "m2": decomps})
+    first = ev.first_sentence(box)
+    m = 16384 // 2048
+    code, books = sub.cell("CODE").all, sub.cell("BOOKS").all
+    lo, hi = code.R_16K_ci
+    assert first.startswith("A 16K-token block of one document is worth about "
+                            f"{ev.sig(m / code.R_16K, 2)} [{ev.sig(m / hi, 2)}, {ev.sig(m / lo, 2)}] independent "
+                            "2048-token chunks of CODE, ")
+    assert first.endswith(f"and {ev.sig(m / books.R_16K, 2)} of BOOKS (3 sources: no interval over 3 clusters), "
+                          "not 8 (m).")
+    assert "WEB" not in first and "m2" not in first                       # the control and the second model: after
+    assert f"R(16K) = 8 / worth: m BOOKS {ev.sig(books.R_16K)}, CODE {ev.sig(code.R_16K)}," in box
+    web = sub.cell("WEB").all
+    assert f"control {ev.interval(web.R_16K, web.R_16K_ci)}" in box
+
+
+def test_block_worth_reads_no_cell_that_lacks_documents(study):
+    _, decomps, rep = study
+    sub = rep.subset("o/m", "r", 2048, ["CODE", "PAPERS", "WEB"])
+    line = de.block_worth("m", sub, decomps, incomplete={"CODE": (4, 6)})
+    assert "of CODE" not in line and line.endswith("not 8 (m); not read yet: CODE 4 of 6 documents.")
+    none = de.block_worth("m", rep.subset("o/m", "r", 2048, ["WEB"]), decomps)
+    assert none == "No long-document cell of m is read yet."
+
+
+def test_forest_frame_gives_one_row_per_corpus_and_design_and_no_interval_where_the_rule_gives_none(study):
+    from docgrad.results import published
+
+    _, decomps, rep = study
+    sub = rep.subset("o/m", "r", 2048, ["BOOKS", "CODE", "PAPERS", "WEB"])
+    final = published.final_checkpoints()
+    f = de.forest_frame([({"m": sub}, {"m": decomps}), ({"m": sub}, {"m": decomps})], final)  # same docs: once
+    assert list(dict.fromkeys(f["corpus"])) == ["BOOKS", "CODE", "PAPERS", "WEB"]
+    ours = f[f["kind"] == "ours"].set_index("corpus")
+    assert list(ours.index) == ["BOOKS", "CODE", "PAPERS", "WEB"] and (ours["row"] == "m, 8 documents").all()
+    code = sub.cell("CODE").all
+    assert (ours.loc["CODE", ["R", "lo", "hi"]].tolist() == pytest.approx([code.R_16K, *code.R_16K_ci]))
+    assert np.isnan(ours.loc["BOOKS", "lo"]) and ours.loc["BOOKS", "note"] == "3 sources: no interval over 3 clusters"
+    src = f[f["kind"] == "by source"].set_index("row")
+    assert list(src.index) == ["m: Austen alone, 4 documents", "m: Bible alone, 3 documents"]   # Melville: 1 document
+    assert np.isfinite(src.iloc[0][["lo", "hi"]].astype(float)).all()
+    assert np.isnan(src.iloc[1]["lo"]) and src.iloc[1]["note"] == "fewer than 4 documents: no interval"
+    pub = f[f["kind"] == "published"]
+    assert len(pub) == len(final) and (pub["lo"] < pub["R"]).all() and (pub["R"] < pub["hi"]).all()
+    assert f.groupby("corpus", sort=False)["kind"].apply(list)["BOOKS"] == ["ours", "by source", "by source",
+                                                                            "published", "published"]
+
+
+def test_forest_chart_draws_a_point_per_row_and_a_bar_per_interval_in_one_panel_per_corpus(study):
+    from docgrad.presentation import charts
+
+    _, decomps, rep = study
+    sub = rep.subset("o/m", "r", 2048, ["BOOKS", "CODE", "WEB"])
+    spec = charts.forest_chart(de.forest_frame([({"m": sub}, {"m": decomps})])).to_dict()
+    assert spec["facet"]["row"]["field"] == "corpus" and spec["resolve"]["scale"]["y"] == "independent"
+    rule, bars, points = spec["spec"]["layer"]
+    assert rule["encoding"]["x"]["datum"] == 1
+    assert bars["encoding"]["x"]["field"] == "lo" and bars["encoding"]["x2"]["field"] == "hi"
+    assert points["encoding"]["x"]["field"] == "R" and points["encoding"]["x"]["title"] == "R(16K)"
+    labels = {r["label"] for r in spec["datasets"][spec["data"]["name"]]}
+    assert "m, 8 documents (3 sources: no interval over 3 clusters)" in labels
 
 
 def test_clustered_means_more_than_five_percent_same_source_pairs(study):
@@ -104,7 +188,8 @@ def test_comparison_box_reports_the_decision_and_the_resolved_model_differences(
                  "against_published": "not compared"}}
     claims = [ev.Claim(ev.RESOLVED, "PAPERS: R(16K) is lower ..."), ev.Claim(ev.NOT_RESOLVED, "BOOKS: ...")]
     box = de.comparison_box(dec, claims, ev.Claim(ev.NOT_RESOLVED, "x"), ["C", "B", "A"])
-    assert "not established" in box and "cannot be compared" in box and "1 of 2 corpora differ after Holm (PAPERS)" in box
+    assert "m resolves no pair." in box and "published direction" not in box and "differs" not in box
+    assert "1 of 2 corpora differ after Holm (PAPERS)" in box
 
 
 def test_claims_and_orders_of_incomplete_cells_are_provisional(study):
@@ -129,8 +214,9 @@ def test_comparison_box_reads_no_ordering_of_a_model_whose_cells_lack_documents(
                  "against_published": "same direction", "incomplete": {}}}
     box = de.comparison_box(dec, [], ev.Claim(ev.NOT_RESOLVED, "x"), ["A", "B"],
                             n_docs={"m": {"A": 32, "B": 48}, "g": {"A": 16, "B": 16}})
-    assert "m: the ordering is not read until every cell holds its documents (A 32 of 48 measured" in box
-    assert "A > B" not in box.split("g:")[0] and "g: the ordering of A, B is established" in box
+    assert "m's ordering is not read until every cell holds its documents (A 32 of 48 measured" in box
+    m_clause = box.split("models): ")[1].split("; g ")[0]
+    assert "A > B" not in m_clause and "; g resolves A > B, in the published direction." in box
     assert "R(16K), m 32-48; g 16 documents per corpus; Holm" in box
 
 
@@ -238,9 +324,26 @@ def test_the_comparison_box_says_whether_each_pooled_resolved_pair_replicated():
     rho = ev.Claim(ev.NOT_RESOLVED, "x")
     box = de.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"], replicated={"M": verdicts},
                             replication_docs="16-47")
-    assert "Replication (M, documents 16-47, measured after the rule): PAPERS > CODE not replicated." in box
-    assert "vs" not in box.split("Replication")[1].split(".")[0]
+    assert "; on documents 16-47 alone PAPERS > CODE is not replicated." in box
+    assert " vs " not in ev.first_sentence(box)
     assert "16-47" not in de.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"])
+
+
+def test_page_04c_box_opens_with_what_to_do_and_each_resolved_pair_with_its_holm_interval_and_replication():
+    pooled = [_pair("CODE", "PAPERS", -1.27, [-2.49, -0.167], True, 0.05 / 3),
+              _pair("BOOKS", "CODE", 0.1, [-1, 1], False)]
+    rep = [_pair("CODE", "PAPERS", -0.941, [-2.09, 0.276], False, 0.025)]
+    dec = {"point_order": ["PAPERS", "BOOKS", "CODE"], "status": "partly established", "resolved": ["PAPERS > CODE"],
+           "against_published": "differs"}
+    none = {"point_order": ["A"], "status": "not established", "resolved": [], "against_published": "not compared"}
+    box = de.comparison_box({"M": dec, "G": none}, [], ev.Claim(ev.NOT_RESOLVED, "x"), ["CODE", "PAPERS", "BOOKS"],
+                            replicated={"M": {"PAPERS > CODE": "not replicated"}}, replication_docs="16-47",
+                            pairs={"M": pooled, "G": []}, replication_pairs={"M": rep})
+    assert ev.first_sentence(box) == (
+        "Measure R(16K) on your own corpus rather than borrow the published order CODE > PAPERS > BOOKS (untested "
+        "point values, other corpora and models): M resolves only PAPERS > CODE by 1.27 [0.167, 2.49] (Holm 98.3%), "
+        "which differs from the published order; on documents 16-47 alone PAPERS > CODE is not replicated (there "
+        "0.941 [-0.276, 2.09], Holm 97.5%); G resolves no pair.")
 
 
 def test_the_regime_line_names_each_model_and_how_far_r_and_b_simple_move_without_the_norm_gains():

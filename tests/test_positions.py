@@ -705,7 +705,7 @@ def test_result_box_states_the_family_what_was_measured_and_the_caveat(pair, dri
     assert f"of the page's {fam.size} causal − standalone comparisons" in box and "**Caveat:** 7 documents" in box
     assert "first 2,048 tokens of 7 documents per corpus" in box
     assert facts["size"] == fam.size and facts["status"] in (ev.RESOLVED, ev.NOT_RESOLVED)
-    assert sum(len(x.split()) for x in box.split("\n")) <= ev.RESULT_BOX_WORDS
+    assert sum(len(x.split()) for x in box.replace(">", " ").split("\n")) <= ev.RESULT_BOX_WORDS
     resolved = [dict(r, resolved=True, sign=-1, ci=[-0.5, -0.1], value=-0.3) for r in fam.rows]
     facts, box = PC.result_box(pc, P.Family(resolved), "SmolLM2-135M-Instruct")
     assert facts["status"] == ev.RESOLVED and "BOOKS: R(1024) -0.300 [-0.500, -0.100]" in box
@@ -717,7 +717,7 @@ def test_result_box_states_the_family_what_was_measured_and_the_caveat(pair, dri
     rows = [dict(r, corpus=k, resolved=True, sign=-1, ci=[-0.5, -0.1], value=-0.3) for k in many for r in fam.rows]
     facts, box = PC.result_box(_page(many), P.Family(rows), "SmolLM2-135M-Instruct")
     n = fam.size
-    assert f"C0: {n} of {n}." in box and sum(len(x.split()) for x in box.split("\n")) <= ev.RESULT_BOX_WORDS
+    assert f"C0: {n} of {n}." in box and sum(len(x.split()) for x in box.replace(">", " ").split("\n")) <= ev.RESULT_BOX_WORDS
     facts, box = PC.result_box(_page({}, {"BOOKS": "none"}), P.Family([]), "SmolLM2-135M-Instruct")
     assert facts["status"] == ev.NOT_MEASURED and "Nothing is measured yet" in box and "BOOKS" in box
     found = P.comparison_family(comps, quantities=P.GRADIENT_QUANTITIES)
@@ -725,7 +725,25 @@ def test_result_box_states_the_family_what_was_measured_and_the_caveat(pair, dri
     facts, box = PC.result_box(pc, found, "SmolLM2-135M-Instruct", check)
     assert f"of the page's {found.size} causal − standalone comparisons of the gradients" in box
     assert "Check, not a finding" in box and facts["check"]["size"] == check.size == 1
-    assert sum(len(x.split()) for x in box.split("\n")) <= ev.RESULT_BOX_WORDS
+    assert sum(len(x.split()) for x in box.replace(">", " ").split("\n")) <= ev.RESULT_BOX_WORDS
+
+
+def test_page_06_box_opens_with_what_context_does_to_r_at_the_window_with_its_holm_interval(pair):
+    comps = {"BOOKS": P.compare_modes(pair["causal"], pair["standalone"], resamples=200, seed=3)}
+    pc = _page(comps)
+    W = pc.window
+    rows = [_row("R", W, -0.24, (-0.368, -0.114), corpus="PAPERS"), _row("R", W, 0.05, (-0.2, 0.3), False, 0.4),
+            _row("rho", 512, -0.03, (-0.05, -0.01), corpus="PAPERS")]
+    facts, box = PC.result_box(pc, _family(rows), "SmolLM2-135M-Instruct")
+    lead = ("With each chunk's preceding text as context (first 2,048 tokens), R(2048) is lower than standalone for "
+            "PAPERS by 0.240 [0.114, 0.368] (Holm), so pages 03–04's standalone R overstates it there; not resolved "
+            "for BOOKS.")
+    assert ev.first_sentence(box) == lead and facts["lead"] == lead
+    quiet = PC.causal_lead(pc, _family([_row("R", W, 0.05, (-0.2, 0.3), False, 0.4)]))
+    assert quiet.endswith("is not resolved from standalone for any corpus (BOOKS; Holm), which is not evidence that "
+                          "it is unchanged.")
+    higher = PC.causal_lead(pc, _family([_row("R", W, 0.3, (0.1, 0.5))]))
+    assert "higher than standalone for BOOKS by 0.300 [0.100, 0.500] (Holm)" in higher and "understates" in higher
 
 
 def test_measured_lines_say_what_is_and_is_not_measured(pair):

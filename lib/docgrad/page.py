@@ -5,7 +5,8 @@ module that does the work stays in every call, and nothing is defined here, only
 `from d2l import torch as d2l`). tests/test_layout.py checks that each page imports this name and nothing else of
 docgrad, and that everything gathered here is used by some page.
 
-  running a page     setup, save_chart, save_numbers, versions; corpus_color, highlight, legend_pick (charts)
+  running a page     setup, save_chart, save_numbers, versions; corpus_color, highlight, legend_pick,
+                     forest_chart (charts)
   the measurements   StudyPage (a research page's opening call), Study, parse_docs, AnalysisError; the study's
                      constants BF16_R_EQUIVALENCE_MARGIN, CONTROL, DOCS_PER_CORPUS, GROUPS
   the method         decomposition, groups, sketch (docgrad.core)
@@ -28,7 +29,7 @@ from docgrad.errors import AnalysisError
 from docgrad.measure import model_facts, probe_bench
 from docgrad.presentation import (batch_reading, causal, comparison, correlation, design_effect, evidence, explorer,
                                   regime, sketching, tables)
-from docgrad.presentation.charts import corpus_color, highlight, legend_pick
+from docgrad.presentation.charts import corpus_color, forest_chart, highlight, legend_pick
 from docgrad.results import batching, cell_decomposition, positions, precision_checks, profiles, published, stats
 from docgrad.results import regime as model_regime
 from docgrad.results.format import parse_docs
@@ -41,7 +42,7 @@ from docgrad.teaching import rl_losses
 from docgrad.teaching.worked import sig, sig_table
 
 __all__ = [
-    "setup", "save_chart", "save_numbers", "versions", "corpus_color", "highlight", "legend_pick",
+    "setup", "save_chart", "save_numbers", "versions", "corpus_color", "forest_chart", "highlight", "legend_pick",
     "StudyPage", "Study", "parse_docs", "AnalysisError",
     "BF16_R_EQUIVALENCE_MARGIN", "CONTROL", "DOCS_PER_CORPUS", "GROUPS",
     "decomposition", "groups", "sketch",

@@ -166,7 +166,14 @@ class ProbeConfig:
         if len(lengths) > 1:
             raise ProbeError(f"spans differ in length ({lengths} tokens); every document needs the same number "
                              "of chunks")
-        L = lengths[0]
+        return self.bind_hashes([(s.doc, s.sha256) for s in spans], lengths[0], device_type)
+
+    def bind_hashes(self, hashes, span_tokens: int, device_type: str) -> "ProbeConfig":
+        """bind() from what a corpus manifest records, without the tokens: the documents' (doc, span sha256) in
+        document order and their common span length in tokens (docgrad measure plans a probe with it)."""
+        if not hashes:
+            raise ProbeError("no documents to probe")
+        C, L = self.chunk, int(span_tokens)
         if self.context == "causal":
             if self.window > L:
                 raise ProbeError(f"--window {self.window} is longer than the document spans ({L} tokens); use a "
@@ -176,8 +183,9 @@ class ProbeConfig:
             raise ProbeError(f"--chunk {C} does not divide the span length {L}: the last {L % C} tokens of every "
                              f"document would be dropped; use a chunk that divides {L} (nearest: "
                              f"{' or '.join(map(str, nearest_divisors(L, C)))})")
-        bound = {"docs": (spans[0].doc, spans[-1].doc + 1), "device_type": str(device_type),
-                 "spans": tuple((s.doc, s.sha256) for s in spans), "chunks_per_document": L // C}
+        hashes = [(int(d), str(h)) for d, h in hashes]
+        bound = {"docs": (hashes[0][0], hashes[-1][0] + 1), "device_type": str(device_type),
+                 "spans": tuple(hashes), "chunks_per_document": L // C}
         clash = [f"{k} {getattr(self, k)!r} given, {v!r} from the spans/model" for k, v in bound.items()
                  if getattr(self, k) not in (None, ()) and getattr(self, k) != v]
         if clash:
@@ -230,3 +238,30 @@ def differences(old: dict, new: dict) -> str:
     keys = sorted(set(old) | set(new))
     return "; ".join(f"{k}: {show(old.get(k))} there, {show(new.get(k))} now"
                      for k in keys if old.get(k) != new.get(k))[:1000]
+
+def result_fingerprint(meta: dict) -> dict | None:
+    """The fingerprint (ProbeConfig.fingerprint) of the probe run that wrote a result file, rebuilt from its json
+    `meta`: args (model, revision, corpus, chunk, buckets, seed, exact_ref, dtype, context, window, start_token,
+    no_start_token, simex), pin, chunks_per_document (or chunks_per_doc), sketch.name, device (its type) and spans_sha256. A file
+    without dtype or context recorded is float32 and standalone (results.format). None when the file does not
+    record one of the other keys: such a file is never taken for the same cell as a planned probe."""
+    try:
+        a = meta["args"]
+        context = a.get("context") or STANDALONE
+        fp = {"format": PARTIAL_FORMAT, "model": a["model"], "revision": str(a["revision"]),
+              "pin": pin_key(meta["pin"]), "corpus": a["corpus"], "chunk": int(a["chunk"]),
+              "chunks_per_document": int(meta.get("chunks_per_document", meta.get("chunks_per_doc"))), "buckets": int(a["buckets"]),
+              "seed": int(a["seed"]), "exact_ref": bool(a["exact_ref"]), "dtype": a.get("dtype") or "float32",
+              "context": context, "sketch": meta["sketch"]["name"], "device_type": str(meta["device"]).split(":")[0],
+              "spans": [[int(d), str(h)] for d, h in sorted(meta["spans_sha256"].items(), key=lambda kv: int(kv[0]))]}
+        if context == "causal":
+            fp["window"] = int(a["window"])
+        if a.get("start_token") is not None:
+            fp["start_token"] = int(a["start_token"])
+        if a.get("no_start_token"):
+            fp["no_start_token"] = True
+        if a.get("simex") is not None:
+            fp["simex"] = {"lambda": float(a["simex"]["lambda"]), "seed": int(a["simex"]["seed"])}
+        return json.loads(json.dumps(fp, default=str))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None

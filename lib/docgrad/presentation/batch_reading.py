@@ -191,30 +191,46 @@ def interval_note(resamples: int, documents: int | None = None) -> str:
             "(Shao & Wu 1989).")
 
 
-def result_box(summary: Mapping, models: Sequence[str], documents: int, sizes: Sequence[int]) -> str:
-    """The page's opening box (evidence.result_box): balanced's and coherent's gradient-noise ranges with the
-    intervals of their ends and what Holm resolves, beside the lexical ranges; identity's highest; what was
-    measured; the caveat (the study's setting lies outside the measured range)."""
+def batching_lead(summary: Mapping) -> str:
+    """Page 05's opening sentence: what to do with one's chunks before batching. From document order (the rule
+    'identity': consecutive chunks of one document): when Holm resolves it above random in some cell, shuffle
+    across documents, with its highest cell outside the control and its interval; when in none, that it is not
+    resolved; without it, what sorting by surprise does (coherent's highest, balanced's lowest, with intervals)."""
     rules = summary["rules"]
-    bal, coh, idn = rules.get("balanced"), rules.get("coherent"), rules.get("identity")
-    answer = []
+    idn, coh, bal = rules.get("identity"), rules.get("coherent"), rules.get("balanced")
+    if idn and idn.get("tested") and idn.get("highest_studied"):
+        top = _at(idn["highest_studied"])
+        if idn["above"]:
+            return (f"Shuffle chunks across documents: consecutive chunks of one document carry up to "
+                    f"{top} times random batches' gradient noise, above random in {idn['above']} of "
+                    f"{idn['tested']} cells (Holm).")
+        return (f"Whether batching consecutive chunks of one document adds gradient noise is not resolved: no cell of "
+                f"{idn['tested']} separates it from random batches (Holm); up to {top} times random's.")
+    if coh and coh.get("tested") and bal and bal.get("tested"):
+        return (f"Sorting chunks by unigram surprise before batching: coherent batches carry up to "
+                f"{_at(coh['highest'])} times random batches', balanced ones down to {_at(bal['lowest'])}.")
+    return "No batching rule was measured, so nothing is said about composing batches."
+
+
+def result_box(summary: Mapping, models: Sequence[str], documents: int, sizes: Sequence[int]) -> str:
+    """The page's opening box (evidence.result_box): batching_lead first, then balanced's and coherent's
+    gradient-noise ranges with the intervals of their ends and what Holm resolves, beside the lexical ranges; what
+    was measured; the caveat (the study's setting lies outside the measured range)."""
+    rules = summary["rules"]
+    bal, coh = rules.get("balanced"), rules.get("coherent")
+    answer = [batching_lead(summary)]
     if bal and coh and bal.get("lexical_range") and coh.get("lexical_range"):
         answer.append(
-            f"Against random batches, sorting chunks by unigram surprise scales the variance of batch-mean surprise "
-            f"by {sig(coh['lexical_range'][0])}–{sig(coh['lexical_range'][1])} (coherent: sorted "
-            f"neighbours) and {sig(bal['lexical_range'][0])}–{sig(bal['lexical_range'][1])} (balanced: one chunk "
-            f"per stratum), gradient noise far less: coherent up to {_at(coh['highest'])}, higher in "
-            f"{coh['above']} of {coh['tested']} corpus–batch-size cells; balanced down to {_at(bal['lowest'])}, "
-            f"lower in {bal['below']} of {bal['tested']}.")
-    if idn and idn.get("highest_studied"):
-        answer.append(f"Document order (consecutive chunks): up to {_at(idn['highest_studied'])}.")
-    if not answer:
-        answer.append("No batching rule was measured.")
+            f"Sorting by surprise moves gradient noise far less than its batch variance "
+            f"(×{sig(coh['lexical_range'][0])}–{sig(coh['lexical_range'][1])} coherent, "
+            f"×{sig(bal['lexical_range'][0])}–{sig(bal['lexical_range'][1])} balanced): coherent up to "
+            f"{_at(coh['highest'])}, higher in {coh['above']} of {coh['tested']}; balanced down to "
+            f"{_at(bal['lowest'])}, lower in {bal['below']} of {bal['tested']}.")
     names = ", ".join(m.split("/")[-1] for m in models)
     measured = (f"{names} (4-bit), {documents} documents per corpus, batches of b = {min(sizes)}–{max(sizes)} "
                 f"chunks of 512 tokens; Holm over {summary['family']} comparisons.")
-    caveat = ("the batch-composition study's 64-row batches and coherent surprise-variance ratio 58.5 lie outside "
-              "this range; fixed-weight noise says nothing of its training loss.")
+    caveat = ("the batch-composition study's 64-row batches and surprise-variance ratio 58.5 lie beyond this "
+              "range; fixed-weight noise says nothing of training loss.")
     return evidence.result_box(answer, measured, caveat)
 
 

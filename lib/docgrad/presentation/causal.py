@@ -352,25 +352,60 @@ def check_claim(check: Family, brief: bool = False) -> Claim:
     return Claim(ev.RESOLVED if fell else ev.NOT_RESOLVED, text)
 
 
+def causal_lead(pc: PageComparisons, family: Family, brief: bool = False) -> str:
+    """Page 06's opening sentence: does the standalone R of pages 03-04 hold when each chunk reads the text before
+    it? Per corpus, the family's comparison of R at the page's window (causal − standalone, its interval at Holm's
+    level): where Holm resolves it, lower or higher by how much (so the standalone R overstates or understates the
+    design effect there); the corpora where it is not resolved are named, which is not evidence of no change.
+    brief: each side's corpora named, and only its largest change with its interval."""
+    W = pc.window
+    rows = [r for r in family.rows if r["quantity"] == "R" and r["at"] == W]
+    label = comparison_label("R", W)
+    head = f"With each chunk's preceding text as context (first {W:,} tokens), {label} is "
+    if not rows:
+        return f"With each chunk's preceding text as context, {label} is not compared: no comparison of it was drawn."
+
+    def by(r):
+        lo, hi = r["ci"]
+        return ev.interval(abs(r["value"]), [-hi, -lo] if r["value"] < 0 else [lo, hi])
+
+    low = [r for r in rows if r["resolved"] and r["value"] < 0]
+    high = [r for r in rows if r["resolved"] and r["value"] > 0]
+    rest = [r["corpus"] for r in rows if not r["resolved"]]
+    def side(name, rs):
+        if not brief:
+            return f"{name} than standalone for " + ", ".join(f"{r['corpus']} by {by(r)}" for r in rs)
+        top = max(rs, key=lambda r: abs(r["value"]))
+        return f"{name} than standalone for {', '.join(r['corpus'] for r in rs)} (at most by {by(top)}, {top['corpus']})"
+
+    parts = [side(name, rs) for name, rs in (("lower", low), ("higher", high)) if rs]
+    if not parts:
+        return head + f"not resolved from standalone for any corpus ({', '.join(rest)}; Holm), which is not evidence " \
+                      "that it is unchanged."
+    effect = ("overstates" if not high else "understates" if not low else "misstates")
+    return (head + " and ".join(parts) + f" (Holm), so pages 03–04's standalone R {effect} it there"
+            + (f"; not resolved for {', '.join(rest)}." if rest else "."))
+
+
 def result_box(pc: PageComparisons, family: Family, label: str, check: Family | None = None) -> tuple[dict, str]:
-    """The page's opening answer (evidence.result_box): how many of the family's comparisons of the gradients are
-    resolved and, per corpus with any, the resolved ones (window-level quantities with their intervals at Holm's
-    level, ρ as a count of lags); then the check that the context is used (check_claim, a family apart); what was
-    measured; the caveat. Returns (facts, Markdown)."""
+    """The page's opening answer (evidence.result_box): causal_lead first (R at the window, with context against
+    standalone), then how many of the family's comparisons of the gradients are resolved and, per corpus with any,
+    the resolved ones (window-level quantities with their intervals at Holm's level, ρ as a count of lags; counts
+    only when the box would exceed its words); then the check that the context is used (check_claim, a family
+    apart); what was measured; the caveat. Returns (facts, Markdown); facts['lead'] is the opening sentence."""
     comps = pc.comparisons
-    measured = (f"{model_phrase(pc.model, label)}, per-chunk gradients with causal context over the first "
-                f"{pc.window:,} tokens of {_docs(comps) if comps else 'no'} documents per corpus, against the same "
-                "chunks run standalone; paired document bootstrap.")
+    measured = (f"{model_phrase(pc.model, label)}, chunk gradients with causal context over the first "
+                f"{pc.window:,} tokens of {_docs(comps) if comps else 'no'} documents per corpus against standalone; "
+                "paired document bootstrap.")
     if not comps:
         answer = [f"Nothing is measured yet: no causal result at W = {pc.window:,} for "
                   f"{', '.join(pc.not_measured) or 'any corpus'}."]
-        return ({"status": ev.NOT_MEASURED, "resolved": 0, "size": 0},
+        return ({"status": ev.NOT_MEASURED, "resolved": 0, "size": 0, "lead": answer[0]},
                 ev.result_box(answer, measured, "the standalone proxy of pages 03–04 stands unchecked."))
-    lead = (f"{family.n_resolved} of the page's {family.size} causal − standalone comparisons of the gradients are "
-            f"resolved (Holm, family-wise {family.alpha:.0%}; intervals at Holm's level).")
+    count = (f"{family.n_resolved} of the page's {family.size} causal − standalone comparisons of the gradients are "
+             f"resolved (Holm, {family.alpha:.0%}).")
     quiet = [k for k in comps if not any(r["resolved"] for r in family.for_corpus(k))]
-    caveat = (f"{_docs(comps)} documents per corpus resolve only large changes; an unresolved comparison is not "
-              "evidence of no change.")
+    caveat = f"{_docs(comps)} documents per corpus resolve only large changes: unresolved is not unchanged."
     facts = {"status": ev.RESOLVED if family.n_resolved else ev.NOT_RESOLVED, "resolved": family.n_resolved,
              "size": family.size, "alpha": family.alpha, "unresolved_corpora": quiet}
     tail = [f"Nothing resolved for {', '.join(quiet)}."] if quiet else []
@@ -378,15 +413,19 @@ def result_box(pc: PageComparisons, family: Family, label: str, check: Family | 
         c = check_claim(check, brief=True)
         tail.append(c.text)
         facts["check"] = {"status": c.status, "resolved": check.n_resolved, "size": check.size, "text": c.text}
-    try:
-        return facts, ev.result_box([lead, *_box_lines(comps, family, detail=True), *tail], measured, caveat)
-    except ValueError:                       # too many resolved comparisons to list with intervals
-        return facts, ev.result_box([lead, *_box_lines(comps, family, detail=False), *tail], measured, caveat)
+    for lead_brief, detail in ((False, True), (False, False), (True, False)):   # shorter until within its words
+        facts["lead"] = lead = causal_lead(pc, family, lead_brief)
+        try:
+            lines = _box_lines(comps, family, detail, pc.window)
+            return facts, ev.result_box([lead, count, *lines, *tail], measured, caveat)
+        except ValueError:
+            if lead_brief:
+                raise
 
 
-def _box_lines(comps, family: Family, detail: bool) -> list[str]:
+def _box_lines(comps, family: Family, detail: bool, lead_window: int | None = None) -> list[str]:
     """Per corpus with a resolved comparison: the resolved window-level ones with intervals and ρ as a count of
-    lags (detail), or only how many are resolved."""
+    lags (detail; R at `lead_window` left to the lead, which states it), or only how many are resolved."""
     out = []
     for k in comps:
         rows = family.for_corpus(k)
@@ -397,7 +436,8 @@ def _box_lines(comps, family: Family, detail: bool) -> list[str]:
             out.append(f"{k}: {len(hit)} of {len(rows)}.")
             continue
         rho = [r for r in hit if r["quantity"] == "rho"]
-        named = [_short(r) for r in hit if r["quantity"] != "rho"]
+        named = [_short(r) for r in hit if r["quantity"] != "rho"
+                 and not (r["quantity"] == "R" and r["at"] == lead_window)]
         if rho:
             signs = {r["sign"] for r in rho}
             side = "higher " if signs == {1} else "lower " if signs == {-1} else ""

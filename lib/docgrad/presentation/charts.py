@@ -6,13 +6,15 @@
 
 Attach the selection to the layer that encodes the legend's field (colour), or clicking the legend does
 nothing.
+
+    forest_chart(design_effect.forest_frame(...))   R(16K) row by row with its 95% interval (page 04's headline)
 """
 
 from __future__ import annotations
 
 import altair as alt
 
-from docgrad.core.constants import CORPORA
+from docgrad.core.constants import CORPORA, HEADLINE_WINDOW
 
 
 def corpus_color(order=CORPORA, title: str = "corpus") -> alt.Color:
@@ -28,3 +30,31 @@ def legend_pick(field: str = "corpus"):
 def highlight(pick, on: float = 1.0, off: float = 0.12):
     """Opacity `on` for the selected legend entries (all when nothing is selected), `off` for the rest."""
     return alt.condition(pick, alt.value(on), alt.value(off))
+
+
+FOREST_KINDS = ["ours", "by source", "published"]
+
+
+def forest_chart(frame, order=CORPORA, title: str = "R(16K) per corpus, model and design, with 95% intervals"):
+    """A forest plot of design_effect.forest_frame: one row per (corpus, model/design), its point and 95% interval
+    (none where the frame gives none: its `note` says why, in the row's label and the tooltip), one panel per
+    corpus in `order`, and the line R = 1 (a block worth as many independent chunks as it holds) for reference.
+    The x axis is R(16K) when every row is read at 16K, else R at each row's headline window W."""
+    df = frame.assign(label=[f"{r} ({n})" if n else r for r, n in zip(frame["row"], frame["note"])])
+    y = alt.Y("label:N", title=None, sort=list(dict.fromkeys(df["label"])), axis=alt.Axis(labelLimit=360))
+    x_title = "R(16K)" if set(df["W"]) <= {HEADLINE_WINDOW} else "R(W), W the headline window of each row"
+    x = alt.X("R:Q", title=x_title, scale=alt.Scale(zero=False))
+    kind = alt.Shape("kind:N", title=None, sort=FOREST_KINDS, scale=alt.Scale(domain=FOREST_KINDS))
+    tip = ["corpus:N", "row:N", "W:Q", alt.Tooltip("R:Q", format=".3f"),
+           alt.Tooltip("lo:Q", format=".3f", title="95% lo"), alt.Tooltip("hi:Q", format=".3f", title="95% hi"),
+           "note:N"]
+    base = alt.Chart(df)
+    panel = alt.layer(
+        base.mark_rule(strokeDash=[4, 3], color="gray").encode(x=alt.datum(1)),
+        base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q"), x2="hi:Q", y=y, color=corpus_color(order)),
+        base.mark_point(filled=True, size=70).encode(x=x, y=y, shape=kind, color=corpus_color(order), tooltip=tip),
+    ).properties(width=420, height=alt.Step(16))
+    header = alt.Header(labelAngle=0, labelAlign="left")
+    subtitle = "dashed: R = 1, no correlation between a document's chunks; a point without a bar has no 95% interval"
+    return panel.facet(row=alt.Row("corpus:N", title=None, sort=list(order), header=header),
+                       title=alt.Title(title, subtitle=subtitle)).resolve_scale(y="independent")

@@ -13,6 +13,7 @@ import pandas as pd
 from docgrad.core.constants import CONTROL, MIN_INTERVAL_DOCS
 from docgrad.core.orderings import resolve_differences
 from docgrad.presentation import evidence as ev
+from docgrad.presentation.design_effect import clustered, few_clusters
 from docgrad.presentation.evidence import Claim, interval, sig
 from docgrad.presentation.tables import ordering
 from docgrad.results.stats import Analysis
@@ -68,24 +69,64 @@ def band_frame(bands_by_model: Mapping[str, Mapping[str, dict]]) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["model", "corpus", "lags (tokens)", "rho", "lo", "hi"])
 
 
+def correlation_lead(reports: Mapping[str, Analysis],
+                     incomplete: Mapping[str, Mapping[str, tuple]] | None = None,
+                     decomps: Mapping[str, Mapping[str, object]] | None = None) -> str:
+    """Page 03's opening sentence: may chunks of one document far apart be taken as independent samples? Not when
+    every long-document cell's 95% interval of ρ_long lies above 0 (all must, an intersection-union test, so no
+    multiplicity adjustment): the sentence then gives the lowest and highest cell with their intervals and the
+    control's points. Otherwise it names the cells whose interval does not lie above 0 and says no more. Not read:
+    cells that lack documents ({model: {corpus: (measured, held)}}) and corpora of few sources
+    (design_effect.few_clusters of `decomps` {model: {corpus: CellDecomposition}}: no interval over so few clusters),
+    which are named."""
+    incomplete, decomps = incomplete or {}, decomps or {}
+    few = {c.corpus: decomps[lab][c.corpus].n_sources for lab, rep in reports.items() for c in rep.cells
+           if few_clusters(decomps.get(lab, {}).get(c.corpus))}
+    cells = [(lab, c) for lab, rep in reports.items() for c in rep.cells
+             if c.corpus != CONTROL and c.corpus not in incomplete.get(lab, {}) and c.corpus not in few]
+    many = len(reports) > 1
+
+    def name(lab, c):
+        return f"{c.corpus}, {lab}" if many else c.corpus
+
+    def iv(c):
+        return interval(c.all.rho_long, c.all.interval("rho_long"))
+
+    ctrl = [sig(rep.cell(CONTROL).all.rho_long, 2) for rep in reports.values() if rep.cell(CONTROL)]
+    against = f", against {' and '.join(ctrl)} in the packed control" if ctrl else ""
+    left = "".join(f"; {k} ({n} sources) is left out: no interval over {n} clusters" for k, n in few.items())
+    if not cells:
+        return f"No long-document cell is read, so nothing is said of chunks of one document far apart{left}."
+    open_ = [name(lab, c) for lab, c in cells if not ((c.all.interval("rho_long")[0] or 0) > 0)]
+    if open_:
+        return (f"Whether chunks of one document 2K-16K tokens apart are independent samples is not resolved: the 95% "
+                f"interval of ρ_long does not lie above 0 for {', '.join(open_)}{against}{left}.")
+    lo = min(cells, key=lambda x: x[1].all.rho_long)
+    hi = max(cells, key=lambda x: x[1].all.rho_long)
+    return ("Chunks of one document 2K-16K tokens apart are not independent samples: their gradient-noise "
+            f"correlation ρ_long lies above 0 in every cell read, from {iv(lo[1])} ({name(*lo)}) to "
+            f"{iv(hi[1])} ({name(*hi)}){against}{left}.")
+
+
 def correlation_box(reports: Mapping[str, Analysis], claims: Mapping[str, list[Claim]],
-                    incomplete: Mapping[str, Mapping[str, tuple]] | None = None) -> str:
-    """Page 03's answer: ρ_long per corpus and model with intervals, and for how many corpora ρ is resolved to
-    decay across the long lags. incomplete: {model: Study.incomplete(...)}, marked provisional."""
-    answer = ["ρ_long, the mean noise correlation of two chunks of one document 2K-16K tokens apart:"]
-    for label, rep in reports.items():
-        parts = [f"{c.corpus} {interval(c.all.rho_long, c.all.interval('rho_long'))}" for c in rep.cells
-                 if c.corpus != CONTROL]
-        ctrl = rep.cell(CONTROL)
-        answer.append(f"{label}: {', '.join(parts)}"
-                      + (f"; control {sig(ctrl.all.rho_long, 2)}" if ctrl else "") + ".")
-    for label, cl in claims.items():
-        decays = [c.text.split(":")[0] for c in cl if c.status == ev.RESOLVED and "decays" in c.text]
-        answer.append(f"{label}: ρ decays within the span for {', '.join(decays) or 'no corpus'} (Holm).")
+                    incomplete: Mapping[str, Mapping[str, tuple]] | None = None,
+                    decomps: Mapping[str, Mapping[str, object]] | None = None) -> str:
+    """Page 03's answer: correlation_lead first, then ρ_long per corpus and model (points; the lead carries the
+    intervals of its ends, the chart and the numbers file every one), and for which corpora ρ is resolved to
+    decay across the long lags. incomplete: {model: Study.incomplete(...)}, marked provisional; decomps: {model:
+    {corpus: CellDecomposition}}, for the corpora of few sources the lead leaves out."""
+    answer = [correlation_lead(reports, incomplete, decomps)]
+    answer.append("ρ_long: " + "; ".join(f"{label} " + ", ".join(f"{c.corpus} {sig(c.all.rho_long)}" for c in rep.cells
+                                                               if c.corpus != CONTROL)
+                                          for label, rep in reports.items()) + ".")
+    decays = {label: [c.text.split(":")[0] for c in cl if c.status == ev.RESOLVED and "decays" in c.text]
+              for label, cl in claims.items()}
+    answer.append("ρ decays within the span (Holm) for " + "; ".join(f"{', '.join(d) or 'no corpus'} ({label})"
+                                                                    for label, d in decays.items()) + ".")
     docs = ev.documents_per_corpus({lab: [c.n_docs for c in rep.cells] for lab, rep in reports.items()}, incomplete)
-    measured = f"two small 4-bit-quantised models; {docs}; 512-token chunks each run alone."
-    any_decay = any(c.status == ev.RESOLVED and "decays" in c.text for cl in claims.values() for c in cl)
-    caveat = ("ρ is not one constant at long lags everywhere: where it decays, R grows more slowly with the window."
+    measured = f"two small 4-bit-quantised models; {docs}; 512-token chunks run alone."
+    any_decay = any(decays.values())
+    caveat = ("where ρ decays, R grows more slowly with the window than a constant ρ gives."
               if any_decay else "whether ρ decays across the long lags is not resolved by these documents.")
     return ev.result_box(answer, measured, caveat)
 
@@ -263,22 +304,41 @@ def control_lines(ctrl: dict, chunk: int, rho_first: float | None, rho_long: flo
     return out
 
 
+def sources_lead(decomps: Mapping[str, object]) -> str:
+    """Page 03b's opening sentence: which unit to count as an independent draw. Per corpus clustered by source
+    (design_effect.clustered): its documents and sources, and R(16K) of all together beside each source of at least
+    MIN_INTERVAL_DOCS documents alone with its 95% interval (documents resampled within the source), called above
+    them only when the pooled point lies above every such interval (as source_R_line). Without such a corpus: the
+    document is the unit here."""
+    parts = []
+    for k, d in decomps.items():
+        if not clustered(d):
+            continue
+        by_src = {r["source"]: r for r in d.by_source}
+        sized = sorted((r for r in d.by_source if r["source"] != "all" and r["n_docs"] >= MIN_INTERVAL_DOCS
+                        and r.get("R_ci")), key=lambda r: -r["n_docs"])
+        alone = "; ".join(f"{r['source']}, {r['n_docs']} documents, {interval(r['R'], r['R_ci'])}" for r in sized)
+        pooled = by_src["all"]["R"]
+        above = sized and all(pooled > r["R_ci"][1] for r in sized)
+        parts.append(f"{k}'s {len(d.doc_ids)} documents are {d.n_sources} sources, and all together give an R(16K) "
+                     f"of {sig(pooled)}" + (f", above each source alone ({alone})" if above else
+                                            f"; each source alone: {alone}" if sized else ""))
+    if not parts:
+        return ("Count documents as the independent draws here: no corpus clusters by source (more than 5% of its "
+                "cross-document pairs within one source).")
+    return "Where documents share a few sources, count the sources, not the documents, as independent draws: " \
+        + "; ".join(parts) + "."
+
+
 def documents_box(label: str, loo: Mapping[str, dict], decomps: Mapping[str, object]) -> str:
-    """Page 03b's answer: how far one document moves R(16K) at most, and, for a cell whose documents share
-    sources, what each source alone gives against all together."""
-    answer = []
+    """Page 03b's answer: sources_lead first (the unit of independence, with the R of each source alone), then how
+    far one document moves R(16K) at most. Sources of fewer than MIN_INTERVAL_DOCS documents have no interval and
+    are left to the page."""
+    answer = [sources_lead(decomps)]
     if loo:
         k = max(loo, key=lambda c: abs(loo[c]["dR_frac"]))
         answer.append(f"Leaving out one document moves R(16K) by at most {abs(loo[k]['dR_frac']):.0%} ({k}: "
                       f"{loo[k]['title'] or 'document ' + str(loo[k]['doc'])}).")
-    for k, d in decomps.items():
-        shared = [s_ for s_ in d.shared_sources if s_ in d.pair_means]   # documents that met in one file
-        if len(shared) < 2:
-            continue
-        by_src = {r["source"]: r for r in d.by_source}
-        answer.append(f"{k}'s {len(d.doc_ids)} documents are {d.n_sources} sources; each alone has R(16K) "
-                      + ", ".join(f"{interval(by_src[s]['R'], by_src[s].get('R_ci'))} ({s})" for s in shared)
-                      + f", all together {sig(by_src['all']['R'])}.")
     counts = ev.documents_per_corpus({label: [len(d.doc_ids) for d in decomps.values()]})
     measured = f"{counts}, their sources from the corpus manifest."
     caveat = "where documents share a source, the source, not the document, is the unit of independence."

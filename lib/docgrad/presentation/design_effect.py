@@ -8,15 +8,16 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
-from docgrad.core.constants import CONTROL, G2_R, G2_RHO, HEADLINE_WINDOW
+from docgrad.core.constants import CONTROL, G2_R, G2_RHO, HEADLINE_WINDOW, MIN_INTERVAL_DOCS
 from docgrad.core.bootstrap import percentile_ci
 from docgrad.core.decomposition import difference_interval, same_source_pair_fraction
 from docgrad.core.orderings import DIFFERS, NOT_COMPARED, SAME_DIRECTION
 from docgrad.presentation import evidence as ev
 from docgrad.presentation.evidence import Claim, interval, sig
 from docgrad.results.cell_decomposition import CellDecomposition
-from docgrad.results.stats import Analysis
+from docgrad.results.stats import Analysis, r_rel_at_span, ratio_at
 
 LONG_DOCUMENT_CORPORA = ("BOOKS", "CODE", "PAPERS")
 # The published order is of point values never tested against each other, on other corpora (repository dumps,
@@ -37,54 +38,170 @@ def clustered(d: CellDecomposition | None) -> bool:
     return d is not None and same_source_pair_fraction(d.sources) > CLUSTERED_PAIRS
 
 
+def few_clusters(d: CellDecomposition | None) -> bool:
+    """Whether the rule withholds a cell's 95% interval as one for its kind of text: its documents cluster by source
+    (clustered) and the source bootstrap takes fewer than FEW_DISTINCT distinct values (3 sources: at most 10), so a
+    percentile over so few clusters is not a 95% interval; R is then read by source."""
+    return clustered(d) and d.support.get("source", {}).get("distinct", FEW_DISTINCT) < FEW_DISTINCT
+
+
 def _source_note(d: CellDecomposition | None) -> str:
-    """A clustered corpus's note in the headline: its source-clustered interval, unless the source bootstrap takes
-    fewer than FEW_DISTINCT distinct values (3 sources: at most 10): a percentile over so few clusters is not a 95%
-    interval, so the note points to R by source instead."""
+    """A clustered corpus's note in the headline: its source-clustered interval, unless few_clusters: then it
+    points to R by source instead."""
     ci = (d.intervals.get("source", {}).get("R") if d else None) or [None, None]
     if not clustered(d) or ci[0] is None:
         return ""
-    if d.support.get("source", {}).get("distinct", FEW_DISTINCT) < FEW_DISTINCT:
+    if few_clusters(d):
         return f" ({d.n_sources} sources: R by source below, no interval over {d.n_sources} clusters)"
     return f" ({d.n_sources} sources resampled: [{sig(ci[0])}, {sig(ci[1])}])"
 
 
+def _worth_parts(rep: Analysis, decomps: Mapping[str, CellDecomposition],
+                 incomplete: Mapping[str, tuple] | None = None) -> tuple[dict, list[str]]:
+    """({(W, C): [('8.7 [7.5, 10]', 'CODE', ''), ...]}, [cells not read]) for one model's long-document cells:
+    m / R(W) with its interval [m / hi, m / lo] (W the cell's headline window, m = W / C;
+    evidence.effective_count), those with an interval first. A few_clusters corpus gets its point only and a note;
+    a cell that lacks documents is not read."""
+    groups, skipped, later = {}, [], []
+    for c in rep.cells:
+        if c.corpus == CONTROL:
+            continue
+        if c.corpus in (incomplete or {}):
+            skipped.append(f"{ev.measured_of_held({c.corpus: incomplete[c.corpus]})} documents")
+            continue
+        W = headline_window(c.all)
+        n, ci = ev.effective_count(W // c.chunk, c.all.R.get(W), c.all.interval("R", W)) if W else (None, None)
+        if n is None:
+            continue
+        d = decomps.get(c.corpus)
+        if few_clusters(d):
+            later.append(((W, c.chunk), (sig(n, 2), c.corpus, f" ({d.n_sources} sources: no interval over "
+                                                              f"{d.n_sources} clusters)")))
+        else:
+            groups.setdefault((W, c.chunk), []).append((interval(n, ci, 2), c.corpus, ""))
+    for key, part in later:
+        groups.setdefault(key, []).append(part)
+    return groups, skipped
+
+
+def block_worth(label: str, rep: Analysis, decomps: Mapping[str, CellDecomposition],
+                incomplete: Mapping[str, tuple] | None = None) -> str:
+    """Page 04's opening sentence for one model: how many independent C-token chunks a W-token block of one document
+    is worth, m / R(W) with its 95% interval mapped through the same function ([m / hi, m / lo]), per long-document
+    corpus, against the m its token count suggests ('A 16K-token block of one document is worth about 8.7 [7.5, 10]
+    independent 512-token chunks of CODE, ... and 8.4 of BOOKS (3 sources: no interval over 3 clusters), not 32
+    (model).'). A corpus in few sources gets no interval (few_clusters); cells that lack documents are not read."""
+    groups, skipped = _worth_parts(rep, decomps, incomplete)
+    said = []
+    for (W, C), parts in groups.items():
+        named = [f"{n}{f' independent {C}-token chunks' if i == 0 else ''} of {k}{note}"
+                 for i, (n, k, note) in enumerate(parts)]
+        listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+        said.append(f"a {window_name(W)}-token block of one document is worth about {listed}, not {W // C}")
+    out = "; ".join(said) or f"no long-document cell of {label} is read yet"
+    out = out[0].upper() + out[1:] + (f" ({label})" if said else "")
+    return out + (f"; not read yet: {', '.join(skipped)}." if skipped else ".")
+
+
 def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[str, CellDecomposition]],
-               window_chunks: int = 32, incomplete: Mapping[str, Mapping[str, tuple]] | None = None,
+               incomplete: Mapping[str, Mapping[str, tuple]] | None = None,
                models_note: str = "two small 4-bit-quantised models") -> str:
-    """Page 04's answer: R(16K) per corpus and model with 95% intervals (the source-clustered one beside it where
-    documents share sources), what a block is worth, what was measured and the caveat that matters.
-    incomplete: {model: {corpus: (measured, held)}} (Study.incomplete): those cells are marked provisional.
-    A corpus whose span is shorter than 16K (one's own) is read at its span, R(W) named with its window W, and
-    no block worth is stated across windows; models_note says what was measured."""
-    per_model, worth, windows, chunks = [], [], set(), set()
+    """Page 04's answer, first: what a block of one document is worth in independent chunks (block_worth of the
+    first model, with intervals), then R(W) = m / worth per corpus and model (points; their 95% intervals are in the
+    forest plot below, the control's is given), what was measured and the caveat. incomplete: {model: {corpus:
+    (measured, held)}} (Study.incomplete): those cells are marked provisional. A corpus whose span is shorter than
+    16K (one's own) is read at its span, R(W) named with its window W."""
+    incomplete = incomplete or {}
+    labels = list(reports)
+    answer = [block_worth(labels[0], reports[labels[0]], decomps.get(labels[0], {}), incomplete.get(labels[0]))]
+    chunks, blocks, per_model = set(), set(), []
     for label, rep in reports.items():
-        cells = [c for c in rep.cells if c.corpus != CONTROL]
-        ctrl = rep.cell(CONTROL)
-
-        def read(c):
+        def read(c, with_ci=False):
             W = headline_window(c.all)
-            windows.add(W)
             chunks.add(c.chunk)
+            blocks.add((W, c.chunk))
             name = "" if W == HEADLINE_WINDOW else f" R({window_name(W)})"
-            return f"{name} {interval(c.all.R.get(W), c.all.interval('R', W))}"
+            value = interval(c.all.R.get(W), c.all.interval("R", W)) if with_ci else sig(c.all.R.get(W))
+            return f"{name} {value}"
 
-        parts = [f"{c.corpus}{read(c)}{_source_note(decomps.get(label, {}).get(c.corpus))}" for c in cells]
-        per_model.append(f"{label}: " + ", ".join(parts) + (f"; control{read(ctrl)}" if ctrl else "") + ".")
-        worth += [window_chunks / c.all.R_16K for c in cells if c.all.R_16K and c.all.R_16K > 0]
-    if windows <= {HEADLINE_WINDOW}:
-        answer = ["R(16K), a 16K-token block's gradient noise over 32 independent chunks':", *per_model]
-    else:
-        answer = ["R(W), a W-token block's gradient noise over W/C independent chunks' (W the span where it is "
-                  "shorter than 16K):", *per_model]
-    if worth and windows <= {HEADLINE_WINDOW}:
-        answer.append(f"A block is worth about {min(worth):.0f}-{max(worth):.0f} independent chunks.")
+        parts = [f"{c.corpus}{read(c)}" for c in rep.cells if c.corpus != CONTROL]
+        ctrl = rep.cell(CONTROL)
+        per_model.append(f"{label} " + ", ".join(parts) + (f", control{read(ctrl, True)}" if ctrl else ""))
+    (W, C), = blocks if len(blocks) == 1 else [(None, None)]
+    name = f"R({window_name(W)}) = {W // C}" if W else "R(W) = (W / C)"
+    answer.append(f"{name} / worth: {'; '.join(per_model)} (every interval in the plot below).")
+    who = (lambda lab: f"{lab} ") if len(labels) > 1 else (lambda lab: "")
+    notes = [f"{who(lab)}{k}{_source_note(d)}" for lab in labels for k, d in decomps.get(lab, {}).items()
+             if _source_note(d) and not few_clusters(d)]
+    if notes:
+        answer.append(f"Documents sharing sources: {', '.join(notes)}.")
     docs = ev.documents_per_corpus({lab: [c.n_docs for c in rep.cells] for lab, rep in reports.items()}, incomplete)
     chunk = "/".join(str(c) for c in sorted(chunks)) or "512"
     measured = f"{models_note}; {docs}; {chunk}-token chunks run alone; 95% document intervals."
     caveat = ("no chunk saw the text before it (page 06 adds that context); documents sharing a source "
               "are fewer independent draws than they look.")
     return ev.result_box(answer, measured, caveat)
+
+
+FOREST_COLUMNS = ["corpus", "row", "kind", "model", "n_docs", "W", "R", "lo", "hi", "note"]
+
+
+def forest_frame(designs: Sequence[tuple[Mapping[str, Analysis], Mapping[str, Mapping[str, CellDecomposition]]]],
+                 published_final: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of page 04's forest plot: R at each cell's headline window (16K, or the span) with its 95% interval.
+
+    designs: (reports, decomps) of each design shown, the page's documents first (e.g. 48, then the published
+    design's 16); a model's cell with as many documents as one already shown is the same documents and is not
+    repeated. Then, for each model of the first design, every source of a corpus clustered by source alone
+    (core.decomposition.by_source: documents resampled within the source); then the published final checkpoints
+    (docgrad.results.published.final_checkpoints) of the corpora shown. No interval where the rule gives none, and
+    `note` says why: a pooled corpus of few sources (few_clusters), a source of fewer than MIN_INTERVAL_DOCS
+    documents, a published point value. kind: 'ours', 'by source' or 'published'."""
+    rows, seen = [], set()
+    for reports, decomps in designs:
+        for label, rep in reports.items():
+            for c in rep.cells:
+                if (label, c.corpus, c.n_docs) in seen:
+                    continue
+                seen.add((label, c.corpus, c.n_docs))
+                W = headline_window(c.all)
+                if W is None:
+                    continue
+                d = decomps.get(label, {}).get(c.corpus)
+                lo, hi = c.all.interval("R", W)
+                note = f"{d.n_sources} sources: no interval over {d.n_sources} clusters" if few_clusters(d) else ""
+                if note:
+                    lo = hi = None
+                rows.append({"corpus": c.corpus, "row": f"{label}, {c.n_docs} documents", "kind": "ours",
+                             "model": label, "n_docs": c.n_docs, "W": W, "R": c.all.R[W], "lo": lo, "hi": hi,
+                             "note": note})
+    first_reports, first_decomps = designs[0] if designs else ({}, {})
+    for label in first_reports:
+        for k, d in first_decomps.get(label, {}).items():
+            cell = first_reports[label].cell(k)
+            if not clustered(d) or cell is None:
+                continue
+            for r in sorted((r for r in d.by_source if r["source"] != "all" and r["n_docs"] > 1),
+                            key=lambda r: (-r["n_docs"], r["source"])):
+                ci = r.get("R_ci") or [None, None]
+                note = "" if ci[0] is not None else (f"fewer than {MIN_INTERVAL_DOCS} documents: no interval"
+                                                     if r["n_docs"] < MIN_INTERVAL_DOCS else "no interval")
+                rows.append({"corpus": k, "row": f"{label}: {r['source']} alone, {r['n_docs']} documents",
+                             "kind": "by source", "model": label, "n_docs": r["n_docs"],
+                             "W": headline_window(cell.all), "R": r["R"], "lo": ci[0], "hi": ci[1], "note": note})
+    shown = {r["corpus"] for r in rows}
+    if published_final is not None:
+        for r in published_final[published_final["corpus"].isin(shown)].itertuples():
+            has = np.isfinite([r.lo, r.hi]).all()
+            rows.append({"corpus": r.corpus, "row": f"{r.model_label} (published, {r.corpus_published})",
+                         "kind": "published", "model": r.model_label, "n_docs": int(r.n_docs),
+                         "W": HEADLINE_WINDOW, "R": float(r.R_16K), "lo": float(r.lo) if has else None,
+                         "hi": float(r.hi) if has else None, "note": "" if has else "a point value: no interval"})
+    out = pd.DataFrame(rows, columns=FOREST_COLUMNS).astype({"lo": float, "hi": float})
+    rank = {col: {v: i for i, v in enumerate(dict.fromkeys(out[col]))} for col in ("corpus", "kind", "model")}
+    keys = out.assign(**{f"_{col}": out[col].map(r) for col, r in rank.items()}, _docs=-out["n_docs"])
+    order = keys.sort_values(["_corpus", "_kind", "_model", "_docs"], kind="stable").index
+    return out.loc[order].reset_index(drop=True)
 
 
 def source_lines(decomps: Mapping[str, CellDecomposition]) -> list[str]:
@@ -105,10 +222,28 @@ def source_lines(decomps: Mapping[str, CellDecomposition]) -> list[str]:
 
 def drivers_box(label: str, decomps: Mapping[str, CellDecomposition], shares: Mapping[str, float],
                 without_norms: Mapping[str, dict], published: Sequence[float] = ()) -> str:
-    """Page 04b's answer for one model: what R(16K) is made of where sources are shared (R without the source
-    term), how far the most influential document moves R, and the mean-gradient share with and without the norm
-    weights."""
+    """Page 04b's answer for one model, first what a practitioner does with it: B_simple = C σ²/S_cross here
+    describes this model, not a batch size for training: its mean-gradient share S_cross/(S_cross + σ²) on the
+    long-document corpora (range, with and without the norm weights) beside the published range, and the largest
+    relative change of R(16K) without the norm weights (point estimates, described, not decided). Then
+    what R(16K) is made of where sources are shared (R without the source term) and how far the most influential
+    document moves R."""
+    long = {k: shares[k] for k in shares if k in LONG_DOCUMENT_CORPORA and np.isfinite(shares[k])}
+    wo = {k: without_norms[k] for k in without_norms if k in long}
     answer = []
+    if long:
+        lo, hi = min(long.values()), max(long.values())
+        pub = (f", against {sig(min(published), 2)}-{sig(max(published), 2)} in the published base checkpoints"
+               if published else "")
+        moved = [abs(wo[k]["R"] - decomps[k].R) / decomps[k].R for k in wo if k in decomps and decomps[k].R]
+        answer.append(f"B_simple from {label} describes this model, not a batch size for training: its mean gradient "
+                      f"is {sig(lo)}-{sig(hi)} of a chunk gradient's squared norm on {', '.join(long)}"
+                      + (f" ({sig(min(v['mean_gradient_share'] for v in wo.values()))}-"
+                         f"{sig(max(v['mean_gradient_share'] for v in wo.values()))} without the norm weights)"
+                         if wo else "") + pub
+                      + (f", while R(16K) moves by at most {max(moved):.1%} without them." if moved else "."))
+    else:
+        answer.append(f"{label} has no long-document cell: nothing is said of B_simple or the mean gradient.")
     for k, d in decomps.items():
         if clustered(d):
             answer.append(f"{k}'s R(16K) {sig(d.R)} holds a source term: without it "
@@ -117,13 +252,6 @@ def drivers_box(label: str, decomps: Mapping[str, CellDecomposition], shares: Ma
     if moves:
         k = max(moves, key=moves.get)
         answer.append(f"Leaving out one document moves R by at most {moves[k]:.0%} ({k}).")
-    long = [shares[k] for k in shares if k in LONG_DOCUMENT_CORPORA]
-    wo = [without_norms[k]["mean_gradient_share"] for k in without_norms if k in LONG_DOCUMENT_CORPORA]
-    if long:
-        answer.append(f"The mean gradient is {sig(min(long))}-{sig(max(long))} of a chunk gradient's squared norm"
-                      + (f" ({sig(min(wo))}-{sig(max(wo))} without the norm weights)" if wo else "")
-                      + (f", against {sig(min(published), 2)}-{sig(max(published), 2)} published" if published else "")
-                      + ": B_simple is small here.")
     counts = ev.documents_per_corpus({label: [len(d.doc_ids) for d in decomps.values()]})
     measured = f"{counts}; leave-one-out, document and source bootstraps."
     caveat = ("what makes the mean gradient large (rounding, size, tuning, the start token) is not separated.")
@@ -277,34 +405,59 @@ def code_rho_claim(ours: float, ours_ci, published_cells) -> Claim:
     return ev.against_published("CODE's ρ_long", ours, ours_ci, values)
 
 
+def _model_ordering(label: str, dec: Mapping, pairs: Sequence[Mapping] = (), replicated: Mapping[str, str] = (),
+                    replication_pairs: Sequence[Mapping] = (), replication_docs: str = "") -> str:
+    """One model's clause of page 04c's lead: the pairs Holm resolves with their difference and Holm-level interval
+    (when `pairs` are given), how that stands against the published order, and each one's replication on the
+    documents measured after the rule (with its interval there); or that nothing is read while cells lack
+    documents."""
+    if dec.get("incomplete"):
+        return (f"{label}'s ordering is not read until every cell holds its documents "
+                f"({ev.measured_of_held(dec['incomplete'])} measured so far)")
+    if not dec["resolved"]:
+        return f"{label} resolves no pair"
+    by_key = {frozenset(p["order"].split(" > ")): p for p in pairs if p["order"] != "not resolved"}
+    rep = {_pair_key(p): p for p in replication_pairs}
+    said, again = [], []
+    for order in dec["resolved"]:
+        p = by_key.get(frozenset(order.split(" > ")))
+        said.append(order + (" by {2} ({3})".format(*_pair_interval(p)) if p else ""))
+        verdict = dict(replicated or {}).get(order)
+        if verdict in ("replicated", "not replicated"):
+            r = rep.get(_pair_key(p)) if p else None
+            there = " (there {2}, {3})".format(*_pair_interval(r, order.split(" > ")[0])) if r else ""
+            again.append(f"; on documents {replication_docs} alone {order} is {verdict}{there}")
+    only = "" if dec["status"] == "established" else "only "
+    against = {DIFFERS: ", which differs from the published order",
+               SAME_DIRECTION: ", in the published direction"}.get(dec.get("against_published"), "")
+    return f"{label} resolves {only}{', '.join(said)}{against}{''.join(again)}"
+
+
 def comparison_box(decisions: Mapping[str, dict], model_claims: Sequence[Claim], rho_claim: Claim,
                    published_order: Sequence[str], n_docs: Mapping[str, Mapping[str, int]] | None = None,
-                   replicated: Mapping[str, Mapping[str, str]] | None = None, replication_docs: str = "") -> str:
-    """Page 04c's answer: per model, whether the ordering of the long-document corpora is established under Holm
-    and how it stands against the published order (docgrad.core.orderings.ordering_decision; a model whose cells
-    lack documents is 'not read', with the counts); the model-vs-model differences that are resolved on the
-    shared documents; our CODE ρ_long against the published. n_docs: {model: {corpus: documents}}. replicated:
-    {model: replication_verdicts} of the pooled pairs on the documents `replication_docs` measured after the rule."""
-    answer = []
-    for label, dec in decisions.items():
-        if dec.get("incomplete"):
-            answer.append(f"{label}: the ordering is not read until every cell holds its documents "
-                          f"({ev.measured_of_held(dec['incomplete'])} "
-                          "measured so far).")
-            continue
-        res = f" (resolved: {', '.join(dec['resolved'])})" if dec["resolved"] else ""
-        answer.append(f"{label}: the ordering of {', '.join(sorted(dec['point_order']))} is {dec['status']}"
-                      f"{res}; against the published {' > '.join(published_order)}: "
-                      f"{AGAINST_PUBLISHED[dec.get('against_published', NOT_COMPARED)]}.")
-        verdicts = {k: v for k, v in (replicated or {}).get(label, {}).items() if v != "not resolved (pooled)"}
-        if verdicts:
-            answer.append(f"Replication ({label}, documents {replication_docs}, measured after the rule): "
-                          + ", ".join(f"{k} {v}" for k, v in verdicts.items()) + ".")
+                   replicated: Mapping[str, Mapping[str, str]] | None = None, replication_docs: str = "",
+                   pairs: Mapping[str, Sequence[Mapping]] | None = None,
+                   replication_pairs: Mapping[str, Sequence[Mapping]] | None = None) -> str:
+    """Page 04c's answer, first what a practitioner does with it: measure R(16K) on one's own corpus rather than
+    borrow the published order (untested point values on other corpora and models), with what each model resolves
+    under Holm (docgrad.core.orderings.ordering_decision; with `pairs` {model: resolve_pairs} the difference and its
+    Holm-level interval), how that stands against the published order, and its replication on the documents
+    `replication_docs` measured after the rule (replicated: {model: replication_verdicts}; replication_pairs:
+    {model: resolve_pairs on those documents}); a model whose cells lack documents is not read. Then the
+    model-vs-model differences resolved on the shared documents and our CODE ρ_long against the published.
+    n_docs: {model: {corpus: documents}}."""
+    clauses = [_model_ordering(label, dec, (pairs or {}).get(label, ()), (replicated or {}).get(label, {}),
+                               (replication_pairs or {}).get(label, ()), replication_docs)
+               for label, dec in decisions.items()]
+    answer = [f"Measure R(16K) on your own corpus rather than borrow the published order "
+              f"{' > '.join(published_order)} (untested point values, other corpora and models): "
+              + "; ".join(clauses) + "."]
     resolved = [c for c in model_claims if c.status == ev.RESOLVED]
     answer.append(f"Model against model (same documents): {len(resolved)} of {len(model_claims)} corpora "
                   "differ after Holm" + (" (" + "; ".join(c.text.split(":")[0] for c in resolved) + ")."
                                          if resolved else "."))
-    answer.append(f"CODE's ρ_long against the published: {rho_claim.status}.")
+    if rho_claim is not None:
+        answer.append(f"CODE's ρ_long against the published: {rho_claim.status}.")
     counts = ev.documents_per_corpus({lab: list(per.values()) for lab, per in (n_docs or {}).items()})
     measured = f"R(16K), {counts}; Holm over each model's pairs; paired draws across models."
     caveat = "the published models are 5-10 times larger, unquantised, and read other documents."
@@ -362,8 +515,10 @@ def window_name(tokens: int) -> str:
 
 def measurement_lines(a: Analysis, label: str, corpus: str, control: str) -> list[str]:
     """What `docgrad measure` prints: R at the headline window of the corpus and of the control, each with its
-    95% document-bootstrap interval, and R_rel (corpus / control at 16K, paired per cell as on page 04) when both
-    reach 16K. Numbers only; no ordering is stated (that needs page 04c's pre-stated decision)."""
+    95% document-bootstrap interval, and R_rel = R_corpus(W) / R_control(W) with its interval (the two cells'
+    draws divided, results.stats.ratio_at): at W = 16K when both reach it, as on page 04, else at the shorter
+    of the two spans when both have R there (stats.r_rel_at_span), said so. Numbers only; no ordering is
+    stated (that needs page 04c's pre-stated decision)."""
     lines = []
     for name in (corpus, control):
         c = a.cell(name)
@@ -378,13 +533,22 @@ def measurement_lines(a: Analysis, label: str, corpus: str, control: str) -> lis
         lines.append(f"{name} under {label}: R({window_name(W)}) = {interval(c.all.R[W], c.all.interval('R', W))} "
                      f"over {c.n_docs} documents{span}: a batch of {window_name(W)}-token document blocks "
                      f"has the gradient noise of 1/R as many independently drawn chunks")
-    rel = next((r for r in a.R_rel if r.corpus == corpus), None) if control == CONTROL else None
-    if rel is not None and rel.R_rel is not None:
-        lines.append(f"R_rel({corpus} / {control}) = {interval(rel.R_rel, rel.R_rel_ci)}")
-    else:
-        lines.append(f"R_rel({corpus} / {control}): not computed (R_rel divides R(16K) by the {CONTROL} control's; "
-                     "both cells must reach 16K)")
-    return lines
+    c, k = a.cell(corpus), a.cell(control)
+    if c is None or k is None or not c.all.R or not k.all.R:
+        return lines + [f"R_rel({corpus} / {control}): not computed (it needs R of both cells)"]
+    row = next((r for r in a.R_rel if r.corpus == corpus), None) if control == CONTROL else None
+    if HEADLINE_WINDOW in c.all.R and HEADLINE_WINDOW in k.all.R:
+        val, ci = (row.R_rel, row.R_rel_ci) if row is not None else ratio_at(c, k, HEADLINE_WINDOW)
+        return lines + [f"R_rel({corpus} / {control}) = {interval(val, ci)}" if val is not None else
+                        f"R_rel({corpus} / {control}): not computed (the {control} cell's R(16K) is 0 or undefined)"]
+    W, val, ci = r_rel_at_span(c, k)
+    if W is None or val is None:
+        short = min(max(c.all.R), max(k.all.R))
+        why = (f"the two cells have no R at one window: the shorter span is {short} tokens" if W is None
+               else f"the {control} cell's R({window_name(W)}) is 0 or undefined")
+        return lines + [f"R_rel({corpus} / {control}): not computed ({why}; R_rel divides R at one window)"]
+    return lines + [f"R_rel({corpus} / {control}) at {window_name(W)} = {interval(val, ci)}: both cells read at the "
+                    f"longest window both spans reach, {W} tokens (the study's R_rel is at 16K)"]
 
 
 def published_R_claims(R_16K: Mapping[str, tuple], final, alpha: float = 0.05) -> dict[str, list[Claim]]:
@@ -417,15 +581,22 @@ def published_R_lines(claims: Mapping[str, Sequence[Claim]]) -> list[str]:
     return lines
 
 
-def _pair_text(p: Mapping) -> str:
-    """'PAPERS − CODE +1.27 [0.167, 2.49] (Holm 98.3%): resolved' for one pair of core.orderings.resolve_pairs,
-    written as the higher point minus the lower."""
+def _pair_interval(p: Mapping, first: str | None = None) -> tuple[str, str, str, str]:
+    """(a, b, '1.27 [0.167, 2.49]', 'Holm 98.3%') for one pair of core.orderings.resolve_pairs: a − b with its
+    interval at Holm's level, a the higher point (or `first`, when given)."""
     a, b, d, (lo, hi) = p["a"], p["b"], p["diff"], p["ci"]
-    if d < 0:
+    if (first is None and d < 0) or (first is not None and first != a):
         a, b, d, lo, hi = b, a, -d, -hi, -lo
     level = f"{(1 - p['level']) * 100:.1f}".rstrip("0").rstrip(".")
+    return a, b, f"{sig(d)} [{sig(lo)}, {sig(hi)}]", f"Holm {level}%"
+
+
+def _pair_text(p: Mapping) -> str:
+    """'PAPERS − CODE 1.27 [0.167, 2.49] (Holm 98.3%): resolved' for one pair of core.orderings.resolve_pairs,
+    written as the higher point minus the lower."""
+    a, b, iv, level = _pair_interval(p)
     state = "resolved" if p["order"] != "not resolved" else "not resolved"
-    return f"{a} − {b} {sig(d)} [{sig(lo)}, {sig(hi)}] (Holm {level}%): {state}"
+    return f"{a} − {b} {iv} ({level}): {state}"
 
 
 def _pair_key(p: Mapping) -> frozenset:

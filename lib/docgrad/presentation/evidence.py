@@ -16,6 +16,7 @@ Every builder returns a `Claim`: its status (one of the constants below) and the
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -182,9 +183,26 @@ def clustered_interval(value, doc_ci, source_ci, n_docs: int, n_sources: int) ->
     return out
 
 
+def effective_count(n: int, value, ci=None) -> tuple[float | None, list | None]:
+    """n / value with its interval mapped through the same function: [n / hi, n / lo] (the map decreases, so the
+    ends swap). How many independent chunks a block of n chunks with design effect R is worth. (None, None) when
+    value is not positive; the interval None when it is missing or an end is not positive."""
+    if not _finite(value) or value <= 0:
+        return None, None
+    ok = _has(ci) and ci[0] > 0 and ci[1] > 0
+    return n / float(value), ([n / float(ci[1]), n / float(ci[0])] if ok else None)
+
+
+def first_sentence(box: str) -> str:
+    """The sentence a result box opens with (after '**Result.**'): the answer a practitioner can act on."""
+    text = box.split("**Result.**", 1)[-1].split("\n", 1)[0].strip()
+    return re.split(r"(?<=[.!?])\s+", text, maxsplit=1)[0]
+
+
 def result_box(answer: Sequence[str], measured: str, caveat: str, limit: int = RESULT_BOX_WORDS) -> str:
-    """The answer a page opens with, as a Markdown block quote: the answer lines, what was measured and the one
-    caveat that matters. Refused (ValueError) beyond `limit` words, so a page's first screen stays short."""
+    """The answer a page opens with, as a Markdown block quote: the answer lines (the first one a plain sentence a
+    practitioner can act on, then the numbers), what was measured and the one caveat that matters. Refused
+    (ValueError) beyond `limit` words, so a page's first screen stays short."""
     lines = ["**Result.** " + " ".join(answer), f"**Measured:** {measured}", f"**Caveat:** {caveat}"]
     words = sum(len(x.split()) for x in lines)
     if words > limit:

@@ -6,6 +6,7 @@ docgrad.results.regime.read_question.
 from __future__ import annotations
 
 from docgrad.core.simex_fit import MOVES, REGIME_MARGIN, ROBUST
+from docgrad.presentation import evidence as ev
 from docgrad.results.regime import AS_LOADED, QUESTIONS, ROUNDING, START_TOKEN
 
 WHAT_CHANGES = {START_TOKEN: "with <|endoftext|> ahead of every chunk",
@@ -55,6 +56,55 @@ def question_lines(reading: dict) -> list[str]:
     return [head] + [f"- {corpus_sentence(c, r)}" for c, r in reading["R"].items()]
 
 
+QUESTION_NAMES = {START_TOKEN: "start token", ROUNDING: "rounding"}
+
+
+def _committed(reading: dict) -> str:
+    return f"{len(reading['present'])} of {len(reading['present']) + len(reading['missing'])} cells committed"
+
+
+def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
+    """One question's part of the opening sentence: the corpora whose R(16K) is robust (the widest span of their
+    Holm-level intervals, all inside ±margin), each corpus where it moves with its change and interval, and those
+    not resolved; or, while a cell is missing, how many are committed."""
+    q = reading["question"]
+    if not reading["complete"]:
+        return f"{QUESTION_NAMES[q]}: not read yet, {_committed(reading)}"
+    by = {d: [c for c, r in reading["R"].items() if r["decision"] == d] for d in (ROBUST, MOVES)}
+    rest = [c for c, r in reading["R"].items() if r["decision"] not in (ROBUST, MOVES)]
+    parts = []
+    if by[ROBUST]:
+        lo = min(reading["R"][c]["ci"][0] for c in by[ROBUST])
+        hi = max(reading["R"][c]["ci"][1] for c in by[ROBUST])
+        parts.append(f"robust for {', '.join(by[ROBUST])} (every change inside {interval_pct([lo, hi])}, "
+                     f"within \u00b1{margin:.0%})")
+    parts += [f"moves for {c} ({signed_pct(reading['R'][c]['delta'])} {interval_pct(reading['R'][c]['ci'])})"
+              for c in by[MOVES]]
+    if rest:
+        parts.append(f"not resolved for {', '.join(rest)}")
+    return f"R(16K) {WHAT_CHANGES[q]}: " + "; ".join(parts)
+
+
+def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str:
+    """Page 04d's answer (evidence.result_box), first what a practitioner does with it: read R(16K) as a property
+    of the text only where it is robust to the model's start token and rounding, each question's decided change
+    (question_lead), or, while every question lacks cells, that nothing is known yet; what was measured; the
+    caveat. readings: {question: results.regime.read_question}."""
+    done = [r for r in readings.values() if r["complete"]]
+    leads = "; ".join(question_lead(r, margin) for r in readings.values())
+    if done:
+        answer = [f"Read R(16K) as a property of the text only where it is robust to this model's regime: {leads}."]
+    else:
+        counts = "; ".join(f"{QUESTION_NAMES[r['question']]} {_committed(r)}" for r in readings.values())
+        answer = [f"Whether R(16K) is a property of the text or of this 4-bit model's start token and rounding is not "
+                  f"known yet: nothing is read before every cell of a question is committed ({counts})."]
+    measured = (f"{label}: R(16K) as loaded against the same documents with a start token ahead of every chunk and "
+                f"extrapolated to unrounded weights (SIMEX); paired document bootstrap; Holm over each question's "
+                f"corpora, margin \u00b1{margin:.0%}.")
+    caveat = "one noise draw per SIMEX level: the rounding's interval covers the documents, not the draw."
+    return ev.result_box(answer, measured, caveat)
+
+
 def described_rows(reading: dict) -> list[dict]:
     """Rows of the described (not decided) changes: statistic, corpus, change, 95% interval; for rounding also
     the linear extrapolant's change of R (sensitivity)."""
@@ -69,4 +119,5 @@ def described_rows(reading: dict) -> list[dict]:
     return rows
 
 
-__all__ = ["AS_LOADED", "QUESTIONS", "question_lines", "described_rows", "corpus_sentence", "cell_name", "signed_pct"]
+__all__ = ["AS_LOADED", "QUESTIONS", "question_lines", "question_lead", "result_box", "described_rows",
+           "corpus_sentence", "cell_name", "signed_pct"]

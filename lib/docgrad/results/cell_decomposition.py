@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.constants import BOOTSTRAP_SEED, HEADLINE_WINDOW, MIN_INTERVAL_DOCS, RESAMPLES, RHO_BANDS
+from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, HEADLINE_WINDOW, MIN_INTERVAL_DOCS, RESAMPLES, RHO_BANDS
 from docgrad.core.decomposition import (
     DECOMP_KEYS,
     span_window,
@@ -140,12 +140,27 @@ def R_draws_without(cell, drop: int, resamples: int = RESAMPLES, seed: int = BOO
     return float(R[0]), R[1:]
 
 
+def band_lags(chunk: int, bands: Sequence[tuple[int, int]] = RHO_BANDS) -> list[tuple[int, int]]:
+    """The bands of lags (first, last, in chunks of `chunk` tokens) that cover the token ranges of `bands`, which
+    are in chunks of the study's CHUNK (512): band (a, b) is the lags l with a * 512 <= l C < (b + 1) * 512, so at
+    C = 512 the bands are RHO_BANDS themselves (docs/methods.md#estimators, a span shorter than 16K). A band with no
+    such lag is dropped."""
+    out = []
+    for a, b in bands:
+        lo, hi = -(-a * CHUNK // chunk), -(-(b + 1) * CHUNK // chunk) - 1      # ceilings
+        if lo <= hi:
+            out.append((lo, hi))
+    return out
+
+
 def rho_bands(cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
               bands: Sequence[tuple[int, int]] = RHO_BANDS) -> dict:
-    """ρ averaged over each band of lags (in chunks, inclusive), group 'all', with its document-bootstrap draws
-    (the cell's generator, so the draws are those behind the page's intervals), and the first band minus the
-    last over the same draws (paired: one document draw gives both). Does ρ decay across its long lags? The
-    difference says, where its interval excludes 0. Bands beyond the cell's lags are left out."""
+    """ρ averaged over each band of lags (band_lags: the token ranges of RHO_BANDS at the cell's chunk length),
+    group 'all', with its document-bootstrap draws (the cell's generator, so the draws are those behind the page's
+    intervals), and the first band minus the last over the same draws (paired: one document draw gives both). Does
+    ρ decay across its long lags? The difference says, where its interval excludes 0. A band the span does not
+    hold whole (its last lag beyond the cell's m - 1) is left out, so a span shorter than 16K shows fewer bands,
+    and with fewer than two no difference."""
     s = cell.sums["all"]
     D, L = len(s.n), s.lag.shape[1]
     c = np.ones((1, D))
@@ -153,7 +168,7 @@ def rho_bands(cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
         c = np.vstack([c, bs.counts_from_indices(bs.resample_indices(cell_rng(seed, cell), D, resamples), D)])
     rho = bs.estimate(s, c, cell.chunk)["rho"]
     out = {"bands": []}
-    for a, b in bands:
+    for a, b in band_lags(cell.chunk, bands):
         if b > L:
             continue
         v = rho[:, a - 1:b].mean(axis=1)

@@ -37,6 +37,7 @@ from docgrad.core.constants import (
     CONTROL,
     GROUPS,
     HEADLINE_WINDOW,
+    LONG_LAG_TOKENS,
     MAX_NONFINITE_DRAWS,
     MIN_INTERVAL_DOCS,
     MIN_RESAMPLES,
@@ -183,6 +184,7 @@ class CellEstimate:
     sqnorm_by_chunk_position: list[float] | None = None   # mean exact squared norm (group 'all') per position
     context: str = "standalone"             # how the gradients were taken (cells.Cell.context)
     window: int | None = None               # causal window W in tokens, else None
+    R_draws: dict | None = field(default=None, repr=False)   # {W: draws of R(W)} (group 'all'); not serialised
 
     @property
     def n_docs(self) -> int:
@@ -319,6 +321,15 @@ class Analysis:
 
 # ---------------------------------------------------------------------------------------------------
 
+def long_lag_range(chunk: int, m: int) -> tuple[int, int] | None:
+    """(first, last) lag in tokens that rho_long averages in a span of m chunks of C tokens: the lags l C, l = 1 ..
+    m - 1, with LONG_LAG_TOKENS[0] <= l C < LONG_LAG_TOKENS[1] (bootstrap.long_lags); None when no lag of the span
+    is that long (its longest, (m - 1) C, is under 2,048 tokens): the cell then has no rho_long
+    (docs/methods.md#estimators, a span shorter than 16K)."""
+    lags = [l * chunk for l in range(1, m) if LONG_LAG_TOKENS[0] <= l * chunk < LONG_LAG_TOKENS[1]]
+    return (lags[0], lags[-1]) if lags else None
+
+
 def cell_rng(seed: int, cell: Cell) -> np.random.Generator:
     """Generator for one cell: (seed, crc32 of the cell name), independent of the other cells present."""
     return np.random.default_rng([int(seed), zlib.crc32(cell.name.encode())])
@@ -382,13 +393,13 @@ def estimate_cell(cell: Cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_
     counts = bs.counts_from_indices(indices, D) if indices is not None else None
     ones = np.ones((1, D))
     est: dict[str, Estimates] = {}
-    r16_draws = None
+    r16_draws = r_draws = None
     for g, s in cell.sums.items():
         draws = bs.estimate(s, counts, C) if counts is not None else None
         est[g] = defined_only(Estimates.from_draws(bs.estimate(s, ones, C), draws, s.sizes, C), D)
         if g == ALL and draws is not None:
-            j = np.flatnonzero(s.sizes * C == HEADLINE_WINDOW)
-            r16_draws = draws["R"][:, j[0]] if j.size else np.full(len(counts), np.nan)
+            r_draws = {int(b) * C: draws["R"][:, j] for j, b in enumerate(s.sizes)}
+            r16_draws = r_draws.get(HEADLINE_WINDOW, np.full(len(counts), np.nan))
     e = est.pop(ALL)
     with np.errstate(divide="ignore", invalid="ignore"):      # sigma2 = 0: NaN, and the cell is not estimable
         per_doc = bs.per_document_rho_long(cell.sums[ALL], e.S_cross, e.sigma2, C)
@@ -399,7 +410,7 @@ def estimate_cell(cell: Cell, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_
                         R_16K_draws=r16_draws, g1=g1_sample(cell),
                         sqnorm_by_chunk_position=None if cell.sqnorm is None
                         else [float(x) for x in cell.sqnorm.mean(axis=0)],
-                        context=cell.context, window=cell.window)
+                        context=cell.context, window=cell.window, R_draws=r_draws)
 
 
 def g1_sample(cell: Cell) -> G1Sample | None:
@@ -425,14 +436,48 @@ def r_rel(cells: list[CellEstimate]) -> list[RRel]:
         web = by.get((model, rev, C, causal, W, CONTROL))
         if corpus == CONTROL or web is None:
             continue
-        num, den = c.all.R_16K, web.all.R_16K
-        val = num / den if num is not None and den not in (None, 0) else None
-        bc, bw = c.R_16K_draws, web.R_16K_draws
-        estimable = not gates.not_estimable(c) and not gates.not_estimable(web)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ci = tuple(defined_ci(bc / bw)) if bc is not None and bw is not None and estimable else (None, None)
+        val, ci = ratio_at(c, web, HEADLINE_WINDOW, c.R_16K_draws, web.R_16K_draws)
         out.append(RRel(model, rev, corpus, C, val, ci, c.n_docs, web.n_docs))
     return out
+
+
+def ratio_at(c: CellEstimate, control: CellEstimate, W: int, draws_c=None, draws_control=None) -> tuple:
+    """(R_c(W) / R_control(W), its 95% interval): the i-th document-bootstrap draws of the two independently
+    resampled cells divided (defined_ci); no value unless both cells have R at W, no interval without both cells'
+    draws at W (default: their R_draws) or when either is not estimable (gates.not_estimable)."""
+    num, den = c.all.R.get(W), control.all.R.get(W)
+    val = num / den if num is not None and den not in (None, 0) else None
+    bc = draws_c if draws_c is not None else (c.R_draws or {}).get(W)
+    bw = draws_control if draws_control is not None else (control.R_draws or {}).get(W)
+    estimable = estimable_at(c, W) and estimable_at(control, W)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ci = tuple(defined_ci(bc / bw)) if bc is not None and bw is not None and estimable else (None, None)
+    return val, ci
+
+
+def estimable_at(cell: CellEstimate, W: int) -> bool:
+    """Whether a cell's R(W) can carry an interval: gates.not_estimable says nothing against it at W = 16K; at a
+    shorter window (a span shorter than 16K) its same conditions with R(W) in place of R(16K): sigma2 > 0,
+    S_cross > 0, R(W) finite, and with a bootstrap at least MIN_INTERVAL_DOCS documents and at most
+    MAX_NONFINITE_DRAWS of the draws at the span non-finite."""
+    if W == HEADLINE_WINDOW:
+        return not gates.not_estimable(cell)
+    e, boot = cell.all, bool(cell.resamples)
+    return bool(np.isfinite(e.sigma2) and e.sigma2 > 0 and np.isfinite(e.S_cross) and e.S_cross > 0
+                and np.isfinite(e.R.get(W, np.nan)) and not (boot and cell.n_docs < MIN_INTERVAL_DOCS)
+                and not (boot and e.boot_nonfinite_frac is not None and e.boot_nonfinite_frac > MAX_NONFINITE_DRAWS))
+
+
+def r_rel_at_span(c: CellEstimate, control: CellEstimate) -> tuple[int | None, float | None, Interval]:
+    """R_rel of two cells whose spans differ (a corpus of your own shorter than 16K), read at one window W: the
+    shorter span, when the other cell has R there too (docs/methods.md#your-own-model-and-documents). Returns (W,
+    R_c(W) / R_control(W), interval); W None when either cell has no R or the other has none at the shorter span."""
+    if not c.all.R or not control.all.R:
+        return None, None, (None, None)
+    W = min(max(c.all.R), max(control.all.R))
+    if W not in c.all.R or W not in control.all.R:
+        return None, None, (None, None)
+    return (W, *ratio_at(c, control, W))
 
 
 def with_gates(a: Analysis) -> Analysis:

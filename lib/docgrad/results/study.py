@@ -104,21 +104,23 @@ class Study:
             raise AnalysisError("corpora is empty: name at least one corpus, e.g. ['BOOKS', 'WEB']")
         if len(set(corpora)) != len(corpora):
             raise AnalysisError(f"corpora repeats a name: {corpora}")
-        a = self.analysis
-        known = set(CORPORA) | {c.corpus for c in a.cells}
+        cells = self.cells                      # pooled without the bootstrap: a page that shows nothing stops here
+        known = set(CORPORA) | {k[2] for k in cells}
         unknown = [k for k in corpora if k not in known]
         if unknown:
             raise AnalysisError(f"unknown corpus {', '.join(map(repr, unknown))}: expected some of "
                                 f"{', '.join(sorted(known))}")
-        shown = a.subset(model.model, model.revision, self.chunk, corpora)
-        if not shown.cells:
-            have = "; ".join(sorted({f"{c.model} {c.revision} c{c.chunk}: {c.corpus}" for c in a.cells}))
+        if not any((model.model, model.revision, k, self.chunk) in cells for k in corpora):
+            have = "; ".join(sorted({f"{m} {r} c{c}: {k}" for m, r, k, c in cells}))
             docs = f"{self.docs[0]}:{self.docs[1]}" if self.docs else "0:16"
             raise AnalysisError(f"no cell of {model.model} at {model.revision} with chunk {self.chunk} for {corpora} "
                                 f"in {self.results_dir} (it has: {have or 'none'}); make one with: docgrad probe "
                                 f"{probe_model_option(model)} --corpus {corpora[0]} --chunk {self.chunk} --docs {docs} "
-                                f"--out {self.results_dir}")
-        return shown, a.missing(model.model, model.revision, self.chunk, corpora)
+                                f"--out {self.results_dir}" + (f" (and likewise --corpus {', '.join(corpora[1:])})"
+                                                               if len(corpora) > 1 else ""))
+        a = self.analysis
+        return (a.subset(model.model, model.revision, self.chunk, corpora),
+                a.missing(model.model, model.revision, self.chunk, corpora))
 
     def cell(self, model: ResultModel, corpus: str) -> Cell | None:
         """The pooled cell of `model` and `corpus` at the study's chunk length, or None."""

@@ -203,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="One command from a model and a corpus to R(W): builds what is missing (a "
                        "built-in corpus or the control under the model's tokenizer), probes the corpus and the "
                        "control (resumable), analyses them, prints R(16K) (or R at a shorter span) with its "
-                       "interval, and executes page 04 into --out (never over the committed pages). A corpus of "
+                       "interval, and executes page 04 (--pages 03,04: also page 03) into --out (never over the committed pages); "
+                       "a cell identical to a committed one is copied, not probed. A corpus of "
                        "your own is added first: docgrad corpora add NAME --from PATH.")
     p.add_argument("--model", default="smollm2-135m", help="model: an offline name (see `docgrad models`), "
                    "a local Hugging Face model folder or .gguf file, or a pinned hub id (default smollm2-135m)")
@@ -222,7 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
     p.add_argument("--out", default=None, help="folder of this measurement: results/, the executed page 04, its "
                    "figures and html/ (default <root>/measurements/<model>/<CORPUS>)")
-    p.add_argument("--no-page", action="store_true", help="print the numbers only; do not execute page 04")
+    p.add_argument("--no-page", action="store_true", help="print the numbers only; do not execute a page")
+    p.add_argument("--pages", default="04", metavar="NN,NN", help="the pages executed into --out: 04 (the design "
+                   "effect, default), 03 (correlation by lag) or 03,04")
+    p.add_argument("--reuse-from", default=None, metavar="DIR", help="results folder whose cells identical to a "
+                   "planned probe (same model pin, corpus, span sha256s, chunk and every recorded probe setting) are "
+                   "copied into --out instead of probed again (default <root>/data/results: the study's committed "
+                   "cells, e.g. the default model's WEB control)")
+    p.add_argument("--no-reuse", action="store_true", help="probe every cell afresh, even one identical to a "
+                   "committed cell")
     p.set_defaults(func=_lazy("runtime.measure_command", "cli_measure"))
 
     p = sub.add_parser("precision", help="bf16 vs float32 gradients on the same chunks: cosine, norm ratio, gate",

@@ -5,11 +5,14 @@
 1. what is missing is built: a built-in corpus (or the control) under M's tokenizer with `corpora build`; a
    corpus of your own must have been added (`docgrad corpora add NAME --from PATH`), else the error says so;
 2. the corpus and the control are probed (`docgrad probe`: resumable, a progress bar with the time left) into
-   DIR/results, never into the project's data/results (the committed pages read that folder);
+   DIR/results, never into the project's data/results (the committed pages read that folder); the control with
+   --exact-ref, as the study probed WEB. A cell identical to one under --reuse-from (default data/results: same
+   fingerprint, docgrad.measure.reuse) is copied instead, one line saying which files and why (--no-reuse probes);
 3. the cells are analysed (document bootstrap) and the headline printed: R(16K), or R at the span when the
    corpus's span is shorter, with its interval, and R_rel against the control;
-4. the design-effect page (04) is executed with those parameters into DIR (its notebook, figures and JSON twin)
-   and exported to DIR/html/, never over the committed pages.
+4. the design-effect page (04), and with --pages 03,04 also page 03 (rho by lag), is executed with those
+   parameters into DIR (its notebook, figures and JSON twin) and exported to DIR/html/, never over the committed
+   pages.
 """
 
 from __future__ import annotations
@@ -18,18 +21,20 @@ import sys
 from pathlib import Path
 
 from docgrad import models
-from docgrad.core.constants import CORPORA
+from docgrad.core.constants import CORPORA, DOCS_PER_CORPUS
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
+from docgrad.fileio import shown_path
+from docgrad.measure.reuse import agreed, copy_cell, same_cell_files, why_not
 from docgrad.presentation.design_effect import measurement_lines
-from docgrad.results.format import parse_docs
+from docgrad.results.format import parse_docs, result_stem
 from docgrad.results.stats import analyze, check_resamples, check_seed
 from docgrad.runtime import notebooks as nb
 from docgrad.runtime import report
-from docgrad.runtime.cli import build_parser, resolve_default_paths
-from docgrad.runtime.probe_command import result_path
+from docgrad.runtime.cli import DEFAULT_PATHS, build_parser, resolve_default_paths
+from docgrad.runtime.probe_command import planned_config, result_path
 
-PAGE = "04"
+PAGES = ("03", "04")       # the pages that take a results folder, models, corpora and a chunk length (03: rho by lag)
 
 
 def run_verb(argv: list[str]) -> None:
@@ -40,23 +45,82 @@ def run_verb(argv: list[str]) -> None:
         raise DocgradError(f"`docgrad {' '.join(argv)}` stopped with exit status {code} (its message is above)")
 
 
-def missing_corpora(manifest: Path, wanted: list[str]) -> list[str]:
-    """The corpora of `wanted` the manifest does not record (all of them when there is no manifest)."""
-    if not Path(manifest).exists():
-        return list(wanted)
-    recorded = corpora.read_manifest(manifest).get("corpora", {})
-    return [c for c in wanted if c not in recorded]
+def model_argv(args) -> list[str]:
+    """The model, manifest and cache options of the verbs measure runs (a hub model is named '<id>@<revision>')."""
+    hub_id, _, revision = args.model.partition("@")
+    return ["--model", hub_id, *(["--revision", revision] if revision else []), "--manifest", str(args.manifest),
+            "--cache", args.cache]
 
 
-def execute_page(root: Path, out: Path, params: dict) -> Path:
-    """Page 04 executed with `params` into `out` (notebook, figures_dir = out/figures, its JSON twin) and exported
-    to out/html/; the committed page, figures and report are not touched. Returns the HTML page."""
-    page = nb.find_notebooks(root / "notebooks", [PAGE])[0]
-    run = nb.stage_notebook(page, output=out / f"{page.stem}.ipynb", parameters={**params,
-                            "figures_dir": str(out / "figures")}, cwd=root, overwrite=True)
-    nb.publish_runs([run], out)
-    report.build_report(out / "no-sources", out / "html", executed={page.stem: out / f"{page.stem}.ipynb"})
-    return out / "html" / f"{page.stem}.html"
+def probe_argv(args, root: Path, results: Path, corpus: str, exact_ref: bool) -> list[str]:
+    """The `docgrad probe` measure runs for one corpus into `results`: the control with --exact-ref (the G1 check
+    of the sketch), as the study probed WEB, so the committed control cells are the same cell (reuse)."""
+    return ["--root", str(root), "probe", "--corpus", corpus, "--docs", args.docs, "--chunk", str(args.chunk),
+            "--device", args.device, "--out", str(results), *model_argv(args), *(["--exact-ref"] if exact_ref else []),
+            *(["--threads", str(args.threads)] if args.threads else [])]
+
+
+def missing_corpora(manifest: Path, wanted: list[str], need: int = 1) -> dict[str, int]:
+    """{corpus: documents it holds} for the corpora of `wanted` that the manifest does not record or that hold
+    fewer than `need` documents (every one of them, holding 0, when there is no manifest)."""
+    recorded = corpora.read_manifest(manifest).get("corpora", {}) if Path(manifest).exists() else {}
+    held = {c: len(recorded.get(c, {}).get("documents", [])) for c in wanted}
+    return {c: n for c, n in held.items() if c not in recorded or n < need}
+
+
+def reuse(probe: list[str], results: Path, source: Path) -> bool:
+    """Whether the cell `docgrad probe <probe>` would write is already in `results` (shards copied by an earlier
+    run) or is copied there now from `source` (docgrad.measure.reuse: the same fingerprint); one line on stderr
+    says which files were copied and why they are the same cell, or why the file of the same name is not."""
+    config = planned_config(resolve_default_paths(build_parser().parse_args(probe)))
+    fp = config.fingerprint()
+    if same_cell_files(results, fp):
+        return True
+    if source.resolve() == results.resolve():
+        return False
+    found = same_cell_files(source, fp)
+    if found is None:
+        stem = result_stem(config.model, config.revision, config.corpus, config.chunk, config.docs, config.context,
+                           config.window, config.dtype, config.regime)
+        differs = why_not(source, fp, stem)
+        if differs:
+            print(f"measure: {shown_path(source / stem)}.npz is not reused, it differs from this probe in "
+                  f"{differs}", file=sys.stderr)
+        return False
+    copy_cell(found, source, results)
+    names = ", ".join(shown_path(f) for f in found)
+    print(f"measure: {fp['corpus']} reused {names} (copied into {shown_path(results)}; --no-reuse probes it "
+          f"afresh): the same cell as this probe, its json records the same {agreed(fp)}", file=sys.stderr)
+    return True
+
+
+def execute_pages(root: Path, out: Path, pages: list[str], params: dict) -> list[Path]:
+    """The pages (e.g. ["03", "04"]) executed with `params` (each page takes those its parameters cell names)
+    into `out` (notebooks, figures_dir = out/figures, their JSON twins) and exported to out/html/; the committed
+    pages, figures and report are not touched. Returns the HTML pages."""
+    runs = []
+    try:
+        for page in nb.find_notebooks(root / "notebooks", pages):
+            names = nb.read_parameters(page)
+            given = {k: v for k, v in {**params, "figures_dir": str(out / "figures")}.items() if k in names}
+            runs.append(nb.stage_notebook(page, output=out / f"{page.stem}.ipynb", parameters=given, cwd=root,
+                                          overwrite=True))
+    except BaseException:
+        nb.discard(runs)
+        raise
+    nb.publish_runs(runs, out)
+    report.build_report(out / "no-sources", out / "html", executed={r.source.stem: r.output for r in runs})
+    return [out / "html" / f"{r.source.stem}.html" for r in runs]
+
+
+def check_pages(text: str) -> list[str]:
+    """--pages: a comma-separated list of the pages measure can execute for one corpus (PAGES)."""
+    pages = [p.strip() for p in str(text).split(",") if p.strip()]
+    bad = [p for p in pages if p not in PAGES]
+    if not pages or bad or len(set(pages)) != len(pages):
+        raise DocgradError(f"--pages {text}: name some of {', '.join(PAGES)} once each, comma-separated "
+                           "(e.g. 03,04)")
+    return sorted(pages)
 
 
 def cli_measure(args) -> int:
@@ -71,42 +135,49 @@ def cli_measure(args) -> int:
     out = Path(args.out).resolve() if args.out else root / "measurements" / label.replace("/", "__") / corpus
     results = out / "results"
     check_resamples(args.resamples), check_seed(args.seed)   # before hours of probing, not after
+    pages = check_pages(args.pages)
     blocked = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocked is not None:
         raise DocgradError(f"--out {out}: {blocked} is a file, not a folder; a measurement is a folder (results/, "
                            "the executed page, html/)")
     manifest = Path(args.manifest)                      # the model's own by default (cli.resolve_default_paths)
-    hub_id, _, revision = args.model.partition("@")     # a hub model is named '<id>@<revision>'
-    model_args = ["--model", hub_id, *(["--revision", revision] if revision else []), "--manifest", str(manifest),
-                  "--cache", args.cache]
+    model_args = model_argv(args)
 
-    for name in missing_corpora(manifest, [corpus, control]):           # 1. what is missing
-        if name not in CORPORA:
+    for name, held in missing_corpora(manifest, [corpus, control], docs[1]).items():    # 1. what is missing
+        if name not in CORPORA and not held:
             raise DocgradError(f"corpus {name} is not in {manifest}: add your documents first with `docgrad corpora "
                                f"add {name} --from PATH --model {args.model}` (README 'Measure your own documents')")
-        print(f"measure: building {name} under {label}'s tokenizer", file=sys.stderr)
-        run_verb(["--root", str(root), "corpora", "build", "--corpus", name, *model_args])
+        if name not in CORPORA:
+            raise DocgradError(f"--docs {args.docs}: corpus {name} holds {held} documents in {manifest}; measure "
+                               f"--docs 0:{held}, or add it again with more (`docgrad corpora add {name} --from PATH "
+                               f"--docs {docs[1]} --overwrite`)")
+        more = ["--documents", str(docs[1])] if held or docs[1] > DOCS_PER_CORPUS else []   # extends, never redraws
+        print(f"measure: building {name} under {label}'s tokenizer" + (f", {docs[1]} documents" if more else ""),
+              file=sys.stderr)
+        run_verb(["--root", str(root), "corpora", "build", "--corpus", name, *model_args, *more])
 
     if args.chunk is None:                  # the corpus's own chunk length (corpora add --chunk), else 512
         args.chunk = corpora.span_rule(corpora.read_manifest(manifest)["corpora"][corpus]).chunk
-    for name in (corpus, control):                                        # 2. probe (a finished cell is kept)
-        probe = ["--root", str(root), "probe", "--corpus", name, "--docs", args.docs, "--chunk", str(args.chunk),
-                 "--device", args.device, "--out", str(results), *model_args]
-        if args.threads:
-            probe += ["--threads", str(args.threads)]
-        if not result_path(results, rm.model, rm.revision, name, args.chunk, docs).with_suffix(".json").exists():
+    reuse_from = Path(args.reuse_from).resolve() if args.reuse_from else root / DEFAULT_PATHS["results"]
+    if args.reuse_from and not reuse_from.is_dir():
+        raise DocgradError(f"--reuse-from {args.reuse_from}: no such folder (a results folder, e.g. data/results)")
+    for name in (corpus, control):                  # 2. probe (a finished cell is kept, an identical one copied)
+        probe = probe_argv(args, root, results, name, exact_ref=name == control)
+        if result_path(results, rm.model, rm.revision, name, args.chunk, docs).with_suffix(".json").exists():
+            continue
+        if args.no_reuse or not reuse(probe, results, reuse_from):
             run_verb(probe)
 
     a = analyze(results, resamples=args.resamples, seed=args.seed, docs=docs).subset(   # 3. analyse this model's
         rm.model, rm.revision, args.chunk, [corpus, control])                             # cells, never another's
     for line in measurement_lines(a, label, corpus, control):
         print(line)
-    if not args.no_page:                                                   # 4. the page, in out/
-        print(f"measure: executing page {PAGE} into {out} ...", file=sys.stderr)
+    if not args.no_page:                                                   # 4. the pages, in out/
+        print(f"measure: executing page {' and '.join(pages)} into {out} ...", file=sys.stderr)
         spec = args.model if models.offline_model(args.model) else f"{rm.model}@{rm.revision}"   # as the files say
-        html = execute_page(root, out, {"results_dir": str(results), "models": [spec],
-                                        "corpora": [corpus, control], "chunk": args.chunk,
-                                        "resamples": args.resamples, "seed": args.seed, "documents": args.docs,
-                                        "published_documents": args.docs})
-        print(f"page: {html}")
+        for html in execute_pages(root, out, pages, {"results_dir": str(results), "models": [spec],
+                                                     "corpora": [corpus, control], "chunk": args.chunk,
+                                                     "resamples": args.resamples, "seed": args.seed,
+                                                     "documents": args.docs, "published_documents": args.docs}):
+            print(f"page: {html}")
     return 0

@@ -152,13 +152,9 @@ def simex_noise(model, spec, simex: dict) -> dict:
     return {**record, "steps_checked_against_file": len(checked), "steps_max_relative_difference":
             max(checked.values(), default=None)}
 
-def cli_probe(args) -> int:
-    """`docgrad probe`: arguments, pin, output path and spans are checked before the model loads."""
-    import torch
-
-    threads = getattr(args, "threads", None)
-    if threads is not None and threads < 1:
-        raise ProbeError(f"--threads {threads}: need at least 1 (or leave it out for torch's choice)")
+def probe_settings(args) -> tuple[ProbeConfig, Path]:
+    """The run `docgrad probe` with these arguments would make, before any span or weight is read: its ProbeConfig
+    (not yet bound to the spans) and its result path. Every refusal of the arguments happens here."""
     docs = parse_docs(args.docs)
     corpus = args.corpus.upper()
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
@@ -179,6 +175,33 @@ def cli_probe(args) -> int:
                          no_start_token=no_start_token)
     out = result_path(args.out, config.model, config.revision, corpus, config.chunk, docs, context, window,
                       config.dtype, config.regime)
+    return config, out
+
+def planned_config(args) -> ProbeConfig:
+    """probe_settings bound to the spans the corpus manifest records (their sha256s and length) and the device
+    type, without reading the span cache or loading the model: its fingerprint() is the cell the probe would
+    write (load_spans checks the cached spans against these same sha256s before a probe starts)."""
+    import torch
+
+    config, _ = probe_settings(args)
+    a, b = config.docs
+    entry = corpora.corpus_entry(corpora.read_manifest(args.manifest), config.corpus, args.manifest)
+    hashes = sorted((int(d["doc"]), str(d["span_sha256"])) for d in entry["documents"] if a <= int(d["doc"]) < b)
+    missing = sorted(set(range(a, b)) - {d for d, _ in hashes})
+    if missing:
+        raise ProbeError(f"--docs {a}:{b}: documents {missing} are not in {config.corpus} of {args.manifest}")
+    device = torch.device(resolve_device(args.device)).type
+    return config.bind_hashes(hashes, corpora.span_rule(entry).tokens, device)
+
+def cli_probe(args) -> int:
+    """`docgrad probe`: arguments, pin, output path and spans are checked before the model loads."""
+    import torch
+
+    threads = getattr(args, "threads", None)
+    if threads is not None and threads < 1:
+        raise ProbeError(f"--threads {threads}: need at least 1 (or leave it out for torch's choice)")
+    config, out = probe_settings(args)
+    docs, corpus = config.docs, config.corpus
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
         print(f"{out}: a complete result already exists; pass --overwrite to replace it", file=sys.stderr)
         return 2
@@ -192,7 +215,7 @@ def cli_probe(args) -> int:
     model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
     simex_record = None
     if config.simex is not None:
-        simex_record = simex_noise(model, spec, config.simex)
+        simex_record = simex_noise(model, models.model_spec(args.model), config.simex)
     load_s = time.perf_counter() - t0
     path = run_probe(model, spans, out, config, overwrite=args.overwrite, load_seconds=load_s,
                      extra_meta={"simex_noise": simex_record} if simex_record else None)

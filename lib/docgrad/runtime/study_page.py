@@ -17,11 +17,13 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Sequence
 
-from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, RESAMPLES
+from docgrad.core.constants import BOOTSTRAP_SEED, CHUNK, HEADLINE_WINDOW, RESAMPLES
 from docgrad.models import models_note, result_models
 from docgrad.presentation.tables import page_inputs_lines
+from docgrad.results.cell_decomposition import band_lags
 from docgrad.results.format import parse_docs
 from docgrad.results.shards import shard_reading
+from docgrad.results.stats import long_lag_range
 from docgrad.results.study import Study
 
 
@@ -68,7 +70,31 @@ class StudyPage:
         return models_note(self.models)
 
     def inputs_lines(self) -> list[str]:
-        """The results directory and documents read, per model the cells present, missing and lacking documents."""
+        """The results directory and documents read, per model the cells present, missing and lacking documents,
+        and what a span shorter than 16K changes (span_lines)."""
         return page_inputs_lines(self.results_dir, self.documents or "all", self.chunk, self.resamples, self.models,
                                  {lab: (self.reports[lab], self.missing[lab]) for lab in self.reports},
-                                 self.incomplete)
+                                 self.incomplete) + self.span_lines()
+
+    def span_lines(self) -> list[str]:
+        """One Markdown bullet per cell whose span is shorter than 16K (a corpus of your own): R is read up to the
+        span, ρ_long averages the long lags the span has (stats.long_lag_range) or is not there, and which bands
+        of long lags it holds whole (cell_decomposition.band_lags; docs/methods.md#estimators). Empty for the
+        study's cells."""
+        out = []
+        for lab, rep in self.reports.items():
+            for c in rep.cells:
+                span = c.chunks_per_doc * c.chunk
+                if span >= HEADLINE_WINDOW:
+                    continue
+                lags = long_lag_range(c.chunk, c.chunks_per_doc)
+                full = long_lag_range(c.chunk, HEADLINE_WINDOW // c.chunk)
+                bands = [f"{a * c.chunk:,}-{b * c.chunk:,}" for a, b in band_lags(c.chunk) if b < c.chunks_per_doc]
+                rho = (f"ρ_long averages its lags of {lags[0]:,}-{lags[1]:,} tokens only (a 16K span's run on to "
+                       f"{full[1]:,}), and of the bands of long lags it holds whole "
+                       + (f"only {', '.join(bands)} tokens" if bands else "none") if lags else
+                       f"no lag reaches 2,048 tokens (the longest is {span - c.chunk:,}), so there is no ρ_long "
+                       "and no band of long lags")
+                out.append(f"- **{c.corpus}** ({lab}): a span of {span:,} tokens, shorter than 16K: R is read at the "
+                           f"span, W = {span:,} tokens; {rho}")
+        return out

@@ -1,0 +1,103 @@
+"""A cell already measured is copied, not probed again: `docgrad measure` asks here before each probe.
+
+A result file is the same cell as a planned probe when the fingerprint of the run that wrote it
+(probe_config.result_fingerprint, rebuilt from its json) equals the planned run's (ProbeConfig.fingerprint, the
+key under which `docgrad probe` resumes a run): model, revision and weights pin, corpus, chunk, chunks per
+document, the span sha256 of every document, buckets, sketch and its seed, exact_ref, dtype, context (the start
+token, a causal window) and the device type. What is only recorded (threads, timings, versions, the command, the
+manifest path) is not compared. One file may hold the cell, or several shards whose documents tile the range
+(the study's 48-document cells are three shards of 16), each the same cell over its own documents.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from docgrad.measure.probe_config import differences, result_fingerprint
+from docgrad.results.format import result_stem
+
+
+def _docs(fp: dict) -> tuple[int, int] | None:
+    """The contiguous document range [a, b) of a fingerprint's spans, or None when they are not contiguous."""
+    docs = [d for d, _ in fp["spans"]]
+    return (docs[0], docs[-1] + 1) if docs and docs == list(range(docs[0], docs[-1] + 1)) else None
+
+
+def restricted(fp: dict, a: int, b: int) -> dict:
+    """The fingerprint of the same run over documents [a, b) only (a shard of it)."""
+    return {**fp, "spans": [s for s in fp["spans"] if a <= s[0] < b]}
+
+
+def same_cell_files(root: Path, fp: dict) -> list[Path] | None:
+    """The result files (.npz, each with its json) under root/<model>/<revision>/ that together are exactly the cell
+    of planned fingerprint `fp`: one file, or shards whose document ranges tile fp's, each equal to `fp` over its
+    own documents. None when there are none."""
+    folder = Path(root) / Path(result_stem(fp["model"], fp["revision"], fp["corpus"], fp["chunk"], (0, 1))).parent
+    want = _docs(fp)
+    if want is None or not folder.is_dir():
+        return None
+    found: dict[int, list[tuple[int, Path]]] = {}
+    for js in sorted(folder.glob("*.json")):
+        npz = js.with_suffix(".npz")
+        if js.name.startswith(".") or not npz.is_file():
+            continue
+        try:
+            got = result_fingerprint(json.loads(js.read_text()))
+        except (OSError, ValueError):
+            continue
+        rng = None if got is None else _docs(got)
+        if rng is not None and want[0] <= rng[0] and rng[1] <= want[1] and got == restricted(fp, *rng):
+            found.setdefault(rng[0], []).append((rng[1], npz))
+
+    def tile(a: int) -> list[Path] | None:
+        if a == want[1]:
+            return []
+        for b, npz in sorted(found.get(a, []), reverse=True):      # the longest file first
+            rest = tile(b)
+            if rest is not None:
+                return [npz, *rest]
+        return None
+
+    return tile(want[0]) or None
+
+
+def why_not(root: Path, fp: dict, stem: str) -> str | None:
+    """Why the file the planned probe would write, found under root, is not the same cell: 'key: value there, value
+    now; ...' (probe_config.differences); None when root has no such file."""
+    js = Path(root) / f"{stem}.json"
+    if not js.is_file():
+        return None
+    try:
+        got = result_fingerprint(json.loads(js.read_text()))
+    except (OSError, ValueError) as e:
+        return f"its json is unreadable ({e})"
+    return "it does not record every setting of a probe run" if got is None else differences(got, fp)
+
+
+def copy_cell(files: list[Path], source: Path, target: Path) -> list[Path]:
+    """Copy result files (npz, then json: a copy cut short reads as incomplete) from source to the same relative
+    paths under target, never linked: a measurement folder is self-contained. Returns the copies' npz paths."""
+    out = []
+    for npz in files:
+        dest = Path(target) / Path(npz).relative_to(source)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in (".npz", ".json"):
+            shutil.copyfile(Path(npz).with_suffix(suffix), dest.with_suffix(suffix))
+        out.append(dest)
+    return out
+
+
+def agreed(fp: dict) -> str:
+    """The settings two same-cell runs agree on, in words, for the line that says a cell was reused."""
+    a, b = _docs(fp)
+    regime = (f", start token {fp['start_token']}" if "start_token" in fp else ", no start token"
+              if fp.get("no_start_token") else "")
+    window = f", window {fp['window']}" if "window" in fp else ""
+    pin = fp["pin"]
+    weights = pin.get("weights_sha256") or pin.get("gguf_sha256") or pin.get("commit")
+    return (f"model {fp['model']} at {fp['revision']}{f' (weights {str(weights)[:12]}..)' if weights else ''}, "
+            f"corpus {fp['corpus']} documents {a}:{b} with the same span sha256s, chunk {fp['chunk']} x "
+            f"{fp['chunks_per_document']}, {fp['buckets']} buckets, sketch seed {fp['seed']}, exact_ref "
+            f"{fp['exact_ref']}, {fp['dtype']}, context {fp['context']}{window}{regime}, device {fp['device_type']}")

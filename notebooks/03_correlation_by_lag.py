@@ -49,7 +49,8 @@ bands = {lab: {k: b for k, b in by.items() if b["bands"]} for lab, by in bands.i
 band_claims = {lab: dg.correlation.band_claims(b) for lab, b in bands.items()}
 
 # %% tags=["hide-input"]
-display(Markdown(dg.correlation.correlation_box(reports, band_claims, page.incomplete, page.decomps)))
+display(Markdown(dg.correlation.correlation_box(reports, band_claims, page.incomplete, page.decomps,
+                                                page.models_note)))
 
 # %% [markdown]
 # **What ρ is.** With $K$ the Gram matrix of per-chunk gradients (exact squared norms on its diagonal),
@@ -168,6 +169,11 @@ display(Markdown("Each group's share of $S_\\text{cross}$ and of $\\sigma^2$ (th
 # Each chunk is a standalone 512-token sequence, so the loss does not fall with position the way it would with
 # the whole document as context (page 06 measures that). The two models' tokenizers differ, so their losses per
 # token are not on one scale.
+#
+# **Limitations.** The study's models are small and rounded to 4 bits, and SmolLM2's chunks start with no start
+# token. Whether R(16K), which sums these correlations, moves with a start token ahead of every chunk or with the
+# rounding extrapolated away (SIMEX) is page 04d's question (`04d_model_regime`); it reads an answer only once
+# every cell of a question is committed.
 
 # %%
 loss = pd.concat([dg.tables.loss_frame(r) for r in reports.values()], ignore_index=True)
@@ -186,7 +192,8 @@ display(dg.save_chart(chart_loss, "03_loss_by_position", figures_dir))
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),
-           "result_box": dg.correlation.correlation_box(reports, band_claims, page.incomplete, page.decomps),
+           "result_box": dg.correlation.correlation_box(reports, band_claims, page.incomplete, page.decomps,
+                                                        page.models_note),
            "by_model": {lab: {"missing": page.missing[lab],
                               "cells": [{"corpus": c.corpus, "n_docs": c.n_docs, "rho_long": c.all.rho_long,
                                          "rho_long_ci": list(c.all.interval("rho_long")), "rho": c.all.rho,

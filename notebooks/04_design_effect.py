@@ -208,8 +208,10 @@ display(Markdown(estimator_note))
 #
 # **Limitations.** Each 512-token chunk was run as its own sequence; page 06 measures gradients with the
 # preceding context over the first 4,096 tokens. The models are small, 4-bit quantised and may have seen
-# these public documents in training. 16 to 48 documents per corpus (the result box says which); where they
-# share sources, fewer independent draws than they look.
+# these public documents in training. Whether R(16K) moves with a start token ahead of every chunk or with the
+# 4-bit rounding extrapolated away (SIMEX) is page 04d's question (`04d_model_regime`); it reads an answer only
+# once every cell of a question is committed, and names the missing cells until then. 16 to 48 documents per
+# corpus (the result box says which); where they share sources, fewer independent draws than they look.
 
 # %%
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,

@@ -194,6 +194,9 @@ display(Markdown(dg.evidence.claims_markdown(reading)))
 #   describe these documents.
 # - **One model.** The page reads the models of its `models` parameter (SmolLM2-135M-Instruct); sorting by surprise
 #   needs that model's own span cache.
+# - **The model's regime.** SmolLM2 is rounded to 4 bits and its chunks start with no start token. Whether R(16K)
+#   moves with a start token ahead of every chunk or with the rounding extrapolated away (SIMEX) is page 04d's
+#   question (`04d_model_regime`); it reads an answer only once every cell of a question is committed.
 
 # %% tags=["hide-input"]
 display(Markdown(f"- {dg.batch_reading.refused_line(refused, len(measured))}"))

@@ -234,6 +234,20 @@ def test_the_same_inputs_give_the_same_entry_and_spans(tmp_path):
     assert spans[0] == spans[1]
 
 
+def test_a_shorter_build_into_another_manifest_leaves_the_shared_span_cache_whole(tmp_path):
+    """Two manifests, one cache: 2 documents for manifest b must not cut the 4 that manifest a reads down to 2
+    (it did: `corpora build --corpus WEB --manifest mine.json` left the default WEB cache with 16 of its 48)."""
+    folder, cache = make_folder(tmp_path / "docs"), tmp_path / "cache"
+    for out, n in (("a", "4"), ("b", "2")):
+        assert main(["corpora", "add", "MYDOCS", "--from", str(folder), *SPAN, "--docs", n,
+                     "--manifest", str(tmp_path / out / "m.json"), "--cache", str(cache)]) == 0
+    a = corpora.load_spans("MYDOCS", tmp_path / "a" / "m.json", cache)
+    b = corpora.load_spans("MYDOCS", tmp_path / "b" / "m.json", cache)
+    assert len(a) == 4 and len(b) == 2
+    assert [s.sha256 for s in b] == [s.sha256 for s in a[:2]]
+    assert np.load(cache / "spans" / "MYDOCS.npy").shape == (4, 64)
+
+
 def test_a_seed_shuffles_the_candidates_deterministically(tmp_path):
     folder = make_folder(tmp_path / "docs")
     titles = {}

@@ -54,6 +54,7 @@ def test_correlation_box_names_the_corpora_whose_rho_decays_and_its_caveat_follo
     class C:
         def __init__(self, corpus):
             self.corpus, self.all, self.n_docs = corpus, E(), 16
+            self.chunk, self.chunks_per_doc, self.model, self.revision = 512, 32, "o/m", "r"
 
     class Rep:
         cells = [C("BOOKS"), C("WEB")]
@@ -83,6 +84,7 @@ def _rho_report(intervals: dict, control=-0.002):
     class C:
         def __init__(self, corpus, lo, hi):
             self.corpus, self.all, self.n_docs = corpus, E(lo, hi), 16
+            self.chunk, self.chunks_per_doc, self.model, self.revision = 512, 32, "o/m", "r"
 
     class Rep:
         cells = [C(k, *ci) for k, ci in intervals.items()] + [C("WEB", control, control)]
@@ -114,7 +116,7 @@ def test_the_lead_of_page_03_leaves_out_cells_that_lack_documents_and_corpora_of
     rep = _rho_report({"BOOKS": (-0.01, 0.3), "CODE": (0.04, 0.08), "PAPERS": (-0.2, 0.1)})
     lead = co.correlation_lead({"m": rep}, {"m": {"PAPERS": (16, 48)}}, {"m": {"BOOKS": D()}})
     assert lead.startswith("Chunks of one document 2K-16K tokens apart are not independent samples")
-    assert "from 0.0600 [0.0400, 0.0800] (CODE) to 0.0600 [0.0400, 0.0800] (CODE)" in lead
+    assert "lies above 0 in the one cell read, 0.0600 [0.0400, 0.0800] (CODE)" in lead
     assert lead.endswith("; BOOKS (3 sources) is left out: no interval over 3 clusters.")
 
 
@@ -166,3 +168,105 @@ def test_page_03b_box_opens_with_the_unit_of_independence_and_each_source_with_i
     assert "Bible" not in first and "Melville" not in first          # 3 and 1 documents: no interval of their own
     one = decompose_cell(next(iter(load_cells(tmp_path).values())), [f"d{i}" for i in range(8)], 0, 0)
     assert co.sources_lead({"CODE": one}).startswith("Count documents as the independent draws here")
+
+
+# --- issue 35: page 03's box for a corpus, model or span of the user's own -------------------------------------------
+
+def _cells_report(cells: dict, chunk=512):
+    """A stand-in Analysis of model `m`: {corpus: (lo, hi, chunks per document)}; rho_long at the middle of the
+    interval, NaN (and no interval) for a span without a lag of 2,048 tokens, as stats.estimate_cell gives it."""
+    class E:
+        def __init__(self, lo, hi):
+            self.rho_long, self._ci = (lo + hi) / 2, (lo, hi)
+
+        def interval(self, name):
+            return self._ci
+
+    class C:
+        def __init__(self, corpus, lo, hi, m):
+            self.corpus, self.all, self.n_docs, self.chunk, self.chunks_per_doc = corpus, E(lo, hi), 16, chunk, m
+            self.model, self.revision = "local/tiny", "sha256-0123456789ab"
+
+    made = [C(k, *v) for k, v in cells.items()]
+
+    class Rep:
+        cells = made
+
+        def cell(self, k):
+            return next((c for c in self.cells if c.corpus == k), None)
+
+    return Rep()
+
+
+def test_the_committed_page_03_box_is_rebuilt_word_for_word_from_its_numbers_file():
+    """figures/03_correlation_by_lag.json holds the box and every number it is built from: the cells (16K spans of
+    512-token chunks), the band claims, the models; BOOKS (3 sources) is a corpus of few clusters."""
+    from pathlib import Path
+    from docgrad.models import ResultModel, models_note
+
+    twin = __import__("json").loads((Path(__file__).resolve().parents[1] / "figures" /
+                                     "03_correlation_by_lag.json").read_text())
+
+    class D:
+        corpus, n_sources, support, sources = "BOOKS", 3, {"source": {"distinct": 10}}, ["a"] * 5 + ["b"] * 5
+
+    reports, claims = {}, {}
+    for lab, by in twin["by_model"].items():
+        m = max(int(lag) for lag in by["cells"][0]["rho"]) // twin["chunk"] + 1
+        reports[lab] = _cells_report({c["corpus"]: (*c["rho_long_ci"], m) for c in by["cells"]}, twin["chunk"])
+        for cell, c in zip(reports[lab].cells, by["cells"]):
+            cell.all.rho_long, cell.n_docs = c["rho_long"], c["n_docs"]
+        claims[lab] = [ev.Claim(ev.NOT_RESOLVED if "includes 0" in t else ev.RESOLVED, t)
+                       for t in twin["band_claims"][lab]]
+    note = models_note([ResultModel(**m) for m in twin["models"]])
+    box = co.correlation_box(reports, claims, {lab: {} for lab in reports}, {lab: {"BOOKS": D()} for lab in reports},
+                             note)
+    assert box == twin["result_box"]
+    assert "2K-16K tokens apart" in box and "two small 4-bit-quantised models" in box and "512-token chunks" in box
+
+
+def test_the_lead_names_the_lags_of_its_cells_an_8k_span_its_own_and_mixed_spans_each():
+    assert co.lags_apart(512, 32) == "2K-16K" and co.lags_apart(1024, 32) == "2K-16K"
+    assert co.lags_apart(512, 16) == "2K-8K" and co.lags_apart(3000, 6) == "3,000-15,000"
+    assert co.lags_apart(512, 5) == "2,048" and co.lags_apart(512, 4) is None
+    short = co.correlation_lead({"m": _cells_report({"MINE": (0.04, 0.08, 16)})})
+    assert short.startswith("Chunks of one document 2K-8K tokens apart are not independent samples")
+    mixed = co.correlation_lead({"m": _cells_report({"MINE": (0.04, 0.08, 16), "CODE": (0.05, 0.09, 32)})})
+    assert mixed.startswith("Chunks of one document far apart (2K-8K tokens in MINE; 2K-16K tokens in CODE) are not")
+
+
+def test_a_cell_without_rho_long_is_said_to_have_none_never_counted_as_not_above_0():
+    nan = float("nan")
+    lead = co.correlation_lead({"m": _cells_report({"MINE": (0.04, 0.08, 16), "TINY": (nan, nan, 4)})})
+    assert lead.startswith("Chunks of one document 2K-8K tokens apart are not independent samples")
+    assert lead.endswith("; no ρ_long for TINY (a 2,048-token span): no lag reaches 2,048 tokens.")
+    assert "does not lie above 0" not in lead
+    alone = co.correlation_lead({"m": _cells_report({"TINY": (nan, nan, 4)})})
+    assert alone == ("No long-document cell is read, so nothing is said of chunks of one document far apart; no "
+                     "ρ_long for TINY (a 2,048-token span): no lag reaches 2,048 tokens.")
+    box = co.correlation_box({"m": _cells_report({"MINE": (0.04, 0.08, 16), "TINY": (nan, nan, 4)})}, {"m": []})
+    assert "ρ_long: m MINE 0.0600, TINY none." in box
+
+
+def test_a_span_of_one_band_says_no_decay_is_tested_and_bands_without_draws_say_no_draws():
+    one = co.band_claims({"MINE": {"bands": _bands(0.1, 0.1, 0.01)["bands"][:1]}})[0]
+    assert one.status == ev.NOT_MEASURED and "(no draws)" not in one.text
+    assert one.text.endswith("over lags 2,048-5,632 tokens; the span holds this one band only, so no decay across "
+                             "bands is tested.")
+    b = _bands(0.1, 0.1, 0.01)
+    b["first_minus_last"]["draws"] = np.array([])
+    assert co.band_claims({"A": b})[0].text.endswith("its decay is not measured (no draws).")
+
+
+def test_the_box_of_a_user_model_and_short_span_names_the_model_the_chunk_and_what_was_not_tested():
+    rep = _cells_report({"MINE": (0.04, 0.08, 8)}, chunk=1024)
+    claims = {"tiny": co.band_claims({"MINE": {"bands": _bands(0.1, 0.1, 0.01)["bands"][:1]}})}
+    box = co.correlation_box({"tiny": rep}, claims)
+    assert "**Measured:** tiny at sha256-0123456789ab; tiny 16 documents per corpus; 1,024-token chunks run " \
+           "alone." in box
+    assert "ρ decays within the span (Holm) for no corpus (tiny; not tested: MINE)." in box
+    assert box.endswith("**Caveat:** whether ρ decays across the long lags is not tested: no span here holds two "
+                        "bands of long lags with bootstrap draws.")
+    assert "two small 4-bit-quantised models" not in box and "512-token" not in box
+    note = "one small 4-bit-quantised model"
+    assert f"**Measured:** {note};" in co.correlation_box({"tiny": rep}, claims, models_note=note)

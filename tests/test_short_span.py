@@ -106,6 +106,31 @@ def test_page_03_runs_on_cells_of_short_spans_into_a_folder_of_its_own(short_cel
     assert {(r["corpus"], r["lags (tokens)"]) for r in twin["rho_bands"]} == {
         ("MINE", "2,048-5,632"), *(("WEB", t) for t in ("2,048-5,632", "6,144-9,728", "10,240-15,872"))}
     assert not any(c.startswith("TINY") for c in twin["band_claims"]["tiny"])
+    assert "Chunks of one document 2K-8K tokens apart" in twin["result_box"]                 # MINE's lags, not 16K's
+    assert "no ρ_long for TINY (a 2,048-token span)" in twin["result_box"]
     text = (out / "03_correlation_by_lag.ipynb").read_text()
     assert "a span of 8,192 tokens, shorter than 16K" in text and "there is no ρ_long" in text
     assert not (ROOT / "figures" / "03_rho_by_lag.png").samefile(out / "figures" / "03_rho_by_lag.png")
+
+
+def test_page_03s_box_reads_a_short_span_and_a_local_model_for_what_they_are(short_cells):
+    """The box of page 03 on MINE (8K) and TINY (2K) of a local model: MINE's lags are 2K-8K, TINY has no ρ_long
+    (never a cell whose interval fails to lie above 0), MINE's one band tests no decay, and the model is named by
+    the weights it was loaded from, not as the study's 4-bit models."""
+    from docgrad.models import models_note, result_models
+    from docgrad.presentation import correlation as co
+    from docgrad.presentation.evidence import first_sentence
+
+    a = analyze(short_cells, resamples=200, seed=1, docs=(0, 16))
+    cells = pool_results(read_results(short_cells), short_cells)
+    bands = {k[2]: rho_bands(c, resamples=200, seed=1) for k, c in cells.items()}
+    claims = co.band_claims({k: b for k, b in bands.items() if b["bands"]})
+    mine = next(c for c in claims if c.text.startswith("MINE"))
+    assert mine.text.endswith("the span holds this one band only, so no decay across bands is tested.")
+    box = co.correlation_box({"tiny": a}, {"tiny": claims}, models_note=models_note(result_models([MODEL])))
+    assert first_sentence(box).startswith("Chunks of one document 2K-8K tokens apart are not independent samples")
+    assert "no ρ_long for TINY (a 2,048-token span): no lag reaches 2,048 tokens" in box
+    assert "does not lie above 0" not in box and "ρ_long: tiny MINE " in box and ", TINY none." in box
+    assert "for no corpus (tiny; not tested: MINE)" in box
+    assert f"**Measured:** tiny at {REV}; tiny 16 documents per corpus; 512-token chunks" in box
+    assert "2K-16K" not in box and "4-bit" not in box

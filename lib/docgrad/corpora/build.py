@@ -390,11 +390,24 @@ def manifest_spans_dir(man: dict) -> str:
 
 
 def write_spans(cache: Path, corpus: str, spans: np.ndarray, spans_dir: str = DEFAULT_SPANS_DIR) -> Path:
+    """Write the span cache of `corpus`, unless the file there already starts with exactly these spans and holds
+    more documents: manifests that share a cache (another --manifest, the same tokenizer) then share the file, and
+    building 16 documents of WEB for one never cuts the 48 another reads down to 16 (load_spans reads the first
+    rows its manifest lists and checks each one's sha256)."""
     import io
 
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(spans, dtype="<i4"))
+    spans = np.ascontiguousarray(spans, dtype="<i4")
     path = spans_path(cache, corpus, spans_dir)
+    if path.is_file():
+        try:
+            held = np.load(path, mmap_mode="r", allow_pickle=False)
+            if held.shape[0] > spans.shape[0] and held.shape[1:] == spans.shape[1:] and \
+                    np.array_equal(held[: spans.shape[0]], spans):
+                return path
+        except (ValueError, OSError):
+            pass                                                   # unreadable: replaced below
+    buf = io.BytesIO()
+    np.save(buf, spans)
     atomic_write_bytes(path, buf.getvalue())
     return path
 
@@ -738,8 +751,9 @@ def load_spans(corpus: str, manifest_path: str | Path = DEFAULT_MANIFEST,
         raise CorpusError(f"{path}: unreadable span cache ({e}); {_fix_hint(corpus, man)}") from None
     docs = entry["documents"]
     length = span_rule(entry).tokens
-    if arr.shape != (len(docs), length):
+    if arr.ndim != 2 or arr.shape[0] < len(docs) or arr.shape[1] != length:   # more rows: a cache another
         raise CorpusError(f"{path}: shape {arr.shape}, expected ({len(docs)}, {length}); {_fix_hint(corpus, man)}")
+    arr = arr[: len(docs)]                                                     # manifest shares (write_spans)
     spans = []
     for d, row in zip(docs, arr):
         got = span_sha256(row)

@@ -10,13 +10,14 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from docgrad.core.constants import CONTROL, MIN_INTERVAL_DOCS
+from docgrad.core.constants import CONTROL, LONG_LAG_TOKENS, MIN_INTERVAL_DOCS
 from docgrad.core.orderings import resolve_differences
+from docgrad.models import ResultModel, models_note as note_of
 from docgrad.presentation import evidence as ev
 from docgrad.presentation.design_effect import clustered, few_clusters
 from docgrad.presentation.evidence import Claim, interval, sig
 from docgrad.presentation.tables import ordering
-from docgrad.results.stats import Analysis
+from docgrad.results.stats import Analysis, long_lag_range
 
 
 def _tokens(lags) -> str:
@@ -26,7 +27,9 @@ def _tokens(lags) -> str:
 def band_claims(bands: Mapping[str, dict]) -> list[Claim]:
     """Per corpus (cell_decomposition.rho_bands): ρ averaged over each band of long lags with its interval, and
     whether it decays from the first band to the last: resolved only when the paired interval of the
-    difference excludes 0 under Holm over the corpora; otherwise a flat ρ and a decline are both consistent."""
+    difference excludes 0 under Holm over the corpora; otherwise a flat ρ and a decline are both consistent. A span
+    that holds one band only (shorter than 16K: docs/methods.md#estimators) has no decay across bands to test;
+    bands without draws (resamples 0) have no interval to test it with."""
     fam = {k: (b["first_minus_last"]["diff"], b["first_minus_last"]["draws"]) for k, b in bands.items()
            if "first_minus_last" in b and len(b["first_minus_last"]["draws"])}
     held = resolve_differences(fam) if fam else {}
@@ -34,12 +37,17 @@ def band_claims(bands: Mapping[str, dict]) -> list[Claim]:
     for k, b in bands.items():
         avg = ", ".join(f"{interval(x['rho'], _ci(x['draws']))} over lags {_tokens(x['tokens'])} tokens"
                         for x in b["bands"])
+        if len(b["bands"]) < 2:
+            out.append(Claim(ev.NOT_MEASURED, f"{k}: ρ averages {avg}; the span holds this one band only, so no "
+                                              "decay across bands is tested."))
+            continue
         if k not in held:
             out.append(Claim(ev.NOT_MEASURED, f"{k}: ρ averages {avg}; its decay is not measured (no draws)."))
             continue
         h = held[k]
         first, last = b["bands"][0], b["bands"][-1]
-        family = f"paired draws, Holm over {len(held)} corpora, interval at {1 - h['level']:.1%}"
+        family = (f"paired draws, Holm over {len(held)} corp{'ora' if len(held) > 1 else 'us'}, interval at "
+                  f"{1 - h['level']:.1%}")
         c = ev.difference(f"{k}: ρ", f"lags {_tokens(first['tokens'])}", f"lags {_tokens(last['tokens'])}",
                           h["diff"], h["ci"], family=family)
         if h["resolved"] and h["diff"] > 0:
@@ -69,21 +77,37 @@ def band_frame(bands_by_model: Mapping[str, Mapping[str, dict]]) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["model", "corpus", "lags (tokens)", "rho", "lo", "hi"])
 
 
+def lags_apart(chunk: int, m: int) -> str | None:
+    """How far apart the chunks that ρ_long averages lie in a span of m chunks of C tokens (stats.long_lag_range):
+    the token range [first lag, last lag + C) in K when both ends are whole K ('2K-16K' at C = 512, m = 32; '2K-8K'
+    for an 8K span), else the lags themselves ('3,000-15,000'); None when the span has no ρ_long."""
+    lags = long_lag_range(chunk, m)
+    if lags is None:
+        return None
+    lo, end = lags[0], lags[1] + chunk
+    if lo % 1024 == 0 and end % 1024 == 0:
+        return f"{lo // 1024}K-{end // 1024}K"
+    return f"{lo:,}" if lags[0] == lags[1] else f"{lo:,}-{lags[1]:,}"
+
+
 def correlation_lead(reports: Mapping[str, Analysis],
                      incomplete: Mapping[str, Mapping[str, tuple]] | None = None,
                      decomps: Mapping[str, Mapping[str, object]] | None = None) -> str:
-    """Page 03's opening sentence: may chunks of one document far apart be taken as independent samples? Not when
-    every long-document cell's 95% interval of ρ_long lies above 0 (all must, an intersection-union test, so no
-    multiplicity adjustment): the sentence then gives the lowest and highest cell with their intervals and the
-    control's points. Otherwise it names the cells whose interval does not lie above 0 and says no more. Not read:
-    cells that lack documents ({model: {corpus: (measured, held)}}) and corpora of few sources
-    (design_effect.few_clusters of `decomps` {model: {corpus: CellDecomposition}}: no interval over so few clusters),
-    which are named."""
+    """Page 03's opening sentence: may chunks of one document far apart (the lags ρ_long averages, lags_apart of
+    each cell's chunk and span) be taken as independent samples? Not when every long-document cell's 95% interval
+    of ρ_long lies above 0 (all must, an intersection-union test, so no multiplicity adjustment): the sentence then
+    gives the lowest and highest cell (or the one cell) with their intervals and the control's points. Otherwise
+    it names the cells whose interval does not lie above 0 and says no more. Not read: cells that lack documents
+    ({model: {corpus: (measured, held)}}), corpora of few sources (design_effect.few_clusters of `decomps` {model:
+    {corpus: CellDecomposition}}: no interval over so few clusters) and cells whose span has no lag of 2,048 tokens
+    (no ρ_long at all, docs/methods.md#estimators), which are named."""
     incomplete, decomps = incomplete or {}, decomps or {}
     few = {c.corpus: decomps[lab][c.corpus].n_sources for lab, rep in reports.items() for c in rep.cells
            if few_clusters(decomps.get(lab, {}).get(c.corpus))}
-    cells = [(lab, c) for lab, rep in reports.items() for c in rep.cells
-             if c.corpus != CONTROL and c.corpus not in incomplete.get(lab, {}) and c.corpus not in few]
+    read = [(lab, c) for lab, rep in reports.items() for c in rep.cells
+            if c.corpus != CONTROL and c.corpus not in incomplete.get(lab, {}) and c.corpus not in few]
+    cells = [(lab, c) for lab, c in read if lags_apart(c.chunk, c.chunks_per_doc)]
+    no_rho = [(lab, c) for lab, c in read if not lags_apart(c.chunk, c.chunks_per_doc)]
     many = len(reports) > 1
 
     def name(lab, c):
@@ -92,42 +116,71 @@ def correlation_lead(reports: Mapping[str, Analysis],
     def iv(c):
         return interval(c.all.rho_long, c.all.interval("rho_long"))
 
-    ctrl = [sig(rep.cell(CONTROL).all.rho_long, 2) for rep in reports.values() if rep.cell(CONTROL)]
+    ctrl = [sig(rep.cell(CONTROL).all.rho_long, 2) for rep in reports.values()
+            if rep.cell(CONTROL) and np.isfinite(rep.cell(CONTROL).all.rho_long)]
     against = f", against {' and '.join(ctrl)} in the packed control" if ctrl else ""
     left = "".join(f"; {k} ({n} sources) is left out: no interval over {n} clusters" for k, n in few.items())
+    if no_rho:
+        left += ("; no ρ_long for " + ", ".join(f"{name(lab, c)} (a {c.chunks_per_doc * c.chunk:,}-token span)"
+                                               for lab, c in no_rho)
+                 + f": no lag reaches {LONG_LAG_TOKENS[0]:,} tokens")
     if not cells:
         return f"No long-document cell is read, so nothing is said of chunks of one document far apart{left}."
+    by_lags: dict[str, list[str]] = {}
+    for lab, c in cells:
+        by_lags.setdefault(lags_apart(c.chunk, c.chunks_per_doc), []).append(name(lab, c))
+    apart = (f"{next(iter(by_lags))} tokens apart" if len(by_lags) == 1 else
+             "far apart (" + "; ".join(f"{k} tokens in {', '.join(v)}" for k, v in by_lags.items()) + ")")
     open_ = [name(lab, c) for lab, c in cells if not ((c.all.interval("rho_long")[0] or 0) > 0)]
     if open_:
-        return (f"Whether chunks of one document 2K-16K tokens apart are independent samples is not resolved: the 95% "
+        return (f"Whether chunks of one document {apart} are independent samples is not resolved: the 95% "
                 f"interval of ρ_long does not lie above 0 for {', '.join(open_)}{against}{left}.")
     lo = min(cells, key=lambda x: x[1].all.rho_long)
     hi = max(cells, key=lambda x: x[1].all.rho_long)
-    return ("Chunks of one document 2K-16K tokens apart are not independent samples: their gradient-noise "
-            f"correlation ρ_long lies above 0 in every cell read, from {iv(lo[1])} ({name(*lo)}) to "
-            f"{iv(hi[1])} ({name(*hi)}){against}{left}.")
+    where = (f"in the one cell read, {iv(lo[1])} ({name(*lo)})" if len(cells) == 1 else
+             f"in every cell read, from {iv(lo[1])} ({name(*lo)}) to {iv(hi[1])} ({name(*hi)})")
+    return (f"Chunks of one document {apart} are not independent samples: their gradient-noise "
+            f"correlation ρ_long lies above 0 {where}{against}{left}.")
 
 
 def correlation_box(reports: Mapping[str, Analysis], claims: Mapping[str, list[Claim]],
                     incomplete: Mapping[str, Mapping[str, tuple]] | None = None,
-                    decomps: Mapping[str, Mapping[str, object]] | None = None) -> str:
+                    decomps: Mapping[str, Mapping[str, object]] | None = None,
+                    models_note: str | None = None) -> str:
     """Page 03's answer: correlation_lead first, then ρ_long per corpus and model (points; the lead carries the
-    intervals of its ends, the chart and the numbers file every one), and for which corpora ρ is resolved to
-    decay across the long lags. incomplete: {model: Study.incomplete(...)}, marked provisional; decomps: {model:
-    {corpus: CellDecomposition}}, for the corpora of few sources the lead leaves out."""
+    intervals of its ends, the chart and the numbers file every one; 'none' for a span without ρ_long), and for
+    which corpora ρ is resolved to decay across the long lags (a corpus whose span holds one band, or whose bands
+    have no draws, is named as not tested). incomplete: {model: Study.incomplete(...)}, marked provisional; decomps:
+    {model: {corpus: CellDecomposition}}, for the corpora of few sources the lead leaves out; models_note: what was
+    measured in words (StudyPage.models_note; default: models.models_note of the cells' models); the chunk length
+    is the cells'."""
+    if models_note is None:
+        models_note = note_of([ResultModel(rep.cells[0].model, rep.cells[0].revision, "", lab)
+                               for lab, rep in reports.items() if rep.cells])
+
+    def rho_long(c):
+        return sig(c.all.rho_long) if lags_apart(c.chunk, c.chunks_per_doc) else "none"
+
     answer = [correlation_lead(reports, incomplete, decomps)]
-    answer.append("ρ_long: " + "; ".join(f"{label} " + ", ".join(f"{c.corpus} {sig(c.all.rho_long)}" for c in rep.cells
+    answer.append("ρ_long: " + "; ".join(f"{label} " + ", ".join(f"{c.corpus} {rho_long(c)}" for c in rep.cells
                                                                if c.corpus != CONTROL)
                                           for label, rep in reports.items()) + ".")
     decays = {label: [c.text.split(":")[0] for c in cl if c.status == ev.RESOLVED and "decays" in c.text]
               for label, cl in claims.items()}
-    answer.append("ρ decays within the span (Holm) for " + "; ".join(f"{', '.join(d) or 'no corpus'} ({label})"
-                                                                    for label, d in decays.items()) + ".")
+    untested = {label: [c.text.split(":")[0] for c in cl if c.status == ev.NOT_MEASURED]
+                for label, cl in claims.items()}
+    answer.append("ρ decays within the span (Holm) for "
+                  + "; ".join(f"{', '.join(d) or 'no corpus'} ({label}"
+                              + (f"; not tested: {', '.join(untested[label])}" if untested[label] else "") + ")"
+                              for label, d in decays.items()) + ".")
     docs = ev.documents_per_corpus({lab: [c.n_docs for c in rep.cells] for lab, rep in reports.items()}, incomplete)
-    measured = f"two small 4-bit-quantised models; {docs}; 512-token chunks run alone."
-    any_decay = any(decays.values())
-    caveat = ("where ρ decays, R grows more slowly with the window than a constant ρ gives."
-              if any_decay else "whether ρ decays across the long lags is not resolved by these documents.")
+    chunks = " and ".join(f"{C:,}" for C in sorted({c.chunk for rep in reports.values() for c in rep.cells}))
+    measured = f"{models_note}; {docs}; {chunks}-token chunks run alone."
+    tested = any(c.status != ev.NOT_MEASURED for cl in claims.values() for c in cl)
+    caveat = ("where ρ decays, R grows more slowly with the window than a constant ρ gives." if any(decays.values())
+              else "whether ρ decays across the long lags is not resolved by these documents." if tested
+              else "whether ρ decays across the long lags is not tested: no span here holds two bands of long lags "
+                   "with bootstrap draws.")
     return ev.result_box(answer, measured, caveat)
 
 

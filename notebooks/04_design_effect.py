@@ -108,8 +108,9 @@ display(dg.save_chart(chart_R, "04_R_by_window", figures_dir))
 #
 # Ours beside the published final checkpoints (their corpora renamed to ours: PG19 → BOOKS, REPOS → CODE,
 # ARXIV → PAPERS). *Sources resampled* is the interval when the sources (author, work, project owner) are
-# resampled instead of the documents: where documents share a source (our BOOKS, below) it is the honest one
-# for "text of this kind". $R_\text{rel}$ divides by the control of the same model; the two studies' controls
+# resampled instead of the documents: where documents share a source it is the one for "text of this kind",
+# unless the sources are too few for a 95% interval (our BOOKS: 3 sources, read by source in the plot above).
+# $R_\text{rel}$ divides by the control of the same model; the two studies' controls
 # differ, so compare $R$ across them (page 04c).
 
 # %%

@@ -373,3 +373,21 @@ def test_shard_lines_put_the_headline_interval_beside_the_within_shard_one_and_s
     assert web == "- WEB (16 documents, 1 shard): R(16K) 1.02; every pair of documents was computed."
     many["fill_shift"] = -0.001
     assert de.shard_lines([many])[0].endswith("move it by 0.00.")
+
+
+def test_the_headline_table_gives_no_source_interval_over_too_few_sources(study):
+    """Page 04's table, like its box, prints no percentile over 3 clusters: the source column says why."""
+    from docgrad.presentation import tables
+    _, decomps, rep = study
+    sub = rep.subset("o/m", "r", 2048, ["BOOKS", "CODE", "PAPERS", "WEB"])
+    books = decomps["BOOKS"]
+    original = books.support["source"]["distinct"]
+    try:                                                    # the fixture is shared: put its value back
+        for distinct, few in ((3, True), (de.FEW_DISTINCT, False)):
+            books.support["source"]["distinct"] = distinct
+            row = tables.headline_table(sub, sources={"m": decomps}).set_index("corpus").loc["BOOKS"]
+            cell = row.filter(like="sources resampled").iloc[0]
+            assert cell.startswith("no interval over") == few and cell.startswith("[") == (not few and
+                                                                                          de.clustered(books))
+    finally:
+        books.support["source"]["distinct"] = original

@@ -12,6 +12,7 @@ from docgrad.core.constants import ALL, CONTROL, HEADLINE_WINDOW, PUBLISHED_MODE
 from docgrad.core.decomposition import mean_gradient_share
 from docgrad.core.gates import MEANING
 from docgrad.models import model_label
+from docgrad.presentation.design_effect import few_clusters
 from docgrad.presentation.evidence import measured_of_held, sig
 from docgrad.results.stats import Analysis
 
@@ -195,7 +196,8 @@ def headline_table(a, published_cells=None, published_r_rel=None,
     model's final checkpoint (frac_training == 1) is shown.
     Columns: corpus, then for each source '<label> R(16K)', '<label> R_rel' as 'value [lo, hi]' strings.
     sources: {label: {corpus: CellDecomposition}}: adds '<label> sources resampled', the source-clustered
-    interval of R(16K) where documents share sources ('[lo, hi], 3 sources'), else 'as documents'.
+    interval of R(16K) where documents share sources ('[lo, hi], 12 sources'), else 'as documents'; none where
+    the source bootstrap is too coarse for a 95% interval (design_effect.few_clusters: BOOKS's 3 sources).
     """
     analyses = [a] if isinstance(a, Analysis) else list(a)
     corpora = list(dict.fromkeys(c.corpus for x in analyses for c in x.cells))
@@ -213,6 +215,7 @@ def headline_table(a, published_cells=None, published_r_rel=None,
                 d = sources.get(label, {}).get(k)
                 ci = d.intervals.get("source", {}).get("R", [None, None]) if d else [None, None]
                 row[f"{label} sources resampled"] = "-" if d is None or ci[0] is None else (
+                    f"no interval over {d.n_sources} sources (R by source)" if few_clusters(d) else
                     f"[{ci[0]:.2f}, {ci[1]:.2f}], {d.n_sources} sources" if d.n_sources < len(d.doc_ids)
                     else "as documents")
             r = rel.get(k)

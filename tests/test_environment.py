@@ -123,12 +123,27 @@ def test_environment_python_satisfies_requires_python():
 
 def test_makefile_installs_the_lock_with_hashes_and_everything_else_without_dependencies():
     rule, *recipe = _stamp_recipe()
-    assert "requirements.lock" in rule.split(":", 1)[1], f"$(STAMP) must be rebuilt when the lock changes: {rule}"
-    installs = [line for line in recipe if " install " in line and "--upgrade pip" not in line]
-    assert installs[0] == "$(BIN)/pip install --require-hashes --no-deps -r requirements.lock", installs
-    assert installs[1] == "$(BIN)/pip install '$(TORCH_SPEC)'", installs
-    assert all("--no-deps" in line for line in installs[2:]), f"only TORCH_SPEC may bring dependencies: {installs}"
+    for needed in ("requirements.lock", "requirements-uv.txt"):
+        assert needed in rule.split(":", 1)[1], f"$(STAMP) must be rebuilt when {needed} changes: {rule}"
+    installs = [line for line in recipe if line.startswith("$(BIN)/") and " install " in line
+                and "--upgrade pip" not in line]
+    assert installs[0] == "$(BIN)/pip install --require-hashes --no-deps -r requirements-uv.txt", installs
+    assert installs[1] == ("$(BIN)/uv pip install --python $(BIN)/python --require-hashes --no-deps --compile-bytecode "
+                           "-r requirements.lock \\"), installs
+    # where uv fails, pip installs the same lock, hashed
+    assert installs[2] == "$(BIN)/pip install --require-hashes --no-deps -r requirements.lock; }", installs
+    assert installs[3] == "$(BIN)/pip install '$(TORCH_SPEC)'", installs
+    assert all("--no-deps" in line for line in installs[4:]), f"only TORCH_SPEC may bring dependencies: {installs}"
     assert "$(BIN)/pip install --no-deps -e ." in installs
+
+
+def test_uv_is_installed_at_the_makefiles_pin_with_its_hashes():
+    """requirements-uv.txt (written by `make relock`) pins uv at UV_SPEC, every line hashed: pip installs it in
+    hash-checking mode before uv installs the lock."""
+    spec = re.search(r"^UV_SPEC \?= '?(\S+?)'?$", (ROOT / "Makefile").read_text(), re.M)[1]
+    path = ROOT / "requirements-uv.txt"
+    assert lockfile.read_lock(path) == {"uv": spec.split("==")[1]}, f"{path} is not at UV_SPEC {spec}: `make relock`"
+    assert "--hash=sha256:" in path.read_text(), f"{path}: uv's pin has no hash"
 
 
 def test_relock_target_compiles_with_hashes_and_regenerates_environment_yml():

@@ -1,6 +1,7 @@
 """Page 06 (standalone chunks vs real context) executed on small result files: with a measured corpus it draws
 its figures and every number its prose states is in its JSON twin; with no causal result it still runs and says
-that nothing is measured (no figures); parameters it cannot use stop it at the cell that reads them."""
+that nothing is measured (no figures); parameters it cannot use stop it at the cell that reads them (the calls
+that refuse them are tested directly, the page itself once)."""
 
 import json
 import shutil
@@ -8,6 +9,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from docgrad import models
+from docgrad.errors import AnalysisError
+from docgrad.models import ModelError
+from docgrad.results import positions
 from docgrad.runtime import notebooks as N
 from test_page_numbers import _found, generated_prose, json_numbers, stated_numbers
 from test_positions import C, gradients, rows_of, write
@@ -88,11 +93,36 @@ def _result_box(nb) -> str:
     return text
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"window": 1000}, "window must be a positive multiple of chunk"),
-    ({"corpora": ["NOPE"]}, "unknown corpus 'NOPE'"),
-    ({"model": "nobody"}, "model 'nobody': expected an offline model"),
+def _page_defaults() -> dict:
+    """The values of page 06's parameters cell."""
+    import jupytext
+
+    nb = jupytext.read(ROOT / "notebooks" / f"{PAGE}.py")
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    values: dict = {}
+    exec(cell.source, {}, values)
+    return values
+
+
+@pytest.mark.parametrize("params, error, match", [
+    ({"window": 1000}, AnalysisError, "window must be a positive multiple of chunk"),
+    ({"corpora": ["NOPE"]}, AnalysisError, "unknown corpus 'NOPE'"),
+    ({"model": "nobody"}, ModelError, "model 'nobody': expected an offline model"),
 ])
-def test_page_06_refuses_parameters_it_cannot_use_before_drawing(project, params, match):
-    with pytest.raises(N.NotebookError, match=match):
-        _run(project, "bad.ipynb", causal_dir=str(project / "res"), standalone_dir=str(project / "res"), **params)
+def test_page_06s_first_calls_refuse_parameters_it_cannot_use_before_reading_a_result(project, params, error, match):
+    """The two calls page 06's first code cell makes, before it draws anything, with the page's parameters and one
+    bad value: the model's identity, then the comparisons (which check chunk, window and resamples before they
+    read a file, and corpus names against the cells found). The notebook-level test below runs the page itself."""
+    p = {**_page_defaults(), "causal_dir": str(project / "res"), "standalone_dir": str(project / "res"),
+         "resamples": 100, **params}
+    with pytest.raises(error, match=match):
+        page_model = models.result_model(p["model"])
+        positions.page_comparisons(p["causal_dir"], p["standalone_dir"], page_model.model, page_model.revision,
+                                   p["chunk"], p["window"], p["corpora"], p["resamples"], p["seed"])
+
+
+def test_page_06_stops_at_the_cell_after_its_parameters_on_a_parameter_it_cannot_use(project):
+    stopped = (r"failed in code cell 2 \(cell \d+ of \d+\): from docgrad import page as dg"
+               r"\s+AnalysisError: window must be a positive multiple of chunk")
+    with pytest.raises(N.NotebookError, match=stopped):
+        _run(project, "bad.ipynb", causal_dir=str(project / "res"), standalone_dir=str(project / "res"), window=1000)

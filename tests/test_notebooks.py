@@ -231,6 +231,14 @@ def test_execution_prints_one_line_per_notebook_and_failure_names_the_cell(tiny)
     assert executed.metadata.papermill.output_path == "notebooks/01_tiny.ipynb"
 
 
+def test_a_kernel_that_dies_mid_cell_is_a_notebook_failure_that_says_so(tiny):
+    dies = tiny.parent / "02_dies.py"
+    dies.write_text(FAILING.replace("z = 1 / (x - 1)", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
+    with pytest.raises(N.NotebookFailure, match=r"02_dies.py: the kernel process died while a cell ran"):
+        N.stage_notebook(dies)
+    assert (tiny.parent / "02_dies.failed.ipynb").exists() and not dies.with_suffix(".ipynb").exists()
+
+
 # --- HTML report ---------------------------------------------------------------------------------------
 
 def _executed(path, title, chart=True):

@@ -252,6 +252,27 @@ def _cell_label(nb, source: str, fallback_index: int) -> str:
     return f"code cell {code_cells.index(index) + 1} (cell {index + 1} of {len(nb.cells)}): {first}"
 
 
+def _quiet_kernel_death_logs() -> None:
+    """Keep nbclient's own reports of a dead kernel off the terminal: "Kernel died while waiting for execute reply"
+    (papermill's logger) and the "Task exception was never retrieved ... DeadKernelError" asyncio prints when Ctrl-C
+    or SIGTERM stops a run mid-cell and the kernel is shut down under a pending cell (a race: sometimes). An
+    interrupted run says one word; a kernel that dies on its own is reported by stage_notebook as NotebookFailure."""
+    import logging
+
+    from nbclient.exceptions import DeadKernelError
+
+    class KernelDeath(logging.Filter):
+        def filter(self, record):
+            exc = record.exc_info[1] if record.exc_info else None
+            return not (isinstance(exc, DeadKernelError) or "DeadKernelError" in record.getMessage()
+                        or record.getMessage().startswith("Kernel died"))
+
+    for name in ("papermill", "asyncio"):
+        logger = logging.getLogger(name)
+        if not any(type(f).__name__ == "KernelDeath" for f in logger.filters):
+            logger.addFilter(KernelDeath())
+
+
 def quiet_kernel_manager(log: Path):
     """jupyter_client's AsyncKernelManager whose kernel process writes its own stderr (start-up notices, the ZMQ
     traceback of a kernel shut down mid-cell on Ctrl-C) to `log` instead of the terminal. A cell's output and
@@ -307,6 +328,7 @@ def stage_notebook(source: str | Path, output: str | Path | None = None, paramet
 
     import jupytext
     import papermill as pm
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     source = Path(source)
@@ -326,6 +348,7 @@ def stage_notebook(source: str | Path, output: str | Path | None = None, paramet
     jupytext.write(nb, src_ipynb)
     previous = os.environ.get(STAGING_ENV)
     os.environ[STAGING_ENV] = str(staging)          # the kernel inherits it
+    _quiet_kernel_death_logs()
     try:
         pm.execute_notebook(str(src_ipynb), str(out_ipynb), parameters=params, cwd=str(cwd),
                             kernel_name=kernel_name, progress_bar=False, log_output=False, report_mode=False,
@@ -340,6 +363,13 @@ def stage_notebook(source: str | Path, output: str | Path | None = None, paramet
         raise NotebookFailure(f"{source.name} failed in {where}\n  {e.ename}: {e.evalue}\n"
                               f"  the partial run is in {failed}; nothing was published (the notebook, figures "
                               "and records are as they were)") from None
+    except DeadKernelError:
+        if out_ipynb.exists():
+            move_into_place(out_ipynb, failed)
+        shutil.rmtree(work, ignore_errors=True)
+        raise NotebookFailure(f"{source.name}: the kernel process died while a cell ran (killed from outside, e.g. "
+                              f"for memory, or crashed); the partial run is in {failed}; nothing was published "
+                              "(the notebook, figures and records are as they were)") from None
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -2,6 +2,7 @@
 weights), parameter groups on tiny Llama / Gemma 3 / GPT-NeoX models, pins, and the install checks."""
 
 import hashlib
+import json
 import importlib.metadata
 from dataclasses import replace
 from pathlib import Path
@@ -292,3 +293,29 @@ def test_each_offline_model_states_its_tuning_rounding_and_start_token():
     assert regimes == {"SmolLM2-135M-Instruct": "instruction-tuned, 4-bit Q4_1, no start token",
                        "gemma-3-270m": "base, 4-bit Q4_K_M, <bos> ahead of every chunk"}
     assert all(m.quantisation and m.tuning in ("base", "instruction-tuned") for m in M.OFFLINE_MODELS.values())
+
+
+def test_the_converted_tokenizer_is_kept_and_read_back_with_the_same_ids(monkeypatch, tmp_path):
+    """Converting SmolLM2's tokenizer from its GGUF file costs seconds in every process; the converted copy,
+    keyed by the file's sha256 and the library versions, must encode exactly as the conversion does, and an
+    unreadable copy is converted again, not trusted."""
+    from transformers import AutoTokenizer
+
+    monkeypatch.setenv("DOCGRAD_MODEL_CACHE", str(tmp_path))
+    spec = models.offline_model("smollm2-135m")
+    text = "Call me Ishmael.<|endoftext|>def f(x):\n\treturn x ** 2  # ünïcödé"
+    converted = models.load_tokenizer("smollm2-135m")
+    cached = models.tokenizer_cache_dir(spec)
+    assert cached.parent == tmp_path / "tokenizers" and spec.sha256[:16] in cached.name
+    conversions = []
+    real = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained",
+                        lambda *a, **kw: conversions.append(kw.get("gguf_file")) or real(*a, **kw))
+    again = models.load_tokenizer("smollm2-135m")
+    assert conversions == [None]                                   # read back, not converted
+    assert again(text)["input_ids"] == converted(text)["input_ids"]
+    assert (again.bos_token, again.eos_token, len(again)) == (converted.bos_token, converted.eos_token, len(converted))
+    (cached / "tokenizer.json").write_text("{not json")
+    assert models.load_tokenizer("smollm2-135m")(text)["input_ids"] == converted(text)["input_ids"]
+    assert conversions[1:] == [None, spec.file]                    # the damaged copy was refused, then converted
+    assert json.loads((cached / "tokenizer.json").read_text())     # and written again

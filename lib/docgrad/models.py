@@ -27,6 +27,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import stat
 import struct
 import tempfile
@@ -771,10 +772,45 @@ def load_tokenizer(model: str = DEFAULT_MODEL, revision: str | None = None, allo
             raise _load_error(local, "tokenizer", e) from None
     spec = _offline(model, revision)
     if spec is not None:
-        path = model_file(spec)
-        return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        return _cached_gguf_tokenizer(spec)
     name, commit = resolve_revision(model, revision, allow_unpinned)
     return AutoTokenizer.from_pretrained(model, revision=commit or name)
+
+
+def tokenizer_cache_dir(spec: OfflineModel) -> Path:
+    """Where the tokenizer converted from `spec`'s GGUF file is kept: under model_cache_dir(), keyed by the file's
+    sha256 and the transformers and tokenizers versions that converted it (another version converts again)."""
+    import tokenizers
+    import transformers
+
+    return (model_cache_dir() / "tokenizers"
+            / f"{spec.name}-{spec.sha256[:16]}-transformers-{transformers.__version__}-tokenizers-{tokenizers.__version__}")
+
+
+def _cached_gguf_tokenizer(spec: OfflineModel):
+    """The offline model's tokenizer. Converting it from the GGUF file takes 6 s of CPU (SmolLM2) in every process
+    that needs it; the converted tokenizer is saved once (atomically: written beside, then renamed) and read back
+    in a quarter of a second. The file is verified (model_file) either way; an unwritable cache only costs time."""
+    from transformers import AutoTokenizer
+
+    path = model_file(spec)
+    cached = tokenizer_cache_dir(spec)
+    if (cached / "tokenizer.json").is_file():
+        try:
+            return AutoTokenizer.from_pretrained(str(cached), local_files_only=True)
+        except (OSError, ValueError, KeyError):
+            shutil.rmtree(cached, ignore_errors=True)     # unreadable: convert again
+    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    staging = None
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=cached.name + ".", dir=cached.parent))
+        tok.save_pretrained(str(staging))
+        os.rename(staging, cached)        # fails if another process got there first: its copy is the same
+    except OSError:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return tok
 
 
 def load_model(model: str = DEFAULT_MODEL, revision: str | None = None, allow_unpinned: bool = False,

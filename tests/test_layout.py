@@ -50,10 +50,14 @@ def test_the_kernel_package_imports_nothing_else_of_docgrad():
 
 
 def test_no_module_imports_docgrad_inside_a_function():
+    """One exception: the page namespace's PEP 562 __getattr__ gathers rl_losses on first use (it needs torch, a
+    second of import in every page kernel that does not use it); page is the top layer, nothing imports it."""
+    lazy = {("docgrad.page", "docgrad.teaching")}
     bad = []
     for mod, tree in _modules():
         top = {id(n) for n, _, _ in _imports(tree, top_level_only=True)}
-        bad += [f"{mod}:{n.lineno} {target}" for n, target, _ in _imports(tree) if id(n) not in top]
+        bad += [f"{mod}:{n.lineno} {target}" for n, target, _ in _imports(tree) if id(n) not in top
+                and (mod, target) not in lazy]
     assert bad == []
 
 

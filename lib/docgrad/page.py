@@ -16,8 +16,8 @@ docgrad, and that everything gathered here is used by some page.
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
                      explorer, regime
   teaching pages     reduction, effective_size (page 01), trainers, optimisers (01b), packing, cross_entropy (01c),
-                     rl_losses (01d); installed (the installed libraries' source), history, records, worked (and
-                     its sig, sig_table)
+                     rl_losses (01d; imported on first use, it needs torch); installed (the installed libraries'
+                     source), history, records, worked (and its sig, sig_table)
 """
 
 from docgrad import models
@@ -38,7 +38,6 @@ from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
 from docgrad.runtime.study_page import StudyPage
 from docgrad.teaching import (cross_entropy, effective_size, history, installed, optimisers, packing, records,
                               reduction, trainers, worked)
-from docgrad.teaching import rl_losses
 from docgrad.teaching.worked import sig, sig_table
 
 __all__ = [
@@ -55,3 +54,12 @@ __all__ = [
     "sig_table", "records", "history",
     "rl_losses",
 ]
+
+
+def __getattr__(name):
+    """rl_losses is imported on first use (PEP 562): it needs torch, a second of import in every page's kernel
+    that does not use it."""
+    if name == "rl_losses":
+        from docgrad.teaching import rl_losses
+        return rl_losses
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

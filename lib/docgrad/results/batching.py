@@ -60,13 +60,14 @@ is estimated and by the finite-population factor.
 
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
-from scipy.stats import norm
 
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import ALL, BOOTSTRAP_SEED, CI_LEVEL, CONTROL
@@ -534,7 +535,7 @@ def normal_interval(point, se: float, level: float = CI_LEVEL, log: bool = True)
     difference; (None, None) without a finite point and standard error."""
     if point is None or not np.isfinite(point) or not np.isfinite(se) or (log and not point > 0):
         return (None, None)
-    z = float(norm.ppf(0.5 + level / 2))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     if log:
         return (float(np.exp(np.log(point) - z * se)), float(np.exp(np.log(point) + z * se)))
     return (float(point - z * se), float(point + z * se))
@@ -549,7 +550,7 @@ def normal_p(point, se: float, null: float, log: bool = True) -> float:
     diff = np.log(point) - np.log(null) if log else point - null
     if se == 0:
         return 1.0 if diff == 0 else 0.0
-    return float(2 * norm.sf(abs(diff) / se))
+    return math.erfc(abs(diff) / se / math.sqrt(2))      # 2 (1 - Phi(t)), exact in the tails
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ report_group = pytest.mark.xdist_group("browser-report")
 
 LAB_PAGE = "04_design_effect"     # the page with the live explorer (sliders bound to a Vega chart)
 LAB_TIMEOUT_S = 300               # for its cells to run in JupyterLab (about 30 s with a warm analysis cache)
+LAB_RESAMPLES = 200               # the intervals' bootstrap, smaller than the page's 2,000: the lab run checks that
+                                  # the page runs and its explorer redraws, not the intervals' last digit
 
 
 def require_browser() -> None:
@@ -123,9 +125,11 @@ def test_report_explorer_shows_the_librarys_R_and_redraws_it_when_a_control_move
 @pytest.fixture
 def lab(tmp_path):
     """JupyterLab serving a temporary folder that holds a copy of the executed page, its figures_dir set to a
-    temporary folder (a live run writes nothing into the project); stopped at teardown."""
+    temporary folder (a live run writes nothing into the project) and LAB_RESAMPLES resamples; stopped at
+    teardown."""
     figures = tmp_path / "figures"
-    notebook = bc.working_copy(ROOT / "notebooks" / f"{LAB_PAGE}.ipynb", tmp_path / "work", figures_dir=str(figures))
+    notebook = bc.working_copy(ROOT / "notebooks" / f"{LAB_PAGE}.ipynb", tmp_path / "work", figures_dir=str(figures),
+                               resamples=LAB_RESAMPLES)
     with bc.lab_server(tmp_path / "work", tmp_path / "lab") as (url, token):
         yield url, token, notebook.name, figures
 

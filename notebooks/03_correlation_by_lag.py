@@ -29,6 +29,7 @@ chunk = 512  # chunk length C in tokens
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
 documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
+regime_dir = "data/regime"  # SmolLM2's model-regime cells (start token, SIMEX; page 04d)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -170,10 +171,12 @@ display(Markdown("Each group's share of $S_\\text{cross}$ and of $\\sigma^2$ (th
 # the whole document as context (page 06 measures that). The two models' tokenizers differ, so their losses per
 # token are not on one scale.
 #
-# **Limitations.** The study's models are small and rounded to 4 bits, and SmolLM2's chunks start with no start
-# token. Whether R(16K), which sums these correlations, moves with a start token ahead of every chunk or with the
-# rounding extrapolated away (SIMEX) is page 04d's question (`04d_model_regime`); it reads an answer only once
-# every cell of a question is committed.
+# **Limitations.** The study's models are small, and R(16K) sums these correlations: whether it moves with the
+# model's regime is read below.
+
+# %% tags=["hide-input"]
+_, regime_readings = dg.model_regime.read_model_regime(results_dir, regime_dir)
+display(Markdown(dg.regime.limitation_line(regime_readings)))
 
 # %%
 loss = pd.concat([dg.tables.loss_frame(r) for r in reports.values()], ignore_index=True)
@@ -189,7 +192,8 @@ chart_loss = alt.Chart(loss).mark_line(point=True).encode(
 display(dg.save_chart(chart_loss, "03_loss_by_position", figures_dir))
 
 # %%
-numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
+numbers = {"regime_dir": regime_dir, "model_regime": dg.regime.reading_numbers(regime_readings),
+           "results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),
            "result_box": dg.correlation.correlation_box(reports, band_claims, page.incomplete, page.decomps,

@@ -30,6 +30,7 @@ resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
 documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
 published_documents = "0:16"  # the published design's documents, shown beside (a sub-range of documents)
+regime_dir = "data/regime"  # SmolLM2's model-regime cells (start token, SIMEX; page 04d)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -44,10 +45,13 @@ from IPython.display import Markdown, display
 page = dg.StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
 design = page.within(published_documents)   # the published design's documents, from the same files
 page_models, study, reports, decomps = page.models, page.study, page.reports, page.decomps
+_, regime_readings = dg.model_regime.read_model_regime(results_dir, regime_dir)
+regime_note = dg.regime.headline_note(regime_readings, dg.models.model_label(dg.models.get_offline("smollm2-135m")
+                                                                            .model))
 
 # %% tags=["hide-input", "headline"]
 display(Markdown(dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
-                                             models_note=page.models_note)))
+                                             models_note=page.models_note, regime_note=regime_note)))
 
 # %% tags=["headline"]
 forest = dg.design_effect.forest_frame([(page.reports, page.decomps), (design.reports, design.decomps)],
@@ -209,14 +213,17 @@ display(Markdown(estimator_note))
 #
 # **Limitations.** Each 512-token chunk was run as its own sequence; page 06 measures gradients with the
 # preceding context over the first 4,096 tokens. The models are small, 4-bit quantised and may have seen
-# these public documents in training. Whether R(16K) moves with a start token ahead of every chunk or with the
-# 4-bit rounding extrapolated away (SIMEX) is page 04d's question (`04d_model_regime`); it reads an answer only
-# once every cell of a question is committed, and names the missing cells until then. 16 to 48 documents per
-# corpus (the result box says which); where they share sources, fewer independent draws than they look.
+# these public documents in training. 16 to 48 documents per corpus (the result box says which); where they share
+# sources, fewer independent draws than they look.
+
+# %% tags=["hide-input"]
+display(Markdown(dg.regime.limitation_line(regime_readings)))
 
 # %%
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
-           "published_documents": published_documents, "incomplete": page.incomplete,
+           "published_documents": published_documents, "incomplete": page.incomplete, "regime_dir": regime_dir,
+           "regime_note": regime_note, "regime_limitation": dg.regime.limitation_line(regime_readings),
+           "model_regime": dg.regime.reading_numbers(regime_readings),
            "published_design": beside.to_dict("records"), "source_lines": sources_said,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),

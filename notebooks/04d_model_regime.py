@@ -35,15 +35,11 @@ from docgrad import page as dg
 
 ROOT = dg.setup()
 
-from pathlib import Path
-
 import altair as alt
 import pandas as pd
 from IPython.display import Markdown, display
 
-sub = dg.models.get_offline(model).results_dir                 # e.g. HuggingFaceTB__SmolLM2-135M-Instruct/<revision>
-found = dg.model_regime.regime_cells(Path(results_dir) / sub, Path(regime_dir) / sub)
-readings = {q: dg.model_regime.read_question(q, found, resamples, seed) for q in dg.model_regime.QUESTIONS}
+found, readings = dg.model_regime.read_model_regime(results_dir, regime_dir, model, resamples, seed)
 
 # %% tags=["hide-input"]
 box = dg.regime.result_box(readings, dg.models.model_label(dg.models.get_offline(model).model))
@@ -63,16 +59,15 @@ display(Markdown(box + "\n\n" + "\n\n".join(details)))
 rows = [{"question": q, "corpus": c, "delta": v["delta"], "lo": v["ci"][0], "hi": v["ci"][1],
          "decision": v["decision"]} for q, r in readings.items() if r["complete"] for c, v in r["R"].items()]
 if rows:
-    d = pd.DataFrame(rows)
-    margin = pd.DataFrame({"lo": [-dg.model_regime.REGIME_MARGIN], "hi": [dg.model_regime.REGIME_MARGIN]})
-    band = alt.Chart(margin).mark_rect(opacity=0.15, color="gray").encode(x="lo:Q", x2="hi:Q")
-    bars = alt.Chart(d).mark_rule(strokeWidth=2).encode(
+    d = pd.DataFrame(rows).assign(margin_lo=-dg.model_regime.REGIME_MARGIN, margin_hi=dg.model_regime.REGIME_MARGIN)
+    band = alt.Chart().mark_rect(opacity=0.15, color="gray").encode(x="min(margin_lo):Q", x2="max(margin_hi):Q")
+    bars = alt.Chart().mark_rule(strokeWidth=2).encode(
         x=alt.X("lo:Q", title="change of R(16K), relative (Holm-level interval)", axis=alt.Axis(format="%")),
         x2="hi:Q", y=alt.Y("corpus:N", title=None), color=dg.corpus_color())
-    dots = alt.Chart(d).mark_point(filled=True, size=60).encode(x="delta:Q", y="corpus:N",
-                                                                color=dg.corpus_color(),
-                                                                tooltip=["question", "corpus", "decision"])
-    chart = alt.layer(band, bars, dots).properties(width=420, height=90).facet(row=alt.Row("question:N", title=None))
+    dots = alt.Chart().mark_point(filled=True, size=60).encode(x="delta:Q", y="corpus:N", color=dg.corpus_color(),
+                                                               tooltip=["question", "corpus", "decision"])
+    chart = alt.layer(band, bars, dots, data=d).properties(width=420, height=90).facet(
+        row=alt.Row("question:N", title=None))
     dg.save_chart(chart.properties(title="R(16K) in another model regime, against the model as loaded "
                                          "(gray: the ±10% margin)"), "04d_model_regime", figures_dir)
     display(chart)
@@ -97,8 +92,7 @@ if not described:
 numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model, "resamples": resamples,
            "seed": seed, "result_box": box, "question_lines": details,
            "cells_present": sorted(dg.regime.cell_name(k) for k in found),
-           "questions": {q: {k: v for k, v in r.items() if k in ("complete", "R", "described", "linear", "n_docs")}
-                         | {"missing": [dg.regime.cell_name(m) for m in r["missing"]]} for q, r in readings.items()}}
+           "questions": dg.regime.reading_numbers(readings)}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

@@ -32,6 +32,7 @@ seed = 20261007  # seed of the random halves of the documents and of the rules' 
 documents = "0:16"  # result files read: documents A:B (a rule needs a cell measured in one file: 0:16)
 resamples = 500  # random halves of the documents (intervals), also the Monte-Carlo draws of random partitions (0: none)
 vocab_size = 49152  # vocabulary for the add-one counts, used only if the corpus manifest records none
+regime_dir = "data/regime"  # SmolLM2's model-regime cells (start token, SIMEX; page 04d)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -194,15 +195,17 @@ display(Markdown(dg.evidence.claims_markdown(reading)))
 #   describe these documents.
 # - **One model.** The page reads the models of its `models` parameter (SmolLM2-135M-Instruct); sorting by surprise
 #   needs that model's own span cache.
-# - **The model's regime.** SmolLM2 is rounded to 4 bits and its chunks start with no start token. Whether R(16K)
-#   moves with a start token ahead of every chunk or with the rounding extrapolated away (SIMEX) is page 04d's
-#   question (`04d_model_regime`); it reads an answer only once every cell of a question is committed.
+
+# %% tags=["hide-input"]
+_, regime_readings = dg.model_regime.read_model_regime(results_dir, regime_dir)
+display(Markdown(f"- {dg.regime.limitation_line(regime_readings)}"))
 
 # %% tags=["hide-input"]
 display(Markdown(f"- {dg.batch_reading.refused_line(refused, len(measured))}"))
 
 # %%
-numbers = {"results_dir": results_dir, "models": models, "corpora": corpora, "batch_sizes": batch_sizes,
+numbers = {"regime_dir": regime_dir, "model_regime": dg.regime.reading_numbers(regime_readings),
+           "results_dir": results_dir, "models": models, "corpora": corpora, "batch_sizes": batch_sizes,
            "window": window, "score": score, "seed": seed, "resamples": resamples, "measured": measured,
            "refused": refused, "lexical_notes": notes, "composition_study": dg.batching.COMPOSITION_STUDY,
            "rows": rows, "identity_vs_R": comparisons, "tests": tests, "summary": summary,

@@ -396,7 +396,7 @@ def test_a_complete_question_of_identical_cells_is_robust_with_zero_change_for_b
 
 @pytest.mark.parametrize("decision, delta, ci, words", [
     ("robust", 0.02, [-0.03, 0.07], ["robust, +2.0% [\u22123.0%, +7.0%]", "inside \u00b110%"]),
-    ("moves", -0.25, [-0.4, -0.1], ["moves, R(16K) falls by \u221225.0% [\u221240.0%, \u221210.0%]"]),
+    ("moves", -0.25, [-0.4, -0.1], ["moves, R(16K) falls: \u221225.0% [\u221240.0%, \u221210.0%]"]),
     ("not resolved", 0.05, [-0.08, 0.2], ["not resolved", "crosses 0 and reaches past \u00b110%"]),
 ])
 def test_each_regime_decision_has_its_sentence_with_its_holm_level(decision, delta, ci, words):
@@ -427,3 +427,26 @@ def test_page_04d_box_opens_with_where_r_is_a_property_of_the_text_with_the_inte
     waiting = PR.result_box({RG.ROUNDING: rounding}, "M")
     assert ev.first_sentence(waiting).startswith("Whether R(16K) is a property of the text or of this 4-bit model's")
     assert "(rounding 1 of 4 cells committed)." in ev.first_sentence(waiting) and "%" not in ev.first_sentence(waiting)
+
+
+def test_a_headline_names_each_corpus_that_moves_with_its_interval_and_nothing_when_none_moves():
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    def r(decision, delta, ci):
+        return {"decision": decision, "delta": delta, "ci": ci, "level": 0.05 / 4}
+
+    start = {"question": RG.START_TOKEN, "complete": True, "present": [], "missing": [], "n_docs": 16,
+             "R": {"BOOKS": r("moves", -0.662, [-0.827, -0.454]), "CODE": r("robust", 0.01, [-0.05, 0.06]),
+                   "WEB": r("not resolved", -0.06, [-0.36, 0.34])}}
+    rounding = {"question": RG.ROUNDING, "complete": False, "present": [], "missing": [("CODE", "simex1-s1")]}
+    note = PR.headline_note({RG.START_TOKEN: start, RG.ROUNDING: rounding}, "SmolLM2")
+    assert note == ("with <|endoftext|> ahead of every chunk SmolLM2's R(16K) changes by \u221266.2% [\u221282.7%, "
+                    "\u221245.4%] (BOOKS) (Holm-level, page 04d)")
+    robust = {**start, "R": {"CODE": r("robust", 0.01, [-0.05, 0.06])}}
+    assert PR.headline_note({RG.START_TOKEN: robust, RG.ROUNDING: rounding}, "SmolLM2") == ""
+    assert PR.headline_note({RG.ROUNDING: rounding}, "SmolLM2") == ""
+    line = PR.limitation_line({RG.START_TOKEN: start, RG.ROUNDING: rounding})
+    assert "R(16K) with <|endoftext|> ahead of every chunk: robust for CODE" in line
+    assert "moves for BOOKS (\u221266.2% [\u221282.7%, \u221245.4%])" in line and "not resolved for WEB" in line
+    assert line.endswith("rounding: not read yet, 0 of 1 cells committed.")

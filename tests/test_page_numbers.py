@@ -15,7 +15,7 @@ PAGES = ("03_correlation_by_lag", "03b_documents_and_sources", "04_design_effect
 
 # a decimal (with a point), a percentage, or an integer with thousands separators; not part of a word, a
 # version string ("0.28.1") or a name ("SmolLM2-135M", "16K", "Q4_1")
-NUMBER = re.compile(r"(?<![\w.\-/])([+\-−]?)(\d{1,3}(?:,\d{3})+|\d+\.\d+|\d+(?:\.\d+)?%)(?![\w.]|\.\d)")
+NUMBER = re.compile(r"(?<![\w.\-/])([+\-−]?)(\d+(?:\.\d+)?%|\d{1,3}(?:,\d{3})+|\d+\.\d+)(?![\w.]|\.\d)")
 
 
 def stated_numbers(text: str) -> list[tuple[str, float, float, bool]]:
@@ -69,6 +69,8 @@ def generated_prose(nb) -> list[str]:
 def test_number_pattern_skips_names_and_versions():
     got = [t for t, *_ in stated_numbers("SmolLM2-135M R(16K) = 4.30, 16% of 1,087 (httpx 0.28.1, Q4_1) -0.25")]
     assert got == ["4.30", "16%", "1,087", "-0.25"]
+    (tok, value, tol, pct), = stated_numbers("falls by −66.2% of it")       # a decimal percentage is a percentage
+    assert (tok, value, tol, pct) == ("−66.2%", -66.2, 0.05, True)
 
 
 @pytest.mark.parametrize("page", PAGES)

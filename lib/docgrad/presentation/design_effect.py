@@ -105,10 +105,11 @@ def block_worth(label: str, rep: Analysis, decomps: Mapping[str, CellDecompositi
 
 def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[str, CellDecomposition]],
                incomplete: Mapping[str, Mapping[str, tuple]] | None = None,
-               models_note: str = "two small 4-bit-quantised models") -> str:
+               models_note: str = "two small 4-bit-quantised models", regime_note: str = "") -> str:
     """Page 04's answer, first: what a block of one document is worth in independent chunks (block_worth of the
     first model, with intervals), then R(W) = m / worth per corpus and model (points; their 95% intervals are in the
-    forest plot below, the control's is given), what was measured and the caveat. incomplete: {model: {corpus:
+    forest plot below, the control's is given), what was measured and the caveat: where a corpus moves with the
+    model's regime, the regime note (presentation.regime.headline_note) replaces the standard one. incomplete: {model: {corpus:
     (measured, held)}} (Study.incomplete): those cells are marked provisional. A corpus whose span is shorter than
     16K (one's own) is read at its span, R(W) named with its window W."""
     incomplete = incomplete or {}
@@ -129,7 +130,7 @@ def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[st
         per_model.append(f"{label} " + ", ".join(parts) + (f", control{read(ctrl, True)}" if ctrl else ""))
     (W, C), = blocks if len(blocks) == 1 else [(None, None)]
     name = f"R({window_name(W)}) = {W // C}" if W else "R(W) = (W / C)"
-    answer.append(f"{name} / worth: {'; '.join(per_model)} (every interval in the plot below).")
+    answer.append(f"{name} / worth: {'; '.join(per_model)} (intervals in the plot below).")
     who = (lambda lab: f"{lab} ") if len(labels) > 1 else (lambda lab: "")
     notes = [f"{who(lab)}{k}{_source_note(d)}" for lab in labels for k, d in decomps.get(lab, {}).items()
              if _source_note(d) and not few_clusters(d)]
@@ -140,6 +141,8 @@ def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[st
     measured = f"{models_note}; {docs}; {chunk}-token chunks run alone; 95% document intervals."
     caveat = ("no chunk saw the text before it (page 06 adds that context); documents sharing a source "
               "are fewer independent draws than they look.")
+    if regime_note:        # the model regime moves R: that is the caveat that matters (docs/methods.md#model-regime)
+        caveat = f"{regime_note}; no chunk saw its preceding text."
     return ev.result_box(answer, measured, caveat)
 
 

@@ -38,7 +38,7 @@ def corpus_sentence(corpus: str, r: dict, margin: float = REGIME_MARGIN) -> str:
         return f"{corpus}: robust, {change}, inside \u00b1{margin:.0%}"
     if r["decision"] == MOVES:
         way = "rises" if r["delta"] > 0 else "falls"
-        return f"{corpus}: moves, R(16K) {way} by {change}"
+        return f"{corpus}: moves, R(16K) {way}: {change}"
     return f"{corpus}: not resolved, {change} (crosses 0 and reaches past \u00b1{margin:.0%})"
 
 
@@ -105,6 +105,38 @@ def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str
     return ev.result_box(answer, measured, caveat)
 
 
+def headline_note(readings: dict, label: str) -> str:
+    """The clause a headline that states R(16K) carries beside it when a corpus *moves* under a complete question
+    (docs/methods.md#model-regime, "The headline"): per question, the regime and each moved corpus's change with its
+    Holm-level paired interval, and where it is read (page 04d); "" when no corpus moves (or no question is
+    complete). The headline's own values stay those of the model as loaded."""
+    parts = []
+    for r in readings.values():
+        moved = {c: v for c, v in r.get("R", {}).items() if r["complete"] and v["decision"] == MOVES}
+        if moved:
+            changes = ", ".join(f"{signed_pct(v['delta'])} {interval_pct(v['ci'])} ({c})" for c, v in moved.items())
+            parts.append(f"{WHAT_CHANGES[r['question']]} {label}'s R(16K) changes by {changes}")
+    if not parts:
+        return ""
+    return "; ".join(parts) + " (Holm-level, page 04d)"
+
+
+def limitation_line(readings: dict) -> str:
+    """The model-regime limitation of pages 03-05: each question's decided reading (question_lead), or how many of
+    its cells are committed while it is incomplete."""
+    leads = "; ".join(question_lead(r) for r in readings.values())
+    return (f"**The model's regime** (page 04d, `04d_model_regime`): SmolLM2 is rounded to 4 bits and its chunks "
+            f"start with no start token. {leads[0].upper() + leads[1:]}.")
+
+
+def reading_numbers(readings: dict) -> dict:
+    """What a page's numbers file records of the model-regime readings it states: per question whether it is
+    complete, the decided R(16K) per corpus, the described statistics, the linear extrapolant and the missing
+    cells."""
+    return {q: {k: v for k, v in r.items() if k in ("complete", "R", "described", "linear", "n_docs")}
+            | {"missing": [cell_name(m) for m in r["missing"]]} for q, r in readings.items()}
+
+
 def described_rows(reading: dict) -> list[dict]:
     """Rows of the described (not decided) changes: statistic, corpus, change, 95% interval; for rounding also
     the linear extrapolant's change of R (sensitivity)."""
@@ -120,4 +152,4 @@ def described_rows(reading: dict) -> list[dict]:
 
 
 __all__ = ["AS_LOADED", "QUESTIONS", "question_lines", "question_lead", "result_box", "described_rows",
-           "corpus_sentence", "cell_name", "signed_pct"]
+           "corpus_sentence", "cell_name", "signed_pct", "headline_note", "limitation_line", "reading_numbers"]

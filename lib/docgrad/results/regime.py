@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from docgrad.core import bootstrap as bs
-from docgrad.core.constants import ALL, HEADLINE_WINDOW
+from docgrad.core.constants import ALL, BOOTSTRAP_SEED, HEADLINE_WINDOW, RESAMPLES
 from docgrad.core.decomposition import window_column
 from docgrad.core.orderings import resolve_differences
 from docgrad.core.simex_fit import REGIME_MARGIN, extrapolate, regime_decision
+from docgrad.models import get_offline
 from docgrad.results.cells import Cell, NoResultsError, load_cells
 from docgrad.results.format import ResultFileError
 from docgrad.results.paired import paired_rng
@@ -174,3 +175,14 @@ def read_question(question: str, found: dict, resamples: int, seed: int, alpha: 
         out["linear"] = linear
     out["n_docs"] = len(found[needed[0]].doc_ids)
     return out
+
+
+def read_model_regime(results_dir: str | Path, regime_dir: str | Path, model: str = "smollm2-135m",
+                      resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[dict, dict]:
+    """An offline model's regime cells (regime_cells under each root's <org>__<model>/<revision>/) and every
+    question of QUESTIONS read from them: ({(corpus, regime): Cell}, {question: read_question}). The pages that
+    state R(16K) (03-05) read it with the rule's 2,000 paired draws and seed, whatever their own resamples; page
+    04d, which shows it all, with its parameters (the same by default)."""
+    sub = get_offline(model).results_dir
+    found = regime_cells(Path(results_dir) / sub, Path(regime_dir) / sub)
+    return found, {q: read_question(q, found, resamples, seed) for q in QUESTIONS}

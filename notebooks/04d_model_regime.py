@@ -75,6 +75,26 @@ else:
     display(Markdown("*No question has all its cells yet: no figure is drawn (partial data are not shown).*"))
 
 # %% [markdown]
+# ## R(W) and ρ by lag in each regime
+#
+# Each cell's $R(W)$ for every window and its correlation $\rho$ by lag, with 95% intervals over the same paired
+# draws as the decision (described, not decided). Lags are in tokens between the chunks' starts.
+
+# %% tags=["hide-input"]
+curves = {q: dg.model_regime.regime_curves(r, found, resamples, seed) for q, r in readings.items() if r["complete"]}
+for q, cv in curves.items():
+    for key, title, y in (("R", "R(W) against the window", "R(W)"), ("rho", "ρ by lag", "ρ(lag)")):
+        d = pd.DataFrame(cv[key])
+        base = alt.Chart().encode(x=alt.X("tokens:Q", title="window W (tokens)" if key == "R" else "lag (tokens)"),
+                                  color=alt.Color("regime:N"))
+        chart = alt.layer(base.mark_area(opacity=0.2).encode(y=alt.Y("lo:Q", title=y), y2="hi:Q"),
+                          base.mark_line(point=key == "R").encode(y="value:Q", tooltip=["corpus", "regime", "tokens",
+                                                                                        "value", "lo", "hi"]),
+                          data=d).properties(width=220, height=160).facet(column=alt.Column("corpus:N", title=None))
+        name = f"04d_{key}_{q.replace(' ', '_')}"
+        display(dg.save_chart(chart.properties(title=f"{title}: {q}"), name, figures_dir))
+
+# %% [markdown]
 # ## The other statistics, described
 #
 # The mean-gradient share ($S_\mathrm{cross}$ over a chunk's mean squared gradient norm), $\rho_\mathrm{long}$
@@ -92,7 +112,7 @@ if not described:
 numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model, "resamples": resamples,
            "seed": seed, "result_box": box, "question_lines": details,
            "cells_present": sorted(dg.regime.cell_name(k) for k in found),
-           "questions": dg.regime.reading_numbers(readings)}
+           "questions": dg.regime.reading_numbers(readings), "curves": curves}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

@@ -450,3 +450,20 @@ def test_a_headline_names_each_corpus_that_moves_with_its_interval_and_nothing_w
     assert "R(16K) with <|endoftext|> ahead of every chunk: robust for CODE" in line
     assert "moves for BOOKS (\u221266.2% [\u221282.7%, \u221245.4%])" in line and "not resolved for WEB" in line
     assert line.endswith("rounding: not read yet, 0 of 1 cells committed.")
+
+
+def test_regime_curves_give_each_cells_r_by_window_and_rho_by_lag_on_the_decisions_draws():
+    from docgrad.results import regime as RG
+
+    found = {(c, r): committed_cell(c) for q in RG.QUESTIONS.values() for c, regimes in q.items() for r in regimes}
+    reading = RG.read_question(RG.START_TOKEN, found, resamples=40, seed=3)
+    curves = RG.regime_curves(reading, found, resamples=40, seed=3)
+    r16 = {(row["corpus"], row["regime"]): row for row in curves["R"] if row["tokens"] == 16384}
+    st = RG.paired_statistics([found[("CODE", "")], found[("CODE", "bos0")]], 40, 3)["R"]
+    assert r16[("CODE", "as loaded")]["value"] == pytest.approx(st[0, 0], rel=1e-12)
+    assert r16[("CODE", "as loaded")]["lo"] == pytest.approx(np.quantile(st[1:, 0], 0.025), rel=1e-12)
+    assert r16[("CODE", "bos0")] | {"regime": ""} == r16[("CODE", "as loaded")] | {"regime": ""}   # same cell twice
+    lags = sorted({row["tokens"] for row in curves["rho"] if row["corpus"] == "BOOKS" and row["regime"] == "bos0"})
+    assert lags == [512 * k for k in range(1, 32)]
+    assert all(row["lo"] <= row["value"] <= row["hi"] for row in curves["R"] if row["tokens"] > 512)
+    assert RG.regime_curves(RG.read_question(RG.ROUNDING, {}, 10, 1), {}, 10, 1) == {}

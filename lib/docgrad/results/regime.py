@@ -83,6 +83,32 @@ def paired_statistics(cells: list[Cell], resamples: int, seed: int, window: int 
     return out
 
 
+def regime_curves(reading: dict, found: dict, resamples: int, seed: int, alpha: float = 0.05) -> dict:
+    """R(W) at every window and rho by lag of each cell of a complete question (read_question), each with its
+    (1 - alpha) percentile interval over the paired draws of its corpus (the draws the decision used):
+    {"R": rows (corpus, regime, W tokens, value, lo, hi), "rho": rows (corpus, regime, lag tokens, ...)}.
+    Described, not decided (docs/methods.md#model-regime); an incomplete question has no curves ({})."""
+    if not reading["complete"]:
+        return {}
+    rows = {"R": [], "rho": []}
+    for corpus, regimes in QUESTIONS[reading["question"]].items():
+        cells = [found[(corpus, r)] for r in regimes]
+        check_same_documents(cells)
+        n = len(cells[0].doc_ids)
+        draws = bs.counts_from_indices(bs.resample_indices(paired_rng(seed, corpus), n, resamples), n) \
+            if resamples else np.ones((0, n))
+        counts = np.vstack([np.ones((1, n)), draws])
+        for regime, c in zip(regimes, cells):
+            e = bs.estimate(c.sums[ALL], counts, c.chunk)
+            for key, x in (("R", c.sums[ALL].sizes * c.chunk), ("rho", np.arange(1, e["rho"].shape[1] + 1) * c.chunk)):
+                for j, at in enumerate(x):
+                    fin = e[key][1:, j][np.isfinite(e[key][1:, j])]
+                    lo, hi = (np.quantile(fin, [alpha / 2, 1 - alpha / 2]) if fin.size else (np.nan, np.nan))
+                    rows[key].append({"corpus": corpus, "regime": regime or "as loaded", "tokens": int(at),
+                                      "value": float(e[key][0, j]), "lo": float(lo), "hi": float(hi)})
+    return rows
+
+
 def relative_change(before: np.ndarray, after: np.ndarray) -> tuple[float, np.ndarray]:
     """after / before - 1: (point, draws) from arrays whose row 0 is the point estimate."""
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -257,7 +257,8 @@ def drivers_box(label: str, decomps: Mapping[str, CellDecomposition], shares: Ma
         answer.append(f"Leaving out one document moves R by at most {moves[k]:.0%} ({k}).")
     counts = ev.documents_per_corpus({label: [len(d.doc_ids) for d in decomps.values()]})
     measured = f"{counts}; leave-one-out, document and source bootstraps."
-    caveat = ("what makes the mean gradient large (rounding, size, tuning, the start token) is not separated.")
+    caveat = ("what makes the mean gradient large is separated only for the start token (page 04d), not for "
+              "rounding, size or tuning.")
     return ev.result_box(answer, measured, caveat)
 
 
@@ -334,7 +335,7 @@ def mean_gradient_lines(shares: Mapping[str, Mapping[str, float]],
                         published: Mapping[str, float], R: Mapping[str, Mapping[str, float]]) -> list[str]:
     """The mean-gradient share S_cross/(S_cross + σ²) per model (range over the long-document corpora), the same
     without the norm weights (the 'other' group) and the R(16K) that leaves, against the published range; and what
-    is not separated (rounding, size, instruction tuning, the start token)."""
+    is not separated here (rounding, size, instruction tuning; the start token is page 04d's)."""
     def rng(v):
         v = [x for x in v if x is not None and np.isfinite(x)]
         return f"{sig(min(v))} to {sig(max(v))}" if v else "–"
@@ -352,10 +353,11 @@ def mean_gradient_lines(shares: Mapping[str, Mapping[str, float]],
     if published:
         out.append(f"**Published** (Pythia-1.4B, OLMo-2-1B, final checkpoints, same corpora): "
                    f"{rng(list(published.values()))}.")
-    out.append("**Not separated here**: 4-bit rounding, model size, instruction tuning (SmolLM2) and the start "
+    out.append("**Not separated here**: 4-bit rounding, model size and instruction tuning (SmolLM2). The start "
                "token (SmolLM2's chunks start with none, Gemma's with `<bos>`; page 02 finds that one token ahead "
-               "of a chunk can change its squared gradient norm up to 29.7-fold). B_simple here describes these "
-               "models, not a batch size for training.")
+               "of a chunk can change its squared gradient norm up to 29.7-fold) is measured on page 04d: SmolLM2 "
+               "with `<|endoftext|>` ahead of every chunk, its mean-gradient share and R(16K) beside the model as "
+               "loaded. B_simple here describes these models, not a batch size for training.")
     return out
 
 

@@ -64,14 +64,20 @@ def check_same_documents(cells: list[Cell]) -> None:
                                   "missing; a regime comparison needs the same spans")
 
 
-def paired_statistics(cells: list[Cell], resamples: int, seed: int, window: int = HEADLINE_WINDOW) -> dict:
-    """Each statistic of STATISTICS for every cell on the same document counts: arrays (1 + resamples, cells),
-    row 0 the point estimate (every document once), rows 1.. the paired draws."""
+def paired_counts(cells: list[Cell], resamples: int, seed: int) -> np.ndarray:
+    """Document counts (1 + resamples, documents) shared by every regime of one corpus: row 0 every document once,
+    rows 1.. the paired draws (the corpus's paired generator); the cells must hold the same documents."""
     check_same_documents(cells)
     n = len(cells[0].doc_ids)
     draws = bs.counts_from_indices(bs.resample_indices(paired_rng(seed, cells[0].corpus), n, resamples), n) \
         if resamples else np.ones((0, n))
-    counts = np.vstack([np.ones((1, n)), draws])
+    return np.vstack([np.ones((1, n)), draws])
+
+
+def paired_statistics(cells: list[Cell], resamples: int, seed: int, window: int = HEADLINE_WINDOW) -> dict:
+    """Each statistic of STATISTICS for every cell on the same document counts: arrays (1 + resamples, cells),
+    row 0 the point estimate (every document once), rows 1.. the paired draws."""
+    counts = paired_counts(cells, resamples, seed)
     out = {k: np.zeros((len(counts), len(cells))) for k in STATISTICS}
     for j, c in enumerate(cells):
         s = c.sums[ALL]
@@ -93,11 +99,7 @@ def regime_curves(reading: dict, found: dict, resamples: int, seed: int, alpha: 
     rows = {"R": [], "rho": []}
     for corpus, regimes in QUESTIONS[reading["question"]].items():
         cells = [found[(corpus, r)] for r in regimes]
-        check_same_documents(cells)
-        n = len(cells[0].doc_ids)
-        draws = bs.counts_from_indices(bs.resample_indices(paired_rng(seed, corpus), n, resamples), n) \
-            if resamples else np.ones((0, n))
-        counts = np.vstack([np.ones((1, n)), draws])
+        counts = paired_counts(cells, resamples, seed)
         for regime, c in zip(regimes, cells):
             e = bs.estimate(c.sums[ALL], counts, c.chunk)
             for key, x in (("R", c.sums[ALL].sizes * c.chunk), ("rho", np.arange(1, e["rho"].shape[1] + 1) * c.chunk)):

@@ -50,8 +50,9 @@ regime_note = dg.regime.headline_note(regime_readings, dg.models.model_label(dg.
                                                                             .model))
 
 # %% tags=["hide-input", "headline"]
-display(Markdown(dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
-                                             models_note=page.models_note, regime_note=regime_note)))
+box = dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete, models_note=page.models_note,
+                                  regime_note=regime_note)
+display(Markdown(box))
 
 # %% tags=["headline"]
 forest = dg.design_effect.forest_frame([(page.reports, page.decomps), (design.reports, design.decomps)],
@@ -242,8 +243,7 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
                               "effective_chunks_notes": dg.tables.effective_chunks_notes(r),
                               "verdict": r.verdict, "verdict_detail": r.verdict_detail}
                         for lab, r in reports.items()},
-           "result_box": dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete,
-                                                     models_note=page.models_note),
+           "result_box": box,
            "forest": forest.to_dict("records"),
            "gate_claims": [c.text for c in g2], "estimator_note": estimator_note,
            "regime_line": regime, "mean_gradient_share": shares, "without_norm_gains": without_norms,

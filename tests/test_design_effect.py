@@ -77,7 +77,7 @@ def test_result_boxes_stay_within_their_word_limit(study):
     books = decomps["BOOKS"]
     few = books.support["source"]["distinct"] < de.FEW_DISTINCT                 # BOOKS clusters by source
     assert few == de.few_clusters(books)
-    assert (f"{books.n_sources} sources: no interval over {books.n_sources} clusters" in box) == few
+    assert (f"{books.n_sources} sources: no interval)" in box) == few
     assert ("sources resampled" in box) != few
     original = books.support["source"]["distinct"]
     try:                                                    # the fixture is shared: put its value back
@@ -88,6 +88,9 @@ def test_result_boxes_stay_within_their_word_limit(study):
     finally:
         books.support["source"]["distinct"] = original
     assert len(box.split()) <= ev.RESULT_BOX_WORDS + 10 and "provisional" not in box
+    note = "m's R(16K) moves with a start token: \u221266.2% [\u221282.7%, \u221245.4%] (BOOKS) (page 04d)"
+    noted = de.result_box({"m": sub}, {"m": decomps}, regime_note=note)
+    assert noted.endswith(f"**Caveat:** {note}.") and "chunks run alone" in noted    # the regime replaces the caveat
     short = de.result_box({"m": sub}, {"m": decomps}, incomplete={"m": {"CODE": (4, 6)}})
     assert "(provisional: m CODE 4 of 6)" in short
     shares = {k: 0.1 for k in decomps}
@@ -123,7 +126,7 @@ def test_page_04_box_opens_with_what_a_block_is_worth_in_independent_chunks_with
     assert first.startswith("A 16K-token block of one document is worth about "
                             f"{ev.sig(m / code.R_16K, 2)} [{ev.sig(m / hi, 2)}, {ev.sig(m / lo, 2)}] independent "
                             "2048-token chunks of CODE, ")
-    assert first.endswith(f"and {ev.sig(m / books.R_16K, 2)} of BOOKS (3 sources: no interval over 3 clusters), "
+    assert first.endswith(f"and {ev.sig(m / books.R_16K, 2)} of BOOKS (3 sources: no interval), "
                           "not 8 (m).")
     assert "WEB" not in first and "m2" not in first                       # the control and the second model: after
     assert f"R(16K) = 8 / worth: m BOOKS {ev.sig(books.R_16K)}, CODE {ev.sig(code.R_16K)}," in box

@@ -221,6 +221,20 @@ def test_the_quadratic_extrapolant_is_exact_for_a_parabola_and_the_linear_for_a_
         SF.extrapolate(line, "cubic")
 
 
+def test_the_extrapolant_curves_pass_through_the_points_and_end_at_the_extrapolants_weights():
+    assert SF.extrapolant_weights(-1.0) == pytest.approx(SF.QUADRATIC_WEIGHTS[None, :])
+    assert SF.extrapolant_weights(-1.0, "linear") == pytest.approx(SF.LINEAR_WEIGHTS[None, :])
+    assert SF.extrapolant_weights(SF.LAMBDAS) == pytest.approx(np.eye(3))        # the parabola interpolates
+    theta = np.array([3.4, 4.1, 5.5])
+    grid = np.linspace(-1, 2, 7)
+    slope, intercept = np.polyfit(SF.LAMBDAS, theta, 1)                           # an independent least squares
+    assert SF.extrapolant_weights(grid, "linear") @ theta == pytest.approx(intercept + slope * grid)
+    a, b, c = np.polyfit(SF.LAMBDAS, theta, 2)
+    assert SF.extrapolant_weights(grid) @ theta == pytest.approx(a * grid ** 2 + b * grid + c)
+    with pytest.raises(ValueError, match="extrapolant 'cubic'"):
+        SF.extrapolant_weights(grid, "cubic")
+
+
 @pytest.mark.parametrize("lo,hi,expected", [(-0.05, 0.08, "robust"), (0.02, 0.09, "robust"), (0.05, 0.3, "moves"),
                                             (-0.4, -0.11, "moves"), (-0.2, 0.05, "not resolved"),
                                             (-0.3, 0.3, "not resolved")])
@@ -394,6 +408,54 @@ def test_a_complete_question_of_identical_cells_is_robust_with_zero_change_for_b
         assert ("linear extrapolant" in rows[0]) == (question == RG.ROUNDING)
 
 
+def test_simex_curves_of_identical_cells_are_flat_at_the_measured_value_with_the_decisions_draws():
+    from docgrad.results import regime as RG
+
+    found = {(c, r): committed_cell(c) for c, regimes in RG.QUESTIONS[RG.ROUNDING].items() for r in regimes}
+    reading = RG.read_question(RG.ROUNDING, found, resamples=30, seed=1)
+    rows = RG.simex_curves(reading, found, resamples=30, seed=1)
+    assert len(rows) == 2 * 2 * (3 + 2 * len(RG.SIMEX_GRID))                     # corpora x statistics x points
+    st = RG.paired_statistics([committed_cell("WEB")] * 3, resamples=30, seed=1)
+    web_r = [r for r in rows if r["corpus"] == "WEB" and r["statistic"] == "R"]
+    assert all(r["value"] == pytest.approx(st["R"][0, 0]) for r in web_r)
+    lo, hi = np.percentile(st["R"][1:, 0], [2.5, 97.5])
+    assert all(r["lo"] == pytest.approx(lo) and r["hi"] == pytest.approx(hi) for r in web_r)
+    assert {r["kind"] for r in rows} == {"measured", "quadratic", "linear"}
+    assert min(r["lambda"] for r in rows) == -1.0
+    assert RG.simex_curves({"question": RG.START_TOKEN, "complete": True}, found, 30, 1) == []
+    assert RG.simex_curves({"question": RG.ROUNDING, "complete": False}, found, 30, 1) == []
+
+
+def test_a_second_set_of_noise_draws_is_extrapolated_alone_and_averaged_with_the_first(monkeypatch):
+    from docgrad.results import regime as RG
+
+    keys = [("WEB", r) for r in ("", "simex1-s1", "simex2-s2", "simex1-s3", "simex2-s4")]
+    assert RG.second_draw_rows({k: None for k in keys[:-1]}, 10, 1) == []          # a cell missing: nothing
+    R = np.array([[1.0, 1.1, 0.9, 1.2, 1.3], [1.1, 1.0, 1.0, 1.1, 1.2], [0.9, 1.2, 0.8, 1.0, 1.1]])
+    monkeypatch.setattr(RG, "paired_statistics", lambda cells, resamples, seed: {"R": R})
+    rows = {r["draws"]: r for r in RG.second_draw_rows({k: None for k in keys}, 2, 1)}
+    assert list(rows) == [RG.FIRST_SET, RG.SECOND_SET, RG.AVERAGED]
+    assert rows[RG.FIRST_SET]["R_unrounded"] == pytest.approx(3 * 1.0 - 3 * 1.1 + 0.9)
+    assert rows[RG.SECOND_SET]["change"] == pytest.approx((3 * 1.0 - 3 * 1.2 + 1.3) / 1.0 - 1)
+    avg = rows[RG.AVERAGED]
+    assert (avg["R_lambda1"], avg["R_lambda2"]) == pytest.approx((1.15, 1.1))
+    draws = [(3 * 1.1 - 3 * 1.05 + 1.1) / 1.1 - 1, (3 * 0.9 - 3 * 1.1 + 0.95) / 0.9 - 1]
+    assert avg["ci"] == pytest.approx(list(np.percentile(draws, [2.5, 97.5])))
+
+
+def test_the_second_draw_sentence_gives_each_set_with_its_interval_or_nothing_before_its_cells():
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    assert PR.second_draw_sentence([]) == ""
+    rows = [{"corpus": "WEB", "draws": d, "change": x, "ci": [x - 0.1, x + 0.2]}
+            for d, x in ((RG.FIRST_SET, -0.27), (RG.SECOND_SET, 0.05), (RG.AVERAGED, -0.1))]
+    s = PR.second_draw_sentence(rows)
+    assert s.startswith("Described, not decided") and "+5.0% [\u22125.0%, +25.0%] with the second set" in s
+    assert "by \u221210.0% [\u221220.0%, +10.0%] with both draws averaged" in s
+    assert "(the decided set: \u221227.0% [\u221237.0%, \u22127.0%], here at 95%)" in s
+
+
 @pytest.mark.parametrize("decision, delta, ci, words", [
     ("robust", 0.02, [-0.03, 0.07], ["robust, +2.0% [\u22123.0%, +7.0%]", "inside \u00b110%"]),
     ("moves", -0.25, [-0.4, -0.1], ["moves, R(16K) falls: \u221225.0% [\u221240.0%, \u221210.0%]"]),
@@ -441,14 +503,23 @@ def test_a_headline_names_each_corpus_that_moves_with_its_interval_and_nothing_w
                    "WEB": r("not resolved", -0.06, [-0.36, 0.34])}}
     rounding = {"question": RG.ROUNDING, "complete": False, "present": [], "missing": [("CODE", "simex1-s1")]}
     note = PR.headline_note({RG.START_TOKEN: start, RG.ROUNDING: rounding}, "SmolLM2")
-    assert note == ("with <|endoftext|> ahead of every chunk SmolLM2's R(16K) changes by \u221266.2% [\u221282.7%, "
+    assert note == ("SmolLM2's R(16K) moves with <|endoftext|> ahead of every chunk: \u221266.2% [\u221282.7%, "
                     "\u221245.4%] (BOOKS) (Holm-level, page 04d)")
+    rounded = {"question": RG.ROUNDING, "complete": True, "R": {"WEB": r("moves", -0.272, [-0.559, -0.004]),
+                                                                 "CODE": r("not resolved", 0.027, [-0.5, 0.5])},
+               "linear": {"WEB": 0.077, "CODE": -0.33}}
+    assert PR.headline_note({RG.START_TOKEN: start, RG.ROUNDING: rounded}, "SmolLM2") == (
+        "SmolLM2's R(16K) moves with <|endoftext|> ahead of every chunk: \u221266.2% [\u221282.7%, \u221245.4%] "
+        "(BOOKS); extrapolated to unrounded weights: \u221227.2% [\u221255.9%, \u22120.4%] (WEB; linear extrapolant "
+        "+7.7%) (Holm-level, page 04d)")
+    assert "not resolved for CODE (+2.7% [\u221250.0%, +50.0%]; linear extrapolant \u221233.0%)" in \
+        PR.limitation_line({RG.ROUNDING: rounded})
     robust = {**start, "R": {"CODE": r("robust", 0.01, [-0.05, 0.06])}}
     assert PR.headline_note({RG.START_TOKEN: robust, RG.ROUNDING: rounding}, "SmolLM2") == ""
     assert PR.headline_note({RG.ROUNDING: rounding}, "SmolLM2") == ""
     line = PR.limitation_line({RG.START_TOKEN: start, RG.ROUNDING: rounding})
     assert "R(16K) with <|endoftext|> ahead of every chunk: robust for CODE" in line
-    assert "moves for BOOKS (\u221266.2% [\u221282.7%, \u221245.4%])" in line and "not resolved for WEB" in line
+    assert "moves for BOOKS (\u221266.2% [\u221282.7%, \u221245.4%])" in line and "not resolved for WEB (\u22126.0% [\u221236.0%, +34.0%])" in line
     assert line.endswith("rounding: not read yet, 0 of 1 cells committed.")
 
 

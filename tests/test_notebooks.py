@@ -464,7 +464,7 @@ def test_readme_headline_numbers_match_the_executed_design_effect_pages():
     assert quoted == computed
     books = first["sources"]["BOOKS"]
     assert f"a percentile over {books['n_sources']} sources is no 95% interval" in " ".join(readme.split())
-    assert "no interval over 3 clusters" in numbers["result_box"] and "sources resampled" not in numbers["result_box"]
+    assert "(3 sources: no interval)" in numbers["result_box"] and "sources resampled" not in numbers["result_box"]
     second = readme.split("The second model's four cells")[1].split("\n\n")[0]
     quoted2 = {m[1]: m.groups()[1:] for m in re.finditer(r"([A-Z]+) (\d+\.\d\d) \[(\d+\.\d\d), (\d+\.\d\d)\]", second)}
     assert quoted2 == {c["corpus"]: tuple(f"{x:.2f}" for x in (c["R_16K"], *c["R_16K_ci"])) for c in gemma["cells"]}

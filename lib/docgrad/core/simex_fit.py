@@ -26,6 +26,19 @@ REGIME_MARGIN = 0.10          # X: |relative change of R(16K)| inside which R is
 ROBUST, MOVES, NOT_RESOLVED = "robust", "moves", "not resolved"
 
 
+def extrapolant_weights(lam, method: str = "quadratic") -> np.ndarray:
+    """Weights (len(lam), 3) with theta_hat(lam) = weights @ (theta_0, theta_1, theta_2), the whole fitted curve:
+    quadratic, the Lagrange basis of nodes 0, 1, 2: ((l-1)(l-2)/2, -l(l-2), l(l-1)/2);
+    linear, the least-squares line's hat row: (1/3 - (l-1)/2, 1/3, 1/3 + (l-1)/2).
+    At lam = -1 they are the weights `extrapolate` uses."""
+    if method not in EXTRAPOLANTS:
+        raise ValueError(f"extrapolant {method!r}: choose one of {', '.join(EXTRAPOLANTS)}")
+    l = np.atleast_1d(np.asarray(lam, dtype=np.float64))
+    if method == "quadratic":
+        return np.stack([(l - 1) * (l - 2) / 2, -l * (l - 2), l * (l - 1) / 2], axis=1)
+    return np.stack([1 / 3 - (l - 1) / 2, np.full_like(l, 1 / 3), 1 / 3 + (l - 1) / 2], axis=1)
+
+
 def extrapolate(theta, method: str = "quadratic") -> np.ndarray:
     """theta at lambda = -1 from theta at lambda = 0, 1, 2 along the last axis (shape (..., 3) -> (...))."""
     if method not in EXTRAPOLANTS:

@@ -75,8 +75,7 @@ def _worth_parts(rep: Analysis, decomps: Mapping[str, CellDecomposition],
             continue
         d = decomps.get(c.corpus)
         if few_clusters(d):
-            later.append(((W, c.chunk), (sig(n, 2), c.corpus, f" ({d.n_sources} sources: no interval over "
-                                                              f"{d.n_sources} clusters)")))
+            later.append(((W, c.chunk), (sig(n, 2), c.corpus, f" ({d.n_sources} sources: no interval)")))
         else:
             groups.setdefault((W, c.chunk), []).append((interval(n, ci, 2), c.corpus, ""))
     for key, part in later:
@@ -89,7 +88,7 @@ def block_worth(label: str, rep: Analysis, decomps: Mapping[str, CellDecompositi
     """Page 04's opening sentence for one model: how many independent C-token chunks a W-token block of one document
     is worth, m / R(W) with its 95% interval mapped through the same function ([m / hi, m / lo]), per long-document
     corpus, against the m its token count suggests ('A 16K-token block of one document is worth about 8.7 [7.5, 10]
-    independent 512-token chunks of CODE, ... and 8.4 of BOOKS (3 sources: no interval over 3 clusters), not 32
+    independent 512-token chunks of CODE, ... and 8.4 of BOOKS (3 sources: no interval), not 32
     (model).'). A corpus in few sources gets no interval (few_clusters); cells that lack documents are not read."""
     groups, skipped = _worth_parts(rep, decomps, incomplete)
     said = []
@@ -130,7 +129,7 @@ def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[st
         per_model.append(f"{label} " + ", ".join(parts) + (f", control{read(ctrl, True)}" if ctrl else ""))
     (W, C), = blocks if len(blocks) == 1 else [(None, None)]
     name = f"R({window_name(W)}) = {W // C}" if W else "R(W) = (W / C)"
-    answer.append(f"{name} / worth: {'; '.join(per_model)} (intervals in the plot below).")
+    answer.append(f"{name} / worth: {'; '.join(per_model)} (intervals below).")
     who = (lambda lab: f"{lab} ") if len(labels) > 1 else (lambda lab: "")
     notes = [f"{who(lab)}{k}{_source_note(d)}" for lab in labels for k, d in decomps.get(lab, {}).items()
              if _source_note(d) and not few_clusters(d)]
@@ -141,8 +140,8 @@ def result_box(reports: Mapping[str, Analysis], decomps: Mapping[str, Mapping[st
     measured = f"{models_note}; {docs}; {chunk}-token chunks run alone; 95% document intervals."
     caveat = ("no chunk saw the text before it (page 06 adds that context); documents sharing a source "
               "are fewer independent draws than they look.")
-    if regime_note:        # the model regime moves R: that is the caveat that matters (docs/methods.md#model-regime)
-        caveat = f"{regime_note}; no chunk saw its preceding text."
+    if regime_note:        # the model regime moves R: that is the caveat that matters (docs/methods.md#model-regime);
+        caveat = f"{regime_note}."      # that chunks ran alone stays in `measured`
     return ev.result_box(answer, measured, caveat)
 
 
@@ -257,8 +256,8 @@ def drivers_box(label: str, decomps: Mapping[str, CellDecomposition], shares: Ma
         answer.append(f"Leaving out one document moves R by at most {moves[k]:.0%} ({k}).")
     counts = ev.documents_per_corpus({label: [len(d.doc_ids) for d in decomps.values()]})
     measured = f"{counts}; leave-one-out, document and source bootstraps."
-    caveat = ("what makes the mean gradient large is separated only for the start token (page 04d), not for "
-              "rounding, size or tuning.")
+    caveat = ("what makes the mean gradient large is measured for the start token and 4-bit rounding (page 04d), "
+              "not for size or tuning.")
     return ev.result_box(answer, measured, caveat)
 
 
@@ -335,7 +334,7 @@ def mean_gradient_lines(shares: Mapping[str, Mapping[str, float]],
                         published: Mapping[str, float], R: Mapping[str, Mapping[str, float]]) -> list[str]:
     """The mean-gradient share S_cross/(S_cross + σ²) per model (range over the long-document corpora), the same
     without the norm weights (the 'other' group) and the R(16K) that leaves, against the published range; and what
-    is not separated here (rounding, size, instruction tuning; the start token is page 04d's)."""
+    is not separated here (size, instruction tuning; the start token and rounding are page 04d's)."""
     def rng(v):
         v = [x for x in v if x is not None and np.isfinite(x)]
         return f"{sig(min(v))} to {sig(max(v))}" if v else "–"
@@ -353,11 +352,12 @@ def mean_gradient_lines(shares: Mapping[str, Mapping[str, float]],
     if published:
         out.append(f"**Published** (Pythia-1.4B, OLMo-2-1B, final checkpoints, same corpora): "
                    f"{rng(list(published.values()))}.")
-    out.append("**Not separated here**: 4-bit rounding, model size and instruction tuning (SmolLM2). The start "
-               "token (SmolLM2's chunks start with none, Gemma's with `<bos>`; page 02 finds that one token ahead "
-               "of a chunk can change its squared gradient norm up to 29.7-fold) is measured on page 04d: SmolLM2 "
-               "with `<|endoftext|>` ahead of every chunk, its mean-gradient share and R(16K) beside the model as "
-               "loaded. B_simple here describes these models, not a batch size for training.")
+    out.append("**Not separated here**: model size and instruction tuning (SmolLM2). The start token (SmolLM2's "
+               "chunks start with none, Gemma's with `<bos>`; page 02 finds that one token ahead of a chunk can "
+               "change its squared gradient norm up to 29.7-fold) and the 4-bit rounding are measured on page 04d: "
+               "SmolLM2 with `<|endoftext|>` ahead of every chunk, and extrapolated to unrounded weights (SIMEX, "
+               "CODE and WEB), each with its mean-gradient share and R(16K) beside the model as loaded. B_simple "
+               "here describes these models, not a batch size for training.")
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from docgrad.core.simex_fit import MOVES, REGIME_MARGIN, ROBUST
 from docgrad.presentation import evidence as ev
-from docgrad.results.regime import AS_LOADED, QUESTIONS, ROUNDING, START_TOKEN
+from docgrad.results.regime import AS_LOADED, AVERAGED, FIRST_SET, QUESTIONS, ROUNDING, SECOND_SET, START_TOKEN
 
 WHAT_CHANGES = {START_TOKEN: "with <|endoftext|> ahead of every chunk",
                 ROUNDING: "extrapolated to unrounded weights (SIMEX, quadratic)"}
@@ -57,16 +57,26 @@ def question_lines(reading: dict) -> list[str]:
 
 
 QUESTION_NAMES = {START_TOKEN: "start token", ROUNDING: "rounding"}
+NOTE_CHANGES = {START_TOKEN: "with <|endoftext|> ahead of every chunk", ROUNDING: "extrapolated to unrounded weights"}
 
 
 def _committed(reading: dict) -> str:
     return f"{len(reading['present'])} of {len(reading['present']) + len(reading['missing'])} cells committed"
 
 
+def change_text(reading: dict, corpus: str) -> tuple[str, str]:
+    """A corpus's decided change of R(16K) with its Holm-level interval, and for rounding the linear extrapolant's
+    change to put beside it (the sensitivity check): ('−27.2% [−55.9%, −0.4%]', '; linear extrapolant +7.7%')."""
+    r = reading["R"][corpus]
+    linear = reading.get("linear", {}).get(corpus)
+    return (f"{signed_pct(r['delta'])} {interval_pct(r['ci'])}",
+            f"; linear extrapolant {signed_pct(linear)}" if linear is not None else "")
+
+
 def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
     """One question's part of the opening sentence: the corpora whose R(16K) is robust (the widest span of their
-    Holm-level intervals, all inside ±margin), each corpus where it moves with its change and interval, and those
-    not resolved; or, while a cell is missing, how many are committed."""
+    Holm-level intervals, all inside ±margin), then each corpus where it moves and each not resolved, with its
+    change and Holm-level interval; or, while a cell is missing, how many are committed."""
     q = reading["question"]
     if not reading["complete"]:
         return f"{QUESTION_NAMES[q]}: not read yet, {_committed(reading)}"
@@ -78,10 +88,8 @@ def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
         hi = max(reading["R"][c]["ci"][1] for c in by[ROBUST])
         parts.append(f"robust for {', '.join(by[ROBUST])} (every change inside {interval_pct([lo, hi])}, "
                      f"within \u00b1{margin:.0%})")
-    parts += [f"moves for {c} ({signed_pct(reading['R'][c]['delta'])} {interval_pct(reading['R'][c]['ci'])})"
-              for c in by[MOVES]]
-    if rest:
-        parts.append(f"not resolved for {', '.join(rest)}")
+    parts += [f"{way} for " + ", ".join(f"{c} ({''.join(change_text(reading, c))})" for c in cs)
+              for way, cs in (("moves", by[MOVES]), ("not resolved", rest)) if cs]
     return f"R(16K) {WHAT_CHANGES[q]}: " + "; ".join(parts)
 
 
@@ -98,9 +106,9 @@ def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str
         counts = "; ".join(f"{QUESTION_NAMES[r['question']]} {_committed(r)}" for r in readings.values())
         answer = [f"Whether R(16K) is a property of the text or of this 4-bit model's start token and rounding is not "
                   f"known yet: nothing is read before every cell of a question is committed ({counts})."]
-    measured = (f"{label}: R(16K) as loaded against the same documents with a start token ahead of every chunk and "
-                f"extrapolated to unrounded weights (SIMEX); paired document bootstrap; Holm over each question's "
-                f"corpora, margin \u00b1{margin:.0%}.")
+    n = next((f"{r['n_docs']} " for r in done), "")
+    measured = (f"{label}, the same {n}documents per corpus in every regime; paired document bootstrap; Holm over "
+                f"each question's corpora; margin \u00b1{margin:.0%}.")
     caveat = "one noise draw per SIMEX level: the rounding's interval covers the documents, not the draw."
     return ev.result_box(answer, measured, caveat)
 
@@ -109,16 +117,20 @@ def headline_note(readings: dict, label: str) -> str:
     """The clause a headline that states R(16K) carries beside it when a corpus *moves* under a complete question
     (docs/methods.md#model-regime, "The headline"): per question, the regime and each moved corpus's change with its
     Holm-level paired interval, and where it is read (page 04d); "" when no corpus moves (or no question is
-    complete). The headline's own values stay those of the model as loaded."""
+    complete), for rounding with the linear extrapolant beside it. The headline's own values stay those of the
+    model as loaded."""
+    def noted(r, corpus):
+        change, beside = change_text(r, corpus)
+        return f"{change} ({corpus}{beside})"
+
     parts = []
     for r in readings.values():
-        moved = {c: v for c, v in r.get("R", {}).items() if r["complete"] and v["decision"] == MOVES}
+        moved = [c for c, v in r.get("R", {}).items() if r["complete"] and v["decision"] == MOVES]
         if moved:
-            changes = ", ".join(f"{signed_pct(v['delta'])} {interval_pct(v['ci'])} ({c})" for c, v in moved.items())
-            parts.append(f"{WHAT_CHANGES[r['question']]} {label}'s R(16K) changes by {changes}")
+            parts.append(f"{NOTE_CHANGES[r['question']]}: {', '.join(noted(r, c) for c in moved)}")
     if not parts:
         return ""
-    return "; ".join(parts) + " (Holm-level, page 04d)"
+    return f"{label}'s R(16K) moves " + "; ".join(parts) + " (Holm-level, page 04d)"
 
 
 def limitation_line(readings: dict) -> str:
@@ -137,6 +149,20 @@ def reading_numbers(readings: dict) -> dict:
             | {"missing": [cell_name(m) for m in r["missing"]]} for q, r in readings.items()}
 
 
+def second_draw_sentence(rows: list[dict]) -> str:
+    """What a second set of SIMEX noise draws says (results.regime.second_draw_rows), described and not decided:
+    per corpus the quadratic extrapolant's change of R(16K) from each set and from their average with 95% paired
+    intervals; "" while its cells are not committed."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["corpus"], {})[r["draws"]] = f"{signed_pct(r['change'])} {interval_pct(r['ci'])}"
+    parts = [f"{c}'s R(16K) extrapolated to unrounded weights changes by {v[SECOND_SET]} with the second set of "
+             f"noise draws and by {v[AVERAGED]} with both draws averaged at each λ (the decided set: "
+             f"{v[FIRST_SET]}, here at 95%)" for c, v in by.items()]
+    return ("Described, not decided (a check added after the rounding was read): " + "; ".join(parts) + "."
+            if parts else "")
+
+
 def described_rows(reading: dict) -> list[dict]:
     """Rows of the described (not decided) changes: statistic, corpus, change, 95% interval; for rounding also
     the linear extrapolant's change of R (sensitivity)."""
@@ -152,4 +178,5 @@ def described_rows(reading: dict) -> list[dict]:
 
 
 __all__ = ["AS_LOADED", "QUESTIONS", "question_lines", "question_lead", "result_box", "described_rows",
-           "corpus_sentence", "cell_name", "signed_pct", "headline_note", "limitation_line", "reading_numbers"]
+           "corpus_sentence", "cell_name", "signed_pct", "interval_pct", "headline_note", "limitation_line", "reading_numbers",
+           "second_draw_sentence"]

@@ -22,7 +22,7 @@ from docgrad.core import bootstrap as bs
 from docgrad.core.constants import ALL, BOOTSTRAP_SEED, HEADLINE_WINDOW, RESAMPLES
 from docgrad.core.decomposition import window_column
 from docgrad.core.orderings import resolve_differences
-from docgrad.core.simex_fit import REGIME_MARGIN, extrapolate, regime_decision
+from docgrad.core.simex_fit import LAMBDAS, REGIME_MARGIN, extrapolant_weights, extrapolate, regime_decision
 from docgrad.models import get_offline
 from docgrad.results.cells import Cell, NoResultsError, load_cells
 from docgrad.results.format import ResultFileError
@@ -104,10 +104,63 @@ def regime_curves(reading: dict, found: dict, resamples: int, seed: int, alpha: 
             e = bs.estimate(c.sums[ALL], counts, c.chunk)
             for key, x in (("R", c.sums[ALL].sizes * c.chunk), ("rho", np.arange(1, e["rho"].shape[1] + 1) * c.chunk)):
                 for j, at in enumerate(x):
-                    fin = e[key][1:, j][np.isfinite(e[key][1:, j])]
-                    lo, hi = (np.quantile(fin, [alpha / 2, 1 - alpha / 2]) if fin.size else (np.nan, np.nan))
+                    lo, hi = bs.percentile_ci(e[key][1:, j], 1 - alpha)
                     rows[key].append({"corpus": corpus, "regime": regime or "as loaded", "tokens": int(at),
-                                      "value": float(e[key][0, j]), "lo": float(lo), "hi": float(hi)})
+                                      "value": float(e[key][0, j]), "lo": lo, "hi": hi})
+    return rows
+
+
+SIMEX_GRID = np.linspace(-1.0, 2.0, 31)
+
+
+def simex_curves(reading: dict, found: dict, resamples: int, seed: int, statistics=("R", "mean_gradient_share"),
+                 alpha: float = 0.05, grid=SIMEX_GRID) -> list[dict]:
+    """The SIMEX curves of a complete rounding question (read_question): per corpus and statistic, theta measured
+    at lambda = 0, 1, 2 and each extrapolant's fitted curve on `grid` (lambda = -1: unrounded weights), every point
+    with its (1 - alpha) percentile interval over the paired draws the decision used (the curve is fitted per
+    draw). Rows: corpus, statistic, kind ('measured', 'quadratic', 'linear'), lambda, value, lo, hi. Described, not
+    decided; any other reading gives []."""
+    if reading["question"] != ROUNDING or not reading["complete"]:
+        return []
+    rows = []
+    for corpus, regimes in QUESTIONS[ROUNDING].items():
+        st = paired_statistics([found[(corpus, r)] for r in regimes], resamples, seed)
+        for k in statistics:
+            curves = [("measured", np.array(LAMBDAS), st[k])]
+            curves += [(m, grid, st[k] @ extrapolant_weights(grid, m).T) for m in ("quadratic", "linear")]
+            for kind, lams, theta in curves:
+                for j, lam in enumerate(lams):
+                    lo, hi = bs.percentile_ci(theta[1:, j], 1 - alpha)
+                    rows.append({"corpus": corpus, "statistic": k, "kind": kind, "lambda": float(lam),
+                                 "value": float(theta[0, j]), "lo": lo, "hi": hi})
+    return rows
+
+
+# A second, independent set of SIMEX noise draws (lambda = 1, 2), described only: docs/methods.md#model-regime,
+# the paragraph added on 2026-12-06.
+SECOND_DRAWS = {"WEB": ("simex1-s3", "simex2-s4")}
+FIRST_SET, SECOND_SET, AVERAGED = "seeds 1, 2 (decided)", "seeds 3, 4", "average of both"
+
+
+def second_draw_rows(found: dict, resamples: int, seed: int, alpha: float = 0.05) -> list[dict]:
+    """R(16K) at lambda = 1, 2 and its quadratic extrapolant's change for each set of noise draws of a corpus of
+    SECOND_DRAWS whose five cells (lambda 0; 1 and 2 of each set) are all in `found`: the first set (the decided
+    one), the second, and the average of the two draws at each lambda (Cook & Stefanski's average over draws).
+    All on the same paired document counts; rows: corpus, draws, R at lambda 1 and 2, R(-1), change, and the
+    change's (1 - alpha) percentile interval. Described, not decided; a corpus with a cell missing gives no rows."""
+    rows = []
+    for corpus, second in SECOND_DRAWS.items():
+        keys = [(corpus, r) for r in (*QUESTIONS[ROUNDING][corpus], *second)]
+        if not all(k in found for k in keys):
+            continue
+        R = paired_statistics([found[k] for k in keys], resamples, seed)["R"]   # lambda 0, 1, 2, 1', 2'
+        sets = {FIRST_SET: R[:, [0, 1, 2]], SECOND_SET: R[:, [0, 3, 4]],
+                AVERAGED: np.stack([R[:, 0], (R[:, 1] + R[:, 3]) / 2, (R[:, 2] + R[:, 4]) / 2], axis=1)}
+        for name, theta in sets.items():
+            point, draws = relative_change(theta[:, 0], extrapolate(theta))
+            rows.append({"corpus": corpus, "draws": name, "R_lambda1": float(theta[0, 1]),
+                         "R_lambda2": float(theta[0, 2]), "R_unrounded": float(extrapolate(theta[0])),
+                         "change": point, "ci": bs.percentile_ci(draws, 1 - alpha)})
     return rows
 
 
@@ -190,8 +243,8 @@ def read_question(question: str, found: dict, resamples: int, seed: int, alpha: 
         st = paired_statistics([found[(corpus, r)] for r in regimes], resamples, seed)
         for k in STATISTICS:
             point, draws = _change(question, st[k])
-            fin = draws[np.isfinite(draws)]
-            ci = [float(np.quantile(fin, alpha / 2)), float(np.quantile(fin, 1 - alpha / 2))] if fin.size else None
+            ci = bs.percentile_ci(draws, 1 - alpha)
+            ci = None if ci[0] is None else ci
             described[k][corpus] = {"delta": point, "ci": ci}
             if k == "R":
                 changes[corpus] = (point, draws)

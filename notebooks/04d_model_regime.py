@@ -102,7 +102,8 @@ if len(simex):
         data=simex).properties(width=240, height=150).facet(
         row=alt.Row("statistic:N", title=None), column=alt.Column("corpus:N", title=None)).resolve_scale(y="independent")
     display(dg.save_chart(chart.properties(title="SIMEX: each statistic against the rounding-error variance, "
-                                                 "extrapolated to λ = −1 (unrounded)"), "04d_simex", figures_dir))
+                                                 "extrapolated to λ = −1 (unrounded)"), "04d_simex", figures_dir),
+            Markdown(dg.regime.described_sentence(readings[dg.model_regime.ROUNDING])))
 else:
     display(Markdown("*The rounding question's cells are not all committed: no SIMEX curve is drawn.*"))
 

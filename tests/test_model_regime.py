@@ -456,6 +456,19 @@ def test_the_second_draw_sentence_gives_each_set_with_its_interval_or_nothing_be
     assert "(the decided set: \u221227.0% [\u221237.0%, \u22127.0%], here at 95%)" in s
 
 
+def test_the_described_sentence_gives_each_statistic_per_corpus_with_its_interval():
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    d = {"CODE": {"delta": -1.045, "ci": [-1.35, -0.76]}, "WEB": {"delta": -0.5, "ci": [-0.58, -0.41]}}
+    reading = {"question": RG.ROUNDING, "complete": True, "described": {"mean_gradient_share": d}}
+    assert PR.described_sentence(reading, ("mean_gradient_share",)) == (
+        "Described, not decided: extrapolated to unrounded weights (SIMEX, quadratic), mean-gradient share changes by "
+        "\u2212104.5% [\u2212135.0%, \u221276.0%] (CODE), \u221250.0% [\u221258.0%, \u221241.0%] (WEB) (95% paired "
+        "intervals).")
+    assert PR.described_sentence({"question": RG.ROUNDING, "complete": False}) == ""
+
+
 @pytest.mark.parametrize("decision, delta, ci, words", [
     ("robust", 0.02, [-0.03, 0.07], ["robust, +2.0% [\u22123.0%, +7.0%]", "inside \u00b110%"]),
     ("moves", -0.25, [-0.4, -0.1], ["moves, R(16K) falls: \u221225.0% [\u221240.0%, \u221210.0%]"]),

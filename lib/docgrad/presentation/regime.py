@@ -163,6 +163,18 @@ def second_draw_sentence(rows: list[dict]) -> str:
             if parts else "")
 
 
+def described_sentence(reading: dict, statistics=("mean_gradient_share", "B_simple_tokens")) -> str:
+    """The described (not decided) changes of a complete question's other statistics in one sentence, each corpus
+    with its 95% paired interval; "" for an incomplete question."""
+    if not reading["complete"]:
+        return ""
+    parts = [f"{STATISTIC_NAMES[k]} changes by " + ", ".join(f"{signed_pct(d['delta'])} {interval_pct(d['ci'])} ({c})"
+                                                        for c, d in reading["described"][k].items() if d["ci"])
+             for k in statistics]
+    return f"Described, not decided: {WHAT_CHANGES[reading['question']]}, " + "; ".join(parts) + \
+        " (95% paired intervals)."
+
+
 def described_rows(reading: dict) -> list[dict]:
     """Rows of the described (not decided) changes: statistic, corpus, change, 95% interval; for rounding also
     the linear extrapolant's change of R (sensitivity)."""
@@ -171,12 +183,12 @@ def described_rows(reading: dict) -> list[dict]:
         for corpus, d in per_corpus.items():
             row = {"statistic": STATISTIC_NAMES[k], "corpus": corpus, "change": signed_pct(d["delta"]),
                    "95% interval": interval_pct(d["ci"]) if d["ci"] else "not defined"}
-            if reading["question"] == ROUNDING and k == "R":
-                row["linear extrapolant"] = signed_pct(reading["linear"][corpus])
+            if reading["question"] == ROUNDING:
+                row["linear extrapolant"] = signed_pct(reading["linear"][corpus]) if k == "R" else ""
             rows.append(row)
     return rows
 
 
 __all__ = ["AS_LOADED", "QUESTIONS", "question_lines", "question_lead", "result_box", "described_rows",
            "corpus_sentence", "cell_name", "signed_pct", "interval_pct", "headline_note", "limitation_line", "reading_numbers",
-           "second_draw_sentence"]
+           "second_draw_sentence", "described_sentence"]

@@ -40,9 +40,11 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 found, readings = dg.model_regime.read_model_regime(results_dir, regime_dir, model, resamples, seed)
+draw_rows = dg.model_regime.second_draw_rows(found, resamples, seed)   # a second set of SIMEX draws, described
 
 # %% tags=["hide-input"]
-box = dg.regime.result_box(readings, dg.models.model_label(dg.models.get_offline(model).model))
+box = dg.regime.result_box(readings, dg.models.model_label(dg.models.get_offline(model).model),
+                          second_draws=draw_rows)
 details = [line for r in readings.values() for line in dg.regime.question_lines(r)]
 display(Markdown(box + "\n\n" + "\n\n".join(details)))
 
@@ -116,7 +118,6 @@ else:
 # and averaged with the first draw at each $\lambda$. Described, not decided.
 
 # %% tags=["hide-input"]
-draw_rows = dg.model_regime.second_draw_rows(found, resamples, seed)
 if draw_rows:
     display(Markdown(dg.regime.second_draw_sentence(draw_rows)), pd.DataFrame(
         [{"corpus": r["corpus"], "noise draws": r["draws"], "R(16K) at λ = 1": r["R_lambda1"],

@@ -499,6 +499,12 @@ def test_page_04d_box_opens_with_where_r_is_a_property_of_the_text_with_the_inte
         "<|endoftext|> ahead of every chunk: robust for BOOKS, CODE (every change inside [\u22126.0%, +7.0%], within "
         "\u00b110%); moves for PAPERS (\u221225.0% [\u221240.0%, \u221212.0%]); rounding: not read yet, 1 of 4 cells "
         "committed.")
+    assert box.endswith("**Caveat:** one noise draw per SIMEX level decides: the rounding's interval covers the "
+                        "documents, not the draw.")
+    again = [{"corpus": "WEB", "draws": d, "change": x, "ci": [x - 0.1, x + 0.1]}
+             for d, x in ((RG.FIRST_SET, -0.27), (RG.SECOND_SET, 0.05), (RG.AVERAGED, -0.1))]
+    assert PR.result_box({RG.START_TOKEN: start}, "M", second_draws=again).endswith(
+        "; a second set of draws gives WEB +5.0% [\u22125.0%, +15.0%] (95%, described below).")
     waiting = PR.result_box({RG.ROUNDING: rounding}, "M")
     assert ev.first_sentence(waiting).startswith("Whether R(16K) is a property of the text or of this 4-bit model's")
     assert "(rounding 1 of 4 cells committed)." in ev.first_sentence(waiting) and "%" not in ev.first_sentence(waiting)

@@ -93,11 +93,12 @@ def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
     return f"R(16K) {WHAT_CHANGES[q]}: " + "; ".join(parts)
 
 
-def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str:
+def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN, second_draws=()) -> str:
     """Page 04d's answer (evidence.result_box), first what a practitioner does with it: read R(16K) as a property
     of the text only where it is robust to the model's start token and rounding, each question's decided change
     (question_lead), or, while every question lacks cells, that nothing is known yet; what was measured; the
-    caveat. readings: {question: results.regime.read_question}."""
+    caveat, with what a second set of SIMEX noise draws gives where one is committed. readings: {question:
+    results.regime.read_question}; second_draws: results.regime.second_draw_rows."""
     done = [r for r in readings.values() if r["complete"]]
     leads = "; ".join(question_lead(r, margin) for r in readings.values())
     if done:
@@ -109,7 +110,10 @@ def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str
     n = next((f"{r['n_docs']} " for r in done), "")
     measured = (f"{label}, the same {n}documents per corpus in every regime; paired document bootstrap; Holm over "
                 f"each question's corpora; margin \u00b1{margin:.0%}.")
-    caveat = "one noise draw per SIMEX level: the rounding's interval covers the documents, not the draw."
+    caveat = "one noise draw per SIMEX level decides: the rounding's interval covers the documents, not the draw"
+    again = [f"{r['corpus']} {signed_pct(r['change'])} {interval_pct(r['ci'])}" for r in second_draws
+             if r["draws"] == SECOND_SET]
+    caveat += f"; a second set of draws gives {', '.join(again)} (95%, described below)." if again else "."
     return ev.result_box(answer, measured, caveat)
 
 

@@ -40,11 +40,10 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 found, readings = dg.model_regime.read_model_regime(results_dir, regime_dir, model, resamples, seed)
-draw_rows = dg.model_regime.second_draw_rows(found, resamples, seed)   # a second set of SIMEX draws, described
+draw_rows = readings[dg.model_regime.ROUNDING]["second_draws"]   # a second set of SIMEX draws, described
 
 # %% tags=["hide-input"]
-box = dg.regime.result_box(readings, dg.models.model_label(dg.models.get_offline(model).model),
-                          second_draws=draw_rows)
+box = dg.regime.result_box(readings, dg.models.model_label(dg.models.get_offline(model).model))
 details = [line for r in readings.values() for line in dg.regime.question_lines(r)]
 display(Markdown(box + "\n\n" + "\n\n".join(details)))
 
@@ -166,7 +165,7 @@ numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model,
            "seed": seed, "result_box": box, "question_lines": details,
            "cells_present": sorted(dg.regime.cell_name(k) for k in found),
            "questions": dg.regime.reading_numbers(readings), "curves": curves,
-           "simex_curves": simex.to_dict("records"), "second_draws": draw_rows}
+           "simex_curves": simex.to_dict("records")}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

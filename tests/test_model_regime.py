@@ -443,6 +443,17 @@ def test_a_second_set_of_noise_draws_is_extrapolated_alone_and_averaged_with_the
     assert avg["ci"] == pytest.approx(list(np.percentile(draws, [2.5, 97.5])))
 
 
+def test_the_committed_rounding_reading_carries_the_second_set_of_draws_beside_the_decided_one():
+    from docgrad.results import regime as RG
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    _, readings = RG.read_model_regime(root / "results", root / "regime", resamples=20, seed=1)
+    rows = readings[RG.ROUNDING]["second_draws"]
+    assert [(r["corpus"], r["draws"]) for r in rows] == [("WEB", d) for d in (RG.FIRST_SET, RG.SECOND_SET, RG.AVERAGED)]
+    assert rows[0]["change"] == pytest.approx(readings[RG.ROUNDING]["R"]["WEB"]["delta"])   # the decided set itself
+    assert "second_draws" not in readings[RG.START_TOKEN]
+
+
 def test_the_second_draw_sentence_gives_each_set_with_its_interval_or_nothing_before_its_cells():
     from docgrad.presentation import regime as PR
     from docgrad.results import regime as RG
@@ -499,12 +510,12 @@ def test_page_04d_box_opens_with_where_r_is_a_property_of_the_text_with_the_inte
         "<|endoftext|> ahead of every chunk: robust for BOOKS, CODE (every change inside [\u22126.0%, +7.0%], within "
         "\u00b110%); moves for PAPERS (\u221225.0% [\u221240.0%, \u221212.0%]); rounding: not read yet, 1 of 4 cells "
         "committed.")
-    assert box.endswith("**Caveat:** one noise draw per SIMEX level decides: the rounding's interval covers the "
-                        "documents, not the draw.")
+    assert box.endswith("**Caveat:** one noise draw per SIMEX level decides (the interval covers documents, not "
+                        "draws).")
     again = [{"corpus": "WEB", "draws": d, "change": x, "ci": [x - 0.1, x + 0.1]}
              for d, x in ((RG.FIRST_SET, -0.27), (RG.SECOND_SET, 0.05), (RG.AVERAGED, -0.1))]
-    assert PR.result_box({RG.START_TOKEN: start}, "M", second_draws=again).endswith(
-        "; a second set of draws gives WEB +5.0% [\u22125.0%, +15.0%] (95%, described below).")
+    assert PR.result_box({RG.START_TOKEN: start, RG.ROUNDING: rounding | {"second_draws": again}}, "M").endswith(
+        "; a second set gives WEB +5.0% [\u22125.0%, +15.0%] (95%, described).")
     waiting = PR.result_box({RG.ROUNDING: rounding}, "M")
     assert ev.first_sentence(waiting).startswith("Whether R(16K) is a property of the text or of this 4-bit model's")
     assert "(rounding 1 of 4 cells committed)." in ev.first_sentence(waiting) and "%" not in ev.first_sentence(waiting)
@@ -529,10 +540,16 @@ def test_a_headline_names_each_corpus_that_moves_with_its_interval_and_nothing_w
                "linear": {"WEB": 0.077, "CODE": -0.33}}
     assert PR.headline_note({RG.START_TOKEN: start, RG.ROUNDING: rounded}, "SmolLM2") == (
         "SmolLM2's R(16K) moves with <|endoftext|> ahead of every chunk: \u221266.2% [\u221282.7%, \u221245.4%] "
-        "(BOOKS); extrapolated to unrounded weights: \u221227.2% [\u221255.9%, \u22120.4%] (WEB; linear extrapolant "
-        "+7.7%) (Holm-level, page 04d)")
+        "(BOOKS); extrapolated to unrounded weights: \u221227.2% [\u221255.9%, \u22120.4%] (WEB; linear +7.7%) "
+        "(Holm-level, page 04d)")
     assert "not resolved for CODE (+2.7% [\u221250.0%, +50.0%]; linear extrapolant \u221233.0%)" in \
         PR.limitation_line({RG.ROUNDING: rounded})
+    again = {**rounded, "second_draws": [{"corpus": "WEB", "draws": RG.SECOND_SET, "change": 0.064, "ci": [-0.16, 0.24]},
+                                         {"corpus": "WEB", "draws": RG.AVERAGED, "change": -0.1, "ci": [-0.26, 0.03]}]}
+    assert PR.headline_note({RG.ROUNDING: again}, "S").endswith(
+        "\u221227.2% [\u221255.9%, \u22120.4%] (WEB; linear +7.7%; second draw +6.4%) (Holm-level, page 04d)")
+    assert PR.limitation_line({RG.ROUNDING: again}).endswith(
+        "A second set of SIMEX noise draws gives WEB +6.4% [\u221216.0%, +24.0%] (95%, described, not decided).")
     robust = {**start, "R": {"CODE": r("robust", 0.01, [-0.05, 0.06])}}
     assert PR.headline_note({RG.START_TOKEN: robust, RG.ROUNDING: rounding}, "SmolLM2") == ""
     assert PR.headline_note({RG.ROUNDING: rounding}, "SmolLM2") == ""

@@ -93,12 +93,19 @@ def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
     return f"R(16K) {WHAT_CHANGES[q]}: " + "; ".join(parts)
 
 
-def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN, second_draws=()) -> str:
+def second_set(readings: dict) -> dict[str, dict]:
+    """{corpus: row} of the second set of SIMEX noise draws the rounding reading carries (results.regime
+    .second_draw_rows via read_model_regime), {} when there is none."""
+    rows = readings.get(ROUNDING, {}).get("second_draws", [])
+    return {r["corpus"]: r for r in rows if r["draws"] == SECOND_SET}
+
+
+def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str:
     """Page 04d's answer (evidence.result_box), first what a practitioner does with it: read R(16K) as a property
     of the text only where it is robust to the model's start token and rounding, each question's decided change
     (question_lead), or, while every question lacks cells, that nothing is known yet; what was measured; the
     caveat, with what a second set of SIMEX noise draws gives where one is committed. readings: {question:
-    results.regime.read_question}; second_draws: results.regime.second_draw_rows."""
+    results.regime.read_question} (read_model_regime's, whose rounding reading carries the second draws)."""
     done = [r for r in readings.values() if r["complete"]]
     leads = "; ".join(question_lead(r, margin) for r in readings.values())
     if done:
@@ -110,10 +117,9 @@ def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN, second
     n = next((f"{r['n_docs']} " for r in done), "")
     measured = (f"{label}, the same {n}documents per corpus in every regime; paired document bootstrap; Holm over "
                 f"each question's corpora; margin \u00b1{margin:.0%}.")
-    caveat = "one noise draw per SIMEX level decides: the rounding's interval covers the documents, not the draw"
-    again = [f"{r['corpus']} {signed_pct(r['change'])} {interval_pct(r['ci'])}" for r in second_draws
-             if r["draws"] == SECOND_SET]
-    caveat += f"; a second set of draws gives {', '.join(again)} (95%, described below)." if again else "."
+    caveat = "one noise draw per SIMEX level decides (the interval covers documents, not draws)"
+    again = [f"{c} {signed_pct(r['change'])} {interval_pct(r['ci'])}" for c, r in second_set(readings).items()]
+    caveat += f"; a second set gives {', '.join(again)} (95%, described)." if again else "."
     return ev.result_box(answer, measured, caveat)
 
 
@@ -121,11 +127,16 @@ def headline_note(readings: dict, label: str) -> str:
     """The clause a headline that states R(16K) carries beside it when a corpus *moves* under a complete question
     (docs/methods.md#model-regime, "The headline"): per question, the regime and each moved corpus's change with its
     Holm-level paired interval, and where it is read (page 04d); "" when no corpus moves (or no question is
-    complete), for rounding with the linear extrapolant beside it. The headline's own values stay those of the
-    model as loaded."""
+    complete), for rounding with the linear extrapolant and a second set of noise draws (where committed) beside
+    it. The headline's own values stay those of the model as loaded."""
+    again = second_set(readings)
+
     def noted(r, corpus):
-        change, beside = change_text(r, corpus)
-        return f"{change} ({corpus}{beside})"
+        v = r["R"][corpus]
+        beside = [f"linear {signed_pct(r['linear'][corpus])}"] if corpus in r.get("linear", {}) else []
+        if r["question"] == ROUNDING and corpus in again:
+            beside.append(f"second draw {signed_pct(again[corpus]['change'])}")
+        return f"{signed_pct(v['delta'])} {interval_pct(v['ci'])} ({'; '.join([corpus] + beside)})"
 
     parts = []
     for r in readings.values():
@@ -139,17 +150,19 @@ def headline_note(readings: dict, label: str) -> str:
 
 def limitation_line(readings: dict) -> str:
     """The model-regime limitation of pages 03-05: each question's decided reading (question_lead), or how many of
-    its cells are committed while it is incomplete."""
+    its cells are committed while it is incomplete; then what a second set of SIMEX noise draws gives, if any."""
     leads = "; ".join(question_lead(r) for r in readings.values())
+    again = "".join(f" A second set of SIMEX noise draws gives {c} {signed_pct(r['change'])} {interval_pct(r['ci'])} "
+                    "(95%, described, not decided)." for c, r in second_set(readings).items())
     return (f"**The model's regime** (page 04d, `04d_model_regime`): SmolLM2 is rounded to 4 bits and its chunks "
-            f"start with no start token. {leads[0].upper() + leads[1:]}.")
+            f"start with no start token. {leads[0].upper() + leads[1:]}.{again}")
 
 
 def reading_numbers(readings: dict) -> dict:
     """What a page's numbers file records of the model-regime readings it states: per question whether it is
-    complete, the decided R(16K) per corpus, the described statistics, the linear extrapolant and the missing
-    cells."""
-    return {q: {k: v for k, v in r.items() if k in ("complete", "R", "described", "linear", "n_docs")}
+    complete, the decided R(16K) per corpus, the described statistics, the linear extrapolant, the second set of
+    noise draws and the missing cells."""
+    return {q: {k: v for k, v in r.items() if k in ("complete", "R", "described", "linear", "n_docs", "second_draws")}
             | {"missing": [cell_name(m) for m in r["missing"]]} for q, r in readings.items()}
 
 

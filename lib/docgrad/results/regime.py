@@ -263,7 +263,10 @@ def read_model_regime(results_dir: str | Path, regime_dir: str | Path, model: st
     """An offline model's regime cells (regime_cells under each root's <org>__<model>/<revision>/) and every
     question of QUESTIONS read from them: ({(corpus, regime): Cell}, {question: read_question}). The pages that
     state R(16K) (03-05) read it with the rule's 2,000 paired draws and seed, whatever their own resamples; page
-    04d, which shows it all, with its parameters (the same by default)."""
+    04d, which shows it all, with its parameters (the same by default). The rounding reading also carries
+    "second_draws" (second_draw_rows: a second set of noise draws, described, [] until committed)."""
     sub = get_offline(model).results_dir
     found = regime_cells(Path(results_dir) / sub, Path(regime_dir) / sub)
-    return found, {q: read_question(q, found, resamples, seed) for q in QUESTIONS}
+    readings = {q: read_question(q, found, resamples, seed) for q in QUESTIONS}
+    readings[ROUNDING]["second_draws"] = second_draw_rows(found, resamples, seed)     # described beside it
+    return found, readings

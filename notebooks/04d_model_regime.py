@@ -90,18 +90,19 @@ if len(simex):
     simex["statistic"] = simex["statistic"].map(dg.regime.STATISTIC_NAMES)
     base = alt.Chart().encode(x=alt.X("lambda:Q", title="λ (added variance / rounding's)"), color=dg.corpus_color())
     fitted, measured = alt.datum.kind != "measured", alt.datum.kind == "measured"
+    dashes = alt.Scale(domain=["quadratic", "linear"], range=[[1, 0], [5, 3]])
     chart = alt.layer(
         base.transform_filter(alt.datum.kind == "quadratic").mark_area(opacity=0.15).encode(y="lo:Q", y2="hi:Q"),
         base.transform_filter(fitted).mark_line().encode(
-            y=alt.Y("value:Q", title=None), strokeDash=alt.StrokeDash("kind:N", title="extrapolant",
-                                                   scale=alt.Scale(domain=["quadratic", "linear"], range=[[1, 0], [5, 3]]))),
+            y=alt.Y("value:Q", title=None), strokeDash=alt.StrokeDash("kind:N", title="extrapolant", scale=dashes)),
         base.transform_filter(measured).mark_rule().encode(y="lo:Q", y2="hi:Q"),
         base.transform_filter(measured).mark_point(filled=True, size=50).encode(
             y="value:Q", tooltip=["corpus", "statistic", "lambda", "value", "lo", "hi"]),
         base.transform_filter(fitted & (alt.datum["lambda"] == -1)).mark_point(shape="diamond", size=90).encode(
             y="value:Q", tooltip=["corpus", "statistic", "kind", "value", "lo", "hi"]),
         data=simex).properties(width=240, height=150).facet(
-        row=alt.Row("statistic:N", title=None), column=alt.Column("corpus:N", title=None)).resolve_scale(y="independent")
+        row=alt.Row("statistic:N", title=None), column=alt.Column("corpus:N", title=None)
+    ).resolve_scale(y="independent")
     display(dg.save_chart(chart.properties(title="SIMEX: each statistic against the rounding-error variance, "
                                                  "extrapolated to λ = −1 (unrounded)"), "04d_simex", figures_dir),
             Markdown(dg.regime.described_sentence(readings[dg.model_regime.ROUNDING])))

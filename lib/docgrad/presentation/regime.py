@@ -64,13 +64,16 @@ def _committed(reading: dict) -> str:
     return f"{len(reading['present'])} of {len(reading['present']) + len(reading['missing'])} cells committed"
 
 
-def change_text(reading: dict, corpus: str) -> tuple[str, str]:
-    """A corpus's decided change of R(16K) with its Holm-level interval, and for rounding the linear extrapolant's
-    change to put beside it (the sensitivity check): ('−27.2% [−55.9%, −0.4%]', '; linear extrapolant +7.7%')."""
+def change_text(reading: dict, corpus: str, linear_name: str = "linear extrapolant",
+                again: dict | None = None) -> tuple[str, list[str]]:
+    """A corpus's decided change of R(16K) with its Holm-level interval, and what to put beside it: for rounding
+    the linear extrapolant's change (the sensitivity check) and, where `again` (second_set) holds the corpus, the
+    second set of noise draws': ('−27.2% [−55.9%, −0.4%]', ['linear extrapolant +7.7%'])."""
     r = reading["R"][corpus]
-    linear = reading.get("linear", {}).get(corpus)
-    return (f"{signed_pct(r['delta'])} {interval_pct(r['ci'])}",
-            f"; linear extrapolant {signed_pct(linear)}" if linear is not None else "")
+    beside = [f"{linear_name} {signed_pct(reading['linear'][corpus])}"] if corpus in reading.get("linear", {}) else []
+    if again and corpus in again:
+        beside.append(f"second draw {signed_pct(again[corpus]['change'])}")
+    return f"{signed_pct(r['delta'])} {interval_pct(r['ci'])}", beside
 
 
 def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
@@ -88,7 +91,11 @@ def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
         hi = max(reading["R"][c]["ci"][1] for c in by[ROBUST])
         parts.append(f"robust for {', '.join(by[ROBUST])} (every change inside {interval_pct([lo, hi])}, "
                      f"within \u00b1{margin:.0%})")
-    parts += [f"{way} for " + ", ".join(f"{c} ({''.join(change_text(reading, c))})" for c in cs)
+    def said(c):
+        change, beside = change_text(reading, c)
+        return f"{c} ({'; '.join([change] + beside)})"
+
+    parts += [f"{way} for " + ", ".join(said(c) for c in cs)
               for way, cs in (("moves", by[MOVES]), ("not resolved", rest)) if cs]
     return f"R(16K) {WHAT_CHANGES[q]}: " + "; ".join(parts)
 
@@ -132,11 +139,8 @@ def headline_note(readings: dict, label: str) -> str:
     again = second_set(readings)
 
     def noted(r, corpus):
-        v = r["R"][corpus]
-        beside = [f"linear {signed_pct(r['linear'][corpus])}"] if corpus in r.get("linear", {}) else []
-        if r["question"] == ROUNDING and corpus in again:
-            beside.append(f"second draw {signed_pct(again[corpus]['change'])}")
-        return f"{signed_pct(v['delta'])} {interval_pct(v['ci'])} ({'; '.join([corpus] + beside)})"
+        change, beside = change_text(r, corpus, "linear", again if r["question"] == ROUNDING else None)
+        return f"{change} ({'; '.join([corpus] + beside)})"
 
     parts = []
     for r in readings.values():
@@ -207,5 +211,5 @@ def described_rows(reading: dict) -> list[dict]:
 
 
 __all__ = ["AS_LOADED", "QUESTIONS", "question_lines", "question_lead", "result_box", "described_rows",
-           "corpus_sentence", "cell_name", "signed_pct", "interval_pct", "headline_note", "limitation_line", "reading_numbers",
-           "second_draw_sentence", "described_sentence"]
+           "corpus_sentence", "cell_name", "signed_pct", "interval_pct", "headline_note", "limitation_line",
+           "reading_numbers", "second_draw_sentence", "described_sentence"]

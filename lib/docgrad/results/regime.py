@@ -157,9 +157,10 @@ def second_draw_rows(found: dict, resamples: int, seed: int, alpha: float = 0.05
         sets = {FIRST_SET: R[:, [0, 1, 2]], SECOND_SET: R[:, [0, 3, 4]],
                 AVERAGED: np.stack([R[:, 0], (R[:, 1] + R[:, 3]) / 2, (R[:, 2] + R[:, 4]) / 2], axis=1)}
         for name, theta in sets.items():
-            point, draws = relative_change(theta[:, 0], extrapolate(theta))
+            unrounded = extrapolate(theta)
+            point, draws = relative_change(theta[:, 0], unrounded)
             rows.append({"corpus": corpus, "draws": name, "R_lambda1": float(theta[0, 1]),
-                         "R_lambda2": float(theta[0, 2]), "R_unrounded": float(extrapolate(theta[0])),
+                         "R_lambda2": float(theta[0, 2]), "R_unrounded": float(unrounded[0]),
                          "change": point, "ci": bs.percentile_ci(draws, 1 - alpha)})
     return rows
 

@@ -9,7 +9,7 @@ MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
-.PHONY: report test browser relock corpora probe probe-48 probe-causal probe-bf16 probe-regime analyze venv clean-report
+.PHONY: report test browser relock corpora probe probe-48 probe-causal probe-bf16 probe-regime probe-regime-parts analyze venv clean-report
 
 venv: $(STAMP)
 
@@ -140,6 +140,26 @@ probe-regime: $(STAMP)
 	  test -f $$R/$${c}_c512_d0-16_$$r.json || $(BIN)/docgrad probe --corpus $$c --docs 0:16 --chunk 512 \
 	    --out $(REGIME_OUT) $$a $$x || exit 1; \
 	done
+
+# The training-regime, spike and rounding-draw cells of SmolLM2 (docs/methods.md, Model regime, addendum 2026-12-07),
+# in this order: causal W = 4096 windows with
+# <|endoftext|> at position 0 (BOOKS, CODE, PAPERS, documents 0-15; 35-45 min each on 2 idle cores), CODE with
+# <|im_start|> (id 1) ahead of every standalone chunk (about 30 min), then SIMEX with common random numbers: CODE and
+# WEB, documents 0-7, lambda 1 and 2 with the same seed (11, 12, 13: three draws; about 13 min each). Each cell is
+# skipped when its result exists and resumes from its .partial/ state when interrupted.
+probe-regime-parts: $(STAMP)
+	$(BIN)/docgrad corpora build --missing-only
+	R=$(REGIME_OUT)/$$($(BIN)/docgrad models smollm2-135m --get results-dir) || exit 1; \
+	for c in BOOKS CODE PAPERS; do \
+	  test -f $$R/$${c}_c512_w4096_causal_d0-16_bos0.json || $(BIN)/docgrad probe --corpus $$c --docs 0:16 --chunk 512 \
+	    --context causal --window 4096 --start-token 0 --out $(REGIME_OUT) || exit 1; \
+	done; \
+	test -f $$R/CODE_c512_d0-16_bos1.json || $(BIN)/docgrad probe --corpus CODE --docs 0:16 --chunk 512 \
+	  --start-token 1 --out $(REGIME_OUT) || exit 1; \
+	for s in 11 12 13; do for c in CODE WEB; do for l in 1 2; do \
+	  test -f $$R/$${c}_c512_d0-8_simex$$l-s$$s.json || $(BIN)/docgrad probe --corpus $$c --docs 0:8 --chunk 512 \
+	    --simex-lambda $$l --simex-seed $$s --out $(REGIME_OUT) || exit 1; \
+	done; done; done
 
 # The causal-context results of MODEL (issue 15, page 06): the first WINDOW tokens of each of the 16 documents as one
 # sequence, every chunk's gradient with the earlier chunks as context (docs/methods.md#causal-context). About

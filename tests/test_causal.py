@@ -38,17 +38,17 @@ def rel_err(a, b) -> float:
     return float((a - b).abs().max() / b.abs().max())
 
 
-def causal_vs_brute(model, ids, chunk):
+def causal_vs_brute(model, ids, chunk, bos_id=None):
     """(per-chunk gradients and losses from causal_steps, the same from brute-force prefixes)."""
     params = [p for _, p, _ in named_parameter_groups(model)]
     got, got_loss = [], []
-    for loss in CA.causal_steps(model, ids, chunk):
+    for loss in CA.causal_steps(model, ids, chunk, bos_id=bos_id):
         got.append(flat_grads(params))
         got_loss.append(loss)
     model.zero_grad(set_to_none=True)
     ref, ref_loss = [], []
     for k in range(len(ids) // chunk):
-        loss = CA.causal_prefix_loss(model, ids, chunk, k)
+        loss = CA.causal_prefix_loss(model, ids, chunk, k, bos_id)
         ref.append(flat_grads(params, loss))
         ref_loss.append(float(loss.detach()))
     return got, got_loss, ref, ref_loss
@@ -111,6 +111,34 @@ def test_causal_chunk_0_is_the_standalone_chunk_0():
     standalone = GR.forward_backward(model, ids[:CHUNK])
     assert loss0 == pytest.approx(standalone, rel=1e-6)
     assert rel_err(g0, flat_grads(params)) < 1e-5
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt_neox"])
+def test_a_start_token_heads_the_window_and_every_chunk_sees_it(arch):
+    """With a start token at position 0 (one document per sequence, as training feeds it): each chunk's gradient
+    equals brute force over start token + its prefix, chunk 0's equals the standalone chunk 0's with that start
+    token, and the later chunks differ from the window without it (the token is in their context)."""
+    model = tiny_model(arch, seed=1)
+    ids = torch.as_tensor(spans(1)[0][1])
+    got, got_loss, ref, ref_loss = causal_vs_brute(model, ids, CHUNK, bos_id=3)
+    np.testing.assert_allclose(got_loss, ref_loss, rtol=1e-6)
+    for k, (g, r) in enumerate(zip(got, ref)):
+        assert rel_err(g, r) < 1e-5, (k, rel_err(g, r))
+    params = [p for _, p, _ in named_parameter_groups(model)]
+    standalone = GR.forward_backward(model, ids[:CHUNK], 3)
+    assert got_loss[0] == pytest.approx(standalone, rel=1e-6)
+    assert rel_err(got[0], flat_grads(params)) < 1e-5
+    plain, *_ = causal_vs_brute(model, ids, CHUNK)
+    assert all(rel_err(g, p) > 1e-3 for g, p in zip(got[1:], plain[1:]))
+
+
+def test_a_causal_start_token_is_recorded_in_its_name_and_fingerprint(tmp_path):
+    cfg = replace(CAUSAL, start_token=0)
+    bound = cfg.bind(PC.as_doc_spans(spans()), "cpu")
+    assert cfg.regime == "bos0" and bound.fingerprint()["start_token"] == 0
+    assert bound.fingerprint() != CAUSAL.bind(PC.as_doc_spans(spans()), "cpu").fingerprint()
+    out = CMD.result_path(tmp_path, "org/m", "r", "BOOKS", 512, (0, 16), "causal", 4096, regime=cfg.regime)
+    assert out.name == "BOOKS_c512_w4096_causal_d0-16_bos0.npz"
 
 
 # --- the probe in causal mode ---------------------------------------------------------------------------

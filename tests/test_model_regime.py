@@ -58,7 +58,8 @@ def test_a_start_token_is_context_only_and_recorded_in_args_fingerprint_and_name
 
 
 def test_a_start_token_needs_standalone_chunks_and_a_token_of_the_vocabulary(tmp_path):
-    with pytest.raises(PC.ProbeError, match="--start-token 0: a start token goes ahead of standalone chunks"):
+    with pytest.raises(PC.ProbeError, match="--start-token 0: a start token goes ahead of standalone chunks "
+                       r"\(context standalone-bos\) or at the head of a causal window"):
         replace(CONFIG, start_token=0)
     with pytest.raises(PC.ProbeError, match="non-negative integer"):
         replace(CONFIG, context="standalone-bos", start_token=-1)
@@ -181,9 +182,10 @@ def test_probe_regime_arguments_are_refused_before_the_model_loads():
     with pytest.raises(PC.ProbeError, match="needs the rounding steps of an offline GGUF model"):
         PCMD.regime_arguments(args, None, "standalone")
     args = SimpleNamespace(start_token=0, simex_lambda=None, simex_seed=None)
-    with pytest.raises(PC.ProbeError, match="--start-token 0: goes ahead of standalone chunks"):
+    with pytest.raises(PC.ProbeError, match="--start-token 0: goes ahead of standalone chunks or at the head"):
         PCMD.regime_arguments(args, None, "standalone-bos")
     assert PCMD.regime_arguments(args, None, "standalone") == (0, None)
+    assert PCMD.regime_arguments(args, None, "causal") == (0, None)
 
 
 def test_the_real_files_steps_match_the_recovered_ones():

@@ -47,14 +47,17 @@ def causal_window_loss(model, ids, chunk: int):
     counts = [b - a for a, b in causal_targets(chunk, len(ids) // chunk)]
     return F.cross_entropy(logits.float(), ids[1:], reduction="sum"), counts
 
-def causal_prefix_loss(model, ids, chunk: int, k: int):
+def causal_prefix_loss(model, ids, chunk: int, k: int, bos_id: int | None = None):
     """Chunk k's causal loss L_k by brute force: one forward of the prefix that ends with chunk k
-    (tokens [0, (k+1)C)), mean cross-entropy over the targets chunk k owns. The reference for causal_steps;
-    as a scheme ("prefix truncation") it costs about (m+1)/2 standalone chunks per chunk."""
+    (tokens [0, (k+1)C), after the start token bos_id if given), mean cross-entropy over the targets chunk k
+    owns. The reference for causal_steps; as a scheme ("prefix truncation") it costs about (m+1)/2 standalone
+    chunks per chunk."""
+    import torch
     import torch.nn.functional as F
 
     a, b = causal_targets(chunk, k + 1)[k]
-    logits = model(input_ids=ids[None, :b - 1], use_cache=False).logits[0, a - 1:]
+    seq = ids[:b - 1] if bos_id is None else torch.cat([ids.new_tensor([bos_id]), ids[:b - 1]])
+    logits = model(input_ids=seq[None], use_cache=False).logits[0, -(b - a):]
     return F.cross_entropy(logits.float(), ids[a:b], reduction="mean")
 
 @contextmanager
@@ -77,10 +80,15 @@ def _grouped_kv_attention():
         else:
             os.environ[key] = old
 
-def causal_steps(model, ids, chunk: int, dtype: str = FLOAT32):
+def causal_steps(model, ids, chunk: int, dtype: str = FLOAT32, bos_id: int | None = None):
     """The causal per-chunk gradients of one window `ids` (m = len(ids)/C chunks), one chunk at a time: a
     generator that, for k = 0 .. m-1, leaves grad L_k in the parameters' .grad (previous gradients dropped)
     and yields L_k as a float. The caller sketches .grad between steps (and may clear it).
+
+    With bos_id (a start token, docs/methods.md#model-regime) the sequence is bos_id + window, as long-context
+    training feeds one document: the start token sits at position 0 as context only and every chunk owns the
+    same targets as without it (chunk 0's loss and gradient are then exactly a standalone chunk's with that
+    start token ahead of it); every later chunk sees it at the head of its context.
 
     Scheme: an incremental forward with the autograd graph kept. Segment k feeds the inputs whose predictions
     chunk k owns, positions [a_k - 1, b_k - 1) (causal_targets), through the model with the key/value cache
@@ -110,13 +118,16 @@ def causal_steps(model, ids, chunk: int, dtype: str = FLOAT32):
     m = len(ids) // chunk
     if m < 1 or len(ids) != m * chunk:
         raise ProbeError(f"causal window of {len(ids)} tokens is not a whole number of {chunk}-token chunks")
+    shift = 0 if bos_id is None else 1          # positions of the window's tokens in the fed sequence
+    seq = ids if bos_id is None else torch.cat([ids.new_tensor([bos_id]), ids])
     cache = DynamicCache(config=getattr(model, "config", None))
     try:
         for k, (a, b) in enumerate(causal_targets(chunk, m)):
-            pos = torch.arange(a - 1, b - 1, device=ids.device)
+            lo = 0 if k == 0 else a - 1 + shift      # segment 0 also feeds the start token
+            pos = torch.arange(lo, b - 1 + shift, device=ids.device)
             with _grouped_kv_attention(), autocast(dtype, ids.device.type):
-                logits = model(input_ids=ids[None, a - 1:b - 1], position_ids=pos[None], cache=cache,
-                               use_cache=True).logits[0]
+                logits = model(input_ids=seq[None, lo:b - 1 + shift], position_ids=pos[None], cache=cache,
+                               use_cache=True).logits[0, -(b - a):]
             loss = F.cross_entropy(logits.float(), ids[a:b], reduction="mean")
             del logits
             model.zero_grad(set_to_none=True)

@@ -185,7 +185,7 @@ def chunk_steps(model, tokens, chunk: int, m: int, context: str = "standalone", 
     Standalone contexts: one forward_backward per chunk. "causal": causal_steps over the first m chunks as
     one window. Only how each gradient is produced differs; the sketching after each step is shared."""
     if context == "causal":
-        yield from causal_steps(model, tokens[:m * chunk], chunk, dtype)
+        yield from causal_steps(model, tokens[:m * chunk], chunk, dtype, bos_id)
         return
     for k in range(m):
         yield forward_backward(model, tokens[k * chunk:(k + 1) * chunk], bos_id, dtype)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from docgrad.core.constants import (
+    CAUSAL,
     CHUNK,
     CONTEXTS,
     DEFAULT_BUCKETS,
@@ -73,7 +74,8 @@ class ProbeConfig:
     dtype: str = "float32"
     context: str = "standalone"             # CONTEXTS
     window: int | None = None               # W in tokens: causal only, a multiple of chunk
-    start_token: int | None = None          # a token id ahead of every standalone chunk (context standalone-bos),
+    start_token: int | None = None          # a token id ahead of every standalone chunk (context standalone-bos)
+                                            # or at position 0 of every causal window (context causal),
                                             # instead of the model's config.bos_token_id (docs/methods.md#model-regime)
     no_start_token: bool = False            # no start token although the model's own default puts its BOS first
                                             # (context standalone; `--start-token none`, regime 'nobos')
@@ -125,9 +127,10 @@ class ProbeConfig:
             if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
                 raise ProbeError(f"--start-token {t!r}: a token id is a non-negative integer (SmolLM2's "
                                  "<|endoftext|> is 0)")
-            if self.context != STANDALONE_BOS:
+            if self.context not in (STANDALONE_BOS, CAUSAL):
                 raise ProbeError(f"--start-token {t}: a start token goes ahead of standalone chunks (context "
-                                 f"{STANDALONE_BOS}), not context {self.context!r}")
+                                 f"{STANDALONE_BOS}) or at the head of a causal window, not context "
+                                 f"{self.context!r}")
             object.__setattr__(self, "start_token", int(t))
         if self.no_start_token:
             if self.start_token is not None or self.context != STANDALONE:

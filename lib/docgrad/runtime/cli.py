@@ -186,7 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "with `docgrad precision` first: docs/methods.md#reduced-precision)")
     p.add_argument("--start-token", type=start_token_arg, default=None, metavar="ID",
                    help="put token ID ahead of every standalone chunk as context only (its target not counted), "
-                   "e.g. 0, SmolLM2's <|endoftext|>; recorded as args.start_token, file <...>_d<a>-<b>_bos<ID>.npz, "
+                   "or with --context causal at position 0 of every window (one document per sequence, as "
+                   "long-context training feeds it), e.g. 0, SmolLM2's <|endoftext|>; recorded as args.start_token, "
+                   "file <...>_d<a>-<b>_bos<ID>.npz, "
                    "never pooled with files without it (docs/methods.md#model-regime). 'none': no start token for a "
                    "model whose default puts its BOS first (a local model whose tokenizer adds one, Gemma); "
                    "recorded as context standalone and args.no_start_token, file <...>_nobos.npz")

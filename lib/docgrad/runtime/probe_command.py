@@ -132,9 +132,9 @@ def regime_arguments(args, spec, context: str) -> tuple[int | str | None, dict |
                              f"of every chunk; this run's chunks are {context} "
                              + ("(a causal window)" if context == "causal" else "(no start token: the model's own "
                                 "default already); leave out --start-token"))
-    elif start is not None and context != STANDALONE:
-        raise ProbeError(f"--start-token {start}: goes ahead of standalone chunks; this run's chunks are {context} "
-                         + ("(a causal window)" if context == "causal" else "(the model's own BOS token first)"))
+    elif start is not None and context not in (STANDALONE, "causal"):
+        raise ProbeError(f"--start-token {start}: goes ahead of standalone chunks or at the head of a causal window; "
+                         f"this run's chunks are {context} (the model's own BOS token first)")
     if (lam is None) != (seed is None):
         raise ProbeError("--simex-lambda and --simex-seed go together: the noise's size and its seed are both "
                          "recorded (e.g. --simex-lambda 1 --simex-seed 1)")
@@ -165,7 +165,7 @@ def probe_settings(args) -> tuple[ProbeConfig, Path]:
     no_start_token = start_token == NO_START_TOKEN
     if no_start_token:
         context, start_token = STANDALONE, None
-    elif start_token is not None:
+    elif start_token is not None and context != "causal":
         context = STANDALONE_BOS
     config = ProbeConfig(model=pin["model"], revision=pin["revision"], corpus=corpus, chunk=args.chunk,
                          buckets=args.buckets, seed=args.seed, exact_ref=args.exact_ref, context=context, pin=pin,

@@ -16,7 +16,7 @@ from docgrad.fileio import project_root
 # else the one this package is installed from), so `docgrad probe` run from elsewhere still writes into the
 # project. Paths given explicitly on the command line are relative to the current directory, as usual.
 DEFAULT_PATHS = {"manifest": "data/corpora/manifest.json", "cache": "data/corpora/cache",
-                 "results": "data/results", "notebooks": "notebooks"}
+                 "results": "data/results", "regime": "data/regime", "notebooks": "notebooks"}
 DEFAULT_OUT = {"probe": "data/results", "analyze": "data/report.json", "report": "report"}
 
 
@@ -266,6 +266,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an --out file that is not an earlier `docgrad precision` record (default: refuse)")
     p.set_defaults(func=_lazy("runtime.precision_command", "cli_precision"))
+
+    # --- spikes ---------------------------------------------------------------------------
+    p = sub.add_parser("spikes", help="where the spiking chunks of a start-token cell get their gradient",
+                       description="For the spiking chunks (squared norm above 10x the median) of SmolLM2's committed "
+                       "start-token cell of --corpus, and as many non-spiking chunks of the same documents: the "
+                       "gradient with the first targets dropped, each first target alone, the chunk shifted by one "
+                       "token, without the start token, and in float64. Writes a JSON record "
+                       "(docs/methods.md, Model regime, addendum 2026-12-07). About 10-20 s a chunk on 2 cores.")
+    p.add_argument("--corpus", default="CODE", help="corpus (default CODE)")
+    p.add_argument("--start-token", type=int, default=0, help="the start token of the cell (default 0, <|endoftext|>)")
+    p.add_argument("--max-chunks", type=int, default=None, help="only the N largest spiking chunks (default all)")
+    p.add_argument("--results", default=None, help="results root of the model as loaded (default <root>/data/results)")
+    p.add_argument("--regime", default=None, help="results root of the regime cells (default <root>/data/regime)")
+    p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's)")
+    p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--out", required=True, help="output JSON path")
+    p.add_argument("--overwrite", action="store_true", help="measure again and replace an earlier record")
+    p.set_defaults(func=_lazy("runtime.spike_command", "cli_spikes"))
 
     # --- models ---------------------------------------------------------------------------
     p = sub.add_parser("models", help="list the offline models (wheels, file, sha256, licence, corpora)",

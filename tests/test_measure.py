@@ -175,6 +175,35 @@ def test_measure_refuses_an_out_that_is_a_file_before_any_probe(tmp_path, capsys
     assert "is a file, not a folder" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("out", ["notebooks", ".", "data/results/mine", "data/regime", "figures", "measurements",
+                                 "report/x", ".."])
+def test_measure_never_writes_over_the_study_an_out_inside_the_project_is_refused(out, tmp_path, capsys, monkeypatch):
+    """measure --out notebooks rewrote the committed page 04; --out . replaced figures; --out data/results/mine
+    turned the study's verdict INCOMPLETE. Only <root>/measurements/NAME (or a folder outside) is a measurement's."""
+    from docgrad.runtime import measure_command
+
+    monkeypatch.setattr(measure_command, "run_verb", lambda argv: pytest.fail(f"ran {argv}"))
+    root = tmp_path / "project"
+    for d in ("notebooks", "figures", "data/results", "data/regime"):
+        (root / d).mkdir(parents=True)
+    (root / "notebooks" / "04_design_effect.ipynb").write_text("committed")
+    monkeypatch.chdir(root)
+    assert main(["--root", str(root), "measure", "--corpus", "CODE", "--no-page", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert f"pass --out {root / 'measurements' / 'NAME'}" in err or "holds the project" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert (root / "notebooks" / "04_design_effect.ipynb").read_text() == "committed"
+
+
+def test_a_measurement_folder_under_measurements_or_outside_the_project_is_accepted(tmp_path):
+    from docgrad.runtime.measure_command import check_measurement_folder
+
+    root = tmp_path / "project"
+    root.mkdir()
+    check_measurement_folder(root / "measurements" / "mine", root)
+    check_measurement_folder(tmp_path / "elsewhere", root)
+
+
 def test_a_page_asked_for_a_cell_that_does_not_exist_names_the_probe_that_makes_it_before_any_bootstrap(
         tmp_path, monkeypatch):
     from docgrad.errors import AnalysisError
@@ -282,6 +311,52 @@ def test_a_cell_differing_in_one_recorded_setting_is_probed_not_reused(tiny, tmp
     assert "measure: MINE reused " in err and "measure: CTRL reused" not in err
     assert f"CTRL_c16_d0-4.npz is not reused, it differs from this probe in {key}: " in err
     assert not any(p.name.startswith("CTRL") for p in (tmp_path / "m" / "results").rglob("*"))
+
+
+def test_a_result_of_the_same_name_holding_another_cell_is_refused_never_read_as_this_one(tiny, tmp_path, capsys,
+                                                                                         monkeypatch):
+    """After `corpora add --overwrite` (other documents), measure printed the old cell's R; --no-reuse did not help.
+    A file of the cell's name whose fingerprint differs is named with what differs and kept, with or without
+    --no-reuse; nothing is probed or printed."""
+    import shutil
+
+    out = tmp_path / "m"
+    shutil.copytree(tiny.results, out / "results")
+    js = next((out / "results").rglob("MINE_c16_d0-4.json"))
+    meta = json.loads(js.read_text())
+    meta["spans_sha256"]["1"] = "0" * 64                       # another document 1 than the manifest's
+    js.write_text(json.dumps(meta))
+    before = result_files(out / "results")
+    calls = probes_run(monkeypatch)
+    for extra in ([], ["--no-reuse"]):
+        capsys.readouterr()
+        assert main([*tiny.measure, "--out", str(out), *extra]) == 2
+        printed, err = capsys.readouterr()
+        assert calls == [] and printed == ""
+        assert "MINE_c16_d0-4.npz holds another MINE cell than this run would measure (it differs in spans" in err
+        assert "it is kept" in err and len(err.strip().splitlines()) == 1
+    assert {k: v.read_bytes() for k, v in result_files(out / "results").items()} == \
+        {k: v.read_bytes() for k, v in before.items()}
+
+
+def test_a_json_beside_another_runs_npz_is_not_the_same_cell(tiny, tmp_path, capsys, monkeypatch):
+    """The json records its npz's sha256: a genuine json beside another run's npz is not reused."""
+    import shutil
+
+    from docgrad.results.format import NPZ_DIGEST
+
+    source = tmp_path / "source"
+    shutil.copytree(tiny.results, source)
+    ctrl = next(source.rglob("CTRL_c16_d0-4.npz"))
+    assert NPZ_DIGEST in json.loads(ctrl.with_suffix(".json").read_text())
+    shutil.copyfile(next(source.rglob("MINE_c16_d0-4.npz")), ctrl)          # another run's npz, the same name
+    calls = probes_run(monkeypatch)
+    capsys.readouterr()
+    main([*tiny.measure, "--out", str(tmp_path / "m"), "--reuse-from", str(source)])
+    err = capsys.readouterr().err
+    assert [c[c.index("--corpus") + 1] for c in calls] == ["CTRL"]
+    assert "CTRL_c16_d0-4.npz is not reused, it differs from this probe in its npz, which is not the one its json " \
+           "was written with (sha256 differs)" in err
 
 
 def test_no_reuse_probes_every_cell_afresh(tiny, tmp_path, monkeypatch):

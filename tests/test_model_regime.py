@@ -578,3 +578,54 @@ def test_regime_curves_give_each_cells_r_by_window_and_rho_by_lag_on_the_decisio
     assert lags == [512 * k for k in range(1, 32)]
     assert all(row["lo"] <= row["value"] <= row["hi"] for row in curves["R"] if row["tokens"] > 512)
     assert RG.regime_curves(RG.read_question(RG.ROUNDING, {}, 10, 1), {}, 10, 1) == {}
+
+
+def _parts(side, sigma2=(27.4, 19.2, 35.7), long_cov=(2.3, -5.2, 7.9), block=(9.3, 6.3, 13.6)):
+    row = lambda t: {"ratio": t[0], "ci": [t[1], t[2]]}
+    return {"side": side, "sigma2": row(sigma2), "long_cov": row(long_cov), "block_noise": row(block)}
+
+
+def test_a_start_token_change_through_the_denominator_is_not_stated_as_a_move():
+    """docs/methods.md, addendum 2026-12-07, section 2: R that falls because sigma^2 grows while the long-lag
+    covariance holds is said to fall through its denominator, with the block noise that rises, never 'moves'."""
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    def r(decision, delta, ci):
+        return {"decision": decision, "delta": delta, "ci": ci, "level": 0.05 / 4}
+
+    start = {"question": RG.START_TOKEN, "complete": True, "present": [], "missing": [], "n_docs": 16,
+             "R": {"BOOKS": r("moves", -0.662, [-0.827, -0.454]), "CODE": r("moves", -0.3, [-0.5, -0.2]),
+                   "WEB": r("not resolved", -0.06, [-0.36, 0.34])},
+             "parts": {"BOOKS": _parts("denominator"), "CODE": _parts("numerator"), "WEB": _parts("neither resolved")}}
+    note = PR.headline_note({RG.START_TOKEN: start}, "SmolLM2")
+    assert note.startswith("SmolLM2's R(16K) moves with <|endoftext|> ahead of every chunk: \u221230.0% [\u221250.0%, "
+                           "\u221220.0%] (CODE) (Holm-level, page 04d); SmolLM2: with <|endoftext|>")
+    assert "falls only through its denominator \u03c3\u00b2 for BOOKS" in note and "BOOKS)" not in note
+    assert note.endswith("(\u03c3\u00b2 \u00d727.4-27.4, a 16K block's noise \u00d79.3-9.3; page 04d)")
+    lead = PR.question_lead(start)
+    assert "moves for CODE" in lead and "moves for BOOKS" not in lead
+    assert ("BOOKS (R(16K) \u221266.2%; \u03c3\u00b2 \u00d727.4 [19.2, 35.7], long-lag covariance \u00d72.3 [\u22125.2, 7.9], "
+            "a 16K block's noise \u00d79.3 [6.3, 13.6])") in lead
+    only = {**start, "R": {"BOOKS": start["R"]["BOOKS"]}}
+    assert "moves" not in PR.headline_note({RG.START_TOKEN: only}, "S")
+
+
+def test_a_withdrawn_rounding_decision_is_described_never_stated_as_a_move():
+    from docgrad.presentation import evidence as ev
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    rounded = {"question": RG.ROUNDING, "complete": True, "withdrawn": True, "present": [], "missing": [],
+               "n_docs": 16, "R": {"WEB": {"decision": "moves", "delta": -0.272, "ci": [-0.559, -0.004], "level": 0.025},
+                                   "CODE": {"decision": "not resolved", "delta": 0.027, "ci": [-0.5, 0.5], "level": 0.05}},
+               "linear": {"WEB": 0.077, "CODE": -0.33},
+               "second_draws": [{"corpus": "WEB", "draws": RG.SECOND_SET, "change": 0.064, "ci": [-0.16, 0.24]}]}
+    assert PR.headline_note({RG.ROUNDING: rounded}, "S") == ""
+    line = PR.limitation_line({RG.ROUNDING: rounded})
+    assert "Rounding: not decided" in line and "moves" not in line
+    assert "one draw describes WEB \u221227.2% (a second draw +6.4%), CODE +2.7%" in line
+    box = PR.result_box({RG.ROUNDING: rounded}, "M")
+    assert "moves" not in box and ("**Caveat:** the rounding decision is withdrawn until three noise draws per "
+                                   "SIMEX level are in (docs/methods.md, addendum 2026-12-07)") in box
+    assert "rounding: not decided" in ev.first_sentence(box)

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from docgrad.measure.probe_config import differences, result_fingerprint
-from docgrad.results.format import result_stem
+from docgrad.results.format import npz_matches_json, result_stem
 
 
 def _docs(fp: dict) -> tuple[int, int] | None:
@@ -44,7 +44,10 @@ def same_cell_files(root: Path, fp: dict) -> list[Path] | None:
         if js.name.startswith(".") or not npz.is_file():
             continue
         try:
-            got = result_fingerprint(json.loads(js.read_text()))
+            meta = json.loads(js.read_text())
+            got = result_fingerprint(meta)
+            if npz_matches_json(npz, meta) is False:
+                continue                            # another run's npz beside this json
         except (OSError, ValueError):
             continue
         rng = None if got is None else _docs(got)
@@ -70,7 +73,10 @@ def why_not(root: Path, fp: dict, stem: str) -> str | None:
     if not js.is_file():
         return None
     try:
-        got = result_fingerprint(json.loads(js.read_text()))
+        meta = json.loads(js.read_text())
+        got = result_fingerprint(meta)
+        if js.with_suffix(".npz").is_file() and npz_matches_json(js.with_suffix(".npz"), meta) is False:
+            return "its npz, which is not the one its json was written with (sha256 differs)"
     except (OSError, ValueError) as e:
         return f"its json is unreadable ({e})"
     return "it does not record every setting of a probe run" if got is None else differences(got, fp)

@@ -76,14 +76,60 @@ def change_text(reading: dict, corpus: str, linear_name: str = "linear extrapola
     return f"{signed_pct(r['delta'])} {interval_pct(r['ci'])}", beside
 
 
+WITHDRAWN_WHY = ("its first reading's interval left out the noise draw, and a second draw gives the other sign; "
+                 "it is re-read with three draws per \u03bb")
+
+
+def ratio_text(part: dict) -> str:
+    """A part's ratio with its interval: '\u00d79.3 [6.3, 13.6]'."""
+    lo, hi = part["ci"]
+    return f"\u00d7{part['ratio']:.1f} [{lo:.1f}, {hi:.1f}]".replace("-", "\u2212")
+
+
+def denominator_corpora(reading: dict) -> list[str]:
+    """The corpora whose R(16K) *moves* under the start token only through its denominator (results.regime_parts
+    .through_its_parts == 'denominator'; docs/methods.md, Model regime, addendum 2026-12-07, section 2)."""
+    parts = reading.get("parts") or {}
+    return [c for c, r in reading.get("R", {}).items()
+            if r["decision"] == MOVES and (parts.get(c) or {}).get("side") == "denominator"]
+
+
+def denominator_text(reading: dict, corpus: str) -> str:
+    """'BOOKS (R(16K) \u221266.2%; \u03c3\u00b2 \u00d727.4 [19.2, 35.7], long-lag covariance \u00d72.3 [\u22125.2, 7.9],
+    a 16K block's noise \u00d79.3 [6.3, 13.6])': the change of R beside its parts (95% paired intervals)."""
+    p = reading["parts"][corpus]
+    return (f"{corpus} (R(16K) {signed_pct(reading['R'][corpus]['delta'])}; \u03c3\u00b2 {ratio_text(p['sigma2'])}, "
+            f"long-lag covariance {ratio_text(p['long_cov'])}, a 16K block's noise {ratio_text(p['block_noise'])})")
+
+
+def spike_clause(corpora: list[str]) -> str:
+    return (f"a few chunks' gradients spike, so R(16K) falls only through its denominator \u03c3\u00b2 for "
+            f"{', '.join(corpora)}, while the long-lag covariance holds and a 16K block's noise rises")
+
+
+def withdrawn_lead(reading: dict) -> str:
+    """The rounding question while its decision is withdrawn (addendum 2026-12-07, section 5): what its cells
+    describe, and no decision."""
+    if not reading.get("complete"):
+        return f"{QUESTION_NAMES[reading['question']]}: not read yet, {_committed(reading)}"
+    again = second_set({ROUNDING: reading})
+    said = [f"{c} {signed_pct(r['delta'])}" + (f" (a second draw {signed_pct(again[c]['change'])})" if c in again
+                                                 else "") for c, r in reading["R"].items()]
+    return f"rounding: not decided ({WITHDRAWN_WHY}; one draw describes {', '.join(said)})"
+
+
 def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
     """One question's part of the opening sentence: the corpora whose R(16K) is robust (the widest span of their
     Holm-level intervals, all inside ±margin), then each corpus where it moves and each not resolved, with its
     change and Holm-level interval; or, while a cell is missing, how many are committed."""
     q = reading["question"]
+    if reading.get("withdrawn"):
+        return withdrawn_lead(reading)
     if not reading["complete"]:
         return f"{QUESTION_NAMES[q]}: not read yet, {_committed(reading)}"
-    by = {d: [c for c, r in reading["R"].items() if r["decision"] == d] for d in (ROBUST, MOVES)}
+    denominator = denominator_corpora(reading)
+    by = {d: [c for c, r in reading["R"].items() if r["decision"] == d and c not in denominator]
+          for d in (ROBUST, MOVES)}
     rest = [c for c, r in reading["R"].items() if r["decision"] not in (ROBUST, MOVES)]
     parts = []
     if by[ROBUST]:
@@ -97,6 +143,8 @@ def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
 
     parts += [f"{way} for " + ", ".join(said(c) for c in cs)
               for way, cs in (("moves", by[MOVES]), ("not resolved", rest)) if cs]
+    if denominator:
+        parts.append(f"{spike_clause(denominator)}: " + ", ".join(denominator_text(reading, c) for c in denominator))
     return f"R(16K) {WHAT_CHANGES[q]}: " + "; ".join(parts)
 
 
@@ -124,7 +172,9 @@ def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str
     n = next((f"{r['n_docs']} " for r in done), "")
     measured = (f"{label}, the same {n}documents per corpus in every regime; paired document bootstrap; Holm over "
                 f"each question's corpora; margin \u00b1{margin:.0%}.")
-    caveat = "one noise draw per SIMEX level decides (the interval covers documents, not draws)"
+    caveat = ("the rounding decision is withdrawn until three noise draws per SIMEX level are in (docs/methods.md, "
+              "addendum 2026-12-07)" if readings.get(ROUNDING, {}).get("withdrawn")
+              else "one noise draw per SIMEX level decides (the interval covers documents, not draws)")
     again = [f"{c} {signed_pct(r['change'])} {interval_pct(r['ci'])}" for c, r in second_set(readings).items()]
     caveat += f"; a second set gives {', '.join(again)} (95%, described)." if again else "."
     return ev.result_box(answer, measured, caveat)
@@ -142,14 +192,23 @@ def headline_note(readings: dict, label: str) -> str:
         change, beside = change_text(r, corpus, "linear", again if r["question"] == ROUNDING else None)
         return f"{change} ({'; '.join([corpus] + beside)})"
 
-    parts = []
+    parts, spikes = [], []
     for r in readings.values():
-        moved = [c for c, v in r.get("R", {}).items() if r["complete"] and v["decision"] == MOVES]
+        if r.get("withdrawn") or not r["complete"]:
+            continue
+        denominator = denominator_corpora(r)
+        spikes += [(r, c) for c in denominator]
+        moved = [c for c, v in r.get("R", {}).items() if v["decision"] == MOVES and c not in denominator]
         if moved:
             parts.append(f"{NOTE_CHANGES[r['question']]}: {', '.join(noted(r, c) for c in moved)}")
-    if not parts:
-        return ""
-    return f"{label}'s R(16K) moves " + "; ".join(parts) + " (Holm-level, page 04d)"
+    notes = [f"{label}'s R(16K) moves " + "; ".join(parts) + " (Holm-level, page 04d)"] if parts else []
+    if spikes:
+        block = [r["parts"][c]["block_noise"]["ratio"] for r, c in spikes]
+        sigma = [r["parts"][c]["sigma2"]["ratio"] for r, c in spikes]
+        notes.append(f"{label}: with <|endoftext|> ahead of every chunk {spike_clause([c for _, c in spikes])} "
+                     f"(\u03c3\u00b2 \u00d7{min(sigma):.1f}-{max(sigma):.1f}, a 16K block's noise "
+                     f"\u00d7{min(block):.1f}-{max(block):.1f}; page 04d)")
+    return "; ".join(notes)
 
 
 def limitation_line(readings: dict) -> str:

@@ -156,6 +156,24 @@ def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[
 
 
 
+NPZ_DIGEST = "npz_sha256"    # the json's record of its own npz: a reused or resumed cell is checked against it
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def npz_matches_json(npz_path: Path, meta: dict) -> bool | None:
+    """Whether the npz beside a result json is the one it was written with: True or False where the json records
+    its digest (NPZ_DIGEST), None for a file written before the digest was recorded (it cannot be checked)."""
+    want = meta.get(NPZ_DIGEST)
+    return None if want is None else file_sha256(npz_path) == want
+
+
 def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact_ref_dot=None,
                  meta: dict, overwrite: bool = False) -> None:
     """Validate and write one result (npz first, then json; each atomically).
@@ -176,7 +194,7 @@ def write_result(npz_path: Path, *, index, loss, gram: dict, sqnorm: dict, exact
     _validate_arrays(npz_path, arrays, file_buckets(npz_path, meta))
     json_path.unlink(missing_ok=True)   # overwrite: the old pair reads as incomplete until the new one is whole
     atomic_write_npz(npz_path, arrays, compressed=True)
-    atomic_write_json(json_path, meta)
+    atomic_write_json(json_path, {**meta, NPZ_DIGEST: file_sha256(npz_path)})
 
 
 def _real(path: Path, name: str, a: np.ndarray, integer: bool = False) -> None:

@@ -259,15 +259,30 @@ def read_question(question: str, found: dict, resamples: int, seed: int, alpha: 
     return out
 
 
+# docs/methods.md, Model regime, addendum 2026-12-07, section 5: the rounding decision of 2026-12-03 left the noise
+# draw out of its interval and is withdrawn; its cells are described, not decided, until the common-random-number
+# cells (three draws per lambda) are read.
+ROUNDING_WITHDRAWN = True
+
+
 def read_model_regime(results_dir: str | Path, regime_dir: str | Path, model: str = "smollm2-135m",
                       resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[dict, dict]:
     """An offline model's regime cells (regime_cells under each root's <org>__<model>/<revision>/) and every
     question of QUESTIONS read from them: ({(corpus, regime): Cell}, {question: read_question}). The pages that
     state R(16K) (03-05) read it with the rule's 2,000 paired draws and seed, whatever their own resamples; page
     04d, which shows it all, with its parameters (the same by default). The rounding reading also carries
-    "second_draws" (second_draw_rows: a second set of noise draws, described, [] until committed)."""
+    "second_draws" (second_draw_rows: a second set of noise draws, described, [] until committed) and "withdrawn"
+    (ROUNDING_WITHDRAWN); a complete start-token reading carries "parts" (regime_parts.start_token_parts per
+    corpus: R's change read through sigma^2, the long-lag covariance and the block noise)."""
     sub = get_offline(model).results_dir
     found = regime_cells(Path(results_dir) / sub, Path(regime_dir) / sub)
+    from docgrad.results.regime_parts import start_token_parts
+
     readings = {q: read_question(q, found, resamples, seed) for q in QUESTIONS}
     readings[ROUNDING]["second_draws"] = second_draw_rows(found, resamples, seed)     # described beside it
+    readings[ROUNDING]["withdrawn"] = ROUNDING_WITHDRAWN
+    start = readings[START_TOKEN]
+    if start["complete"]:                        # each change read through its numerator and denominator
+        start["parts"] = {c: start_token_parts(found[(c, AS_LOADED)], found[(c, r)], resamples, seed)
+                          for c, (_, r) in QUESTIONS[START_TOKEN].items()}
     return found, readings

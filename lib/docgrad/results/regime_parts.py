@@ -109,3 +109,16 @@ def spike_free_change(base: Cell, other: Cell, window: int, factor: float = SPIK
     ra = float(parts(base, keep[None, :], window)["R"][0])
     rb = float(parts(other, keep[None, :], window)["R"][0])
     return {"docs": docs, "base": ra, "other": rb, "change": rb / ra - 1.0}
+
+
+def start_token_parts(base: Cell, with_token: Cell, resamples: int, seed: int, window: int = 16384,
+                      alpha: float = 0.05) -> dict:
+    """What a start-token cell's R(window) change is made of (addendum 2026-12-07, sections 1-2): paired_parts
+    with its `side` (through_its_parts), the norm distribution of both cells (without the chunk rows), and the
+    spike-free sensitivity."""
+    p = paired_parts(base, with_token, window, resamples, seed, alpha)
+    norms = {}
+    for name, cell in (("as_loaded", base), ("with_token", with_token)):
+        nd = norm_distribution(cell)
+        norms[name] = {k: v for k, v in nd.items() if k != "spiking"}
+    return {**p, "side": through_its_parts(p), "norms": norms, "spike_free": spike_free_change(base, with_token, window)}

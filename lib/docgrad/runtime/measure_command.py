@@ -32,7 +32,7 @@ from docgrad.results.stats import analyze, check_resamples, check_seed
 from docgrad.runtime import notebooks as nb
 from docgrad.runtime import report
 from docgrad.runtime.cli import DEFAULT_PATHS, build_parser, resolve_default_paths
-from docgrad.runtime.probe_command import planned_config, result_path
+from docgrad.runtime.probe_command import planned_config
 
 PAGES = ("03", "04")       # the pages that take a results folder, models, corpora and a chunk length (03: rho by lag)
 
@@ -66,6 +66,25 @@ def missing_corpora(manifest: Path, wanted: list[str], need: int = 1) -> dict[st
     recorded = corpora.read_manifest(manifest).get("corpora", {}) if Path(manifest).exists() else {}
     held = {c: len(recorded.get(c, {}).get("documents", [])) for c in wanted}
     return {c: n for c, n in held.items() if c not in recorded or n < need}
+
+
+def already_measured(probe: list[str], results: Path) -> bool:
+    """Whether `results` already holds the very cell `docgrad probe <probe>` would write (its whole fingerprint, and
+    an npz that is the one its json was written with). A file of that name holding another cell (other documents
+    after `corpora add --overwrite`, another manifest's corpus of the same name, other weights) is never read as
+    this one: a DocgradError names what differs and the file, which is kept."""
+    config = planned_config(resolve_default_paths(build_parser().parse_args(probe)))
+    fp = config.fingerprint()
+    if same_cell_files(results, fp):
+        return True
+    stem = result_stem(config.model, config.revision, config.corpus, config.chunk, config.docs, config.context,
+                       config.window, config.dtype, config.regime)
+    differs = why_not(results, fp, stem)
+    if differs:
+        raise DocgradError(f"{shown_path(results / stem)}.npz holds another {config.corpus} cell than this run would "
+                           f"measure (it differs in {differs}); it is kept: measure into another --out, or delete "
+                           "its .npz and .json to measure it again")
+    return False
 
 
 def reuse(probe: list[str], results: Path, source: Path) -> bool:
@@ -123,6 +142,25 @@ def check_pages(text: str) -> list[str]:
     return sorted(pages)
 
 
+MEASUREMENTS = "measurements"      # the project's folder for measurements (git-ignored); the study's files lie outside
+
+
+def check_measurement_folder(out: Path, root: Path) -> None:
+    """Refuse a measurement folder that could write over the study: inside the project anywhere but under
+    <root>/measurements/ (notebooks/, figures/, data/results/, data/regime/, the report, the root itself), or a
+    folder that holds the project. One line naming both and what to pass instead."""
+    out, root = Path(out).resolve(), Path(root).resolve()
+    home = root / MEASUREMENTS
+    if out == root or root.is_relative_to(out):
+        raise DocgradError(f"--out {out}: holds the project {root}, whose committed pages, figures and results a "
+                           f"measurement would write beside or over; give a folder of its own, e.g. --out "
+                           f"{home / 'NAME'}")
+    if out.is_relative_to(root) and not out.is_relative_to(home) or out == home:
+        raise DocgradError(f"--out {out}: is inside the project {root} but not under {home}/, where a measurement "
+                           f"cannot touch the study's notebooks, figures or results; pass --out {home / 'NAME'}, "
+                           "or a folder outside the project")
+
+
 def cli_measure(args) -> int:
     root = nb.command_root(args)
     corpus, control = args.corpus.upper(), args.control.upper()
@@ -132,7 +170,8 @@ def cli_measure(args) -> int:
     docs = parse_docs(args.docs)
     rm = models.result_model(args.model)                # how the result files and page 04 name it
     label = rm.label
-    out = Path(args.out).resolve() if args.out else root / "measurements" / label.replace("/", "__") / corpus
+    out = Path(args.out).resolve() if args.out else root / MEASUREMENTS / label.replace("/", "__") / corpus
+    check_measurement_folder(out, root)
     results = out / "results"
     check_resamples(args.resamples), check_seed(args.seed)   # before hours of probing, not after
     pages = check_pages(args.pages)
@@ -163,7 +202,7 @@ def cli_measure(args) -> int:
         raise DocgradError(f"--reuse-from {args.reuse_from}: no such folder (a results folder, e.g. data/results)")
     for name in (corpus, control):                  # 2. probe (a finished cell is kept, an identical one copied)
         probe = probe_argv(args, root, results, name, exact_ref=name == control)
-        if result_path(results, rm.model, rm.revision, name, args.chunk, docs).with_suffix(".json").exists():
+        if already_measured(probe, results):
             continue
         if args.no_reuse or not reuse(probe, results, reuse_from):
             run_verb(probe)

@@ -54,7 +54,9 @@ display(Markdown(box + "\n\n" + "\n\n".join(details)))
 # variance of each weight's own rounding error is added once ($\lambda = 1$) and twice ($\lambda = 2$); the
 # quadratic through $\lambda = 0, 1, 2$ is read at $\lambda = -1$, the weights without rounding error
 # (simulation-extrapolation, SIMEX). One noise draw per $\lambda$: the interval covers the documents, not the
-# draw. Every comparison is paired: the same 16 documents, the same bootstrap counts for every regime of a corpus.
+# draw, which is why the rounding decision is withdrawn until three draws per $\lambda$ are in (addendum
+# 2026-12-07). Every comparison is paired: the same 16 documents, the same bootstrap counts for every regime of a
+# corpus.
 
 # %% tags=["hide-input"]
 rows = [{"question": q, "corpus": c, "delta": v["delta"], "lo": v["ci"][0], "hi": v["ci"][1],
@@ -74,6 +76,32 @@ if rows:
     display(chart)
 else:
     display(Markdown("*No question has all its cells yet: no figure is drawn (partial data are not shown).*"))
+
+# %% [markdown]
+# ## The start token, read through its parts
+#
+# $R(16\text{K})$ is a ratio: the noise of one 16K block, $N = \sigma^2 R/32$, over what 32 independent chunks
+# would give, $\sigma^2/32$. So a change of $R$ is read through both: $\sigma^2$ (the denominator), the long-lag
+# covariance $\sigma^2\rho_\mathrm{long}$ (the numerator's long-range part) and the block noise itself, each as
+# a ratio with its 95% paired interval; and the per-chunk squared norms that make $\sigma^2$: their median,
+# the largest, how many chunks lie above 10× the median (*spiking* chunks) and the share of all squared norm
+# that the five largest carry ([docs/methods.md](../docs/methods.md#model-regime), addendum 2026-12-07).
+
+# %% tags=["hide-input"]
+parts_table = pd.DataFrame(dg.regime.parts_rows(readings[dg.model_regime.START_TOKEN]))
+if len(parts_table):
+    display(parts_table.round(3))
+    norms = pd.DataFrame(dg.regime.norm_rows(found))
+    chart = alt.Chart(norms).mark_tick(opacity=0.5).encode(
+        x=alt.X("times_median:Q", title="chunk's squared gradient norm / the cell's median (log)",
+                scale=alt.Scale(type="log")),
+        y=alt.Y("regime:N", title=None), color=dg.corpus_color(),
+        tooltip=["corpus", "regime", "doc", "chunk", "times_median"]).properties(width=420, height=60).facet(
+        row=alt.Row("corpus:N", title=None))
+    display(dg.save_chart(chart.properties(title="Every chunk's squared gradient norm, as loaded and with "
+                                                 "<|endoftext|> ahead of it"), "04d_norms", figures_dir))
+else:
+    display(Markdown("*The start-token cells are not all committed: nothing to read through its parts.*"))
 
 # %% [markdown]
 # ## The SIMEX curves
@@ -166,7 +194,7 @@ numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model,
            "seed": seed, "result_box": box, "question_lines": details,
            "cells_present": sorted(dg.regime.cell_name(k) for k in found),
            "questions": dg.regime.reading_numbers(readings), "curves": curves,
-           "simex_curves": simex.to_dict("records")}
+           "simex_curves": simex.to_dict("records"), "start_token_parts": parts_table.to_dict("records")}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

@@ -481,3 +481,36 @@ def test_measure_builds_a_missing_control_and_names_a_corpus_with_too_few_docume
     assert ("--docs 0:8: corpus MINE holds 4 documents in " in (err := capsys.readouterr().err)
             and "measure --docs 0:4, or add it again with more (`docgrad corpora add MINE --from PATH --docs 8 "
             "--overwrite`)" in err)
+
+
+def test_measure_completes_its_own_interrupted_page_publication_first(tiny, tmp_path, capsys, monkeypatch):
+    """measure publishes its pages through a journal in its folder; a kill in the rename step left it unreplayed."""
+    import os
+    import shutil
+
+    from docgrad import publication as P
+
+    out = tmp_path / "m"
+    shutil.copytree(tiny.results, out / "results")
+    (out / "stage").mkdir()
+    for name in ("a.png", "b.png"):
+        (out / "stage" / name).write_text("new")
+        (out / name).write_text("old")
+    real, seen = os.replace, []
+
+    def killed(src, dst):
+        seen.append(dst)
+        if len(seen) == 2:
+            raise SystemExit("killed")
+        return real(src, dst)
+
+    monkeypatch.setattr(P.os, "replace", killed)
+    with pytest.raises(SystemExit):
+        P.publish([(out / "stage" / n, out / n) for n in ("a.png", "b.png")], out)
+    monkeypatch.setattr(P.os, "replace", real)
+    assert (out / "b.png").read_text() == "old"
+    probes_run(monkeypatch)
+    capsys.readouterr()
+    assert main([*tiny.measure, "--out", str(out)]) == 0
+    assert "measure: completed an interrupted publication (2 file(s) renamed" in capsys.readouterr().err
+    assert (out / "a.png").read_text() == (out / "b.png").read_text() == "new" and not (out / P.JOURNAL).exists()

@@ -629,3 +629,36 @@ def test_a_withdrawn_rounding_decision_is_described_never_stated_as_a_move():
     assert "moves" not in box and ("**Caveat:** the rounding decision is withdrawn until three noise draws per "
                                    "SIMEX level are in (docs/methods.md, addendum 2026-12-07)") in box
     assert "rounding: not decided" in ev.first_sentence(box)
+
+
+def test_the_parts_table_gives_each_regime_its_values_and_each_corpus_its_ratios():
+    from docgrad.presentation import regime as PR
+
+    p = _parts("denominator")
+    for k in ("sigma2", "long_cov", "block_noise"):
+        p[k].update(base=1.0, other=2.0)
+    p["R"] = {"base": 4.3, "other": 1.45, "ratio": 0.34, "ci": [0.21, 0.51]}
+    p["S_cross"] = {"base": 3.2, "other": 32.9}
+    nd = {"median": 19.4, "largest": 155.0, "n_spiking": 0, "top_share": 0.04}
+    p["norms"] = {"as_loaded": nd, "with_token": {**nd, "n_spiking": 37}}
+    rows = PR.parts_rows({"parts": {"BOOKS": p}})
+    assert [r["regime"] for r in rows] == ["as loaded", "<|endoftext|> first", "ratio (denominator moved)"]
+    assert rows[0]["R(16K)"] == 4.3 and rows[1]["R(16K)"] == 1.45 and rows[1]["chunks > 10\u00d7 median"] == 37
+    assert rows[2]["\u03c3\u00b2"] == "\u00d727.4 [19.2, 35.7]" and rows[2]["R(16K)"] == "\u00d70.3 [0.2, 0.5]"
+    assert PR.parts_rows({"complete": False}) == []
+
+
+def test_the_decision_lines_say_denominator_and_withdrawn_in_words():
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    r = {"decision": "moves", "delta": -0.662, "ci": [-0.827, -0.454], "level": 0.0125}
+    start = {"question": RG.START_TOKEN, "complete": True, "n_docs": 16, "R": {"BOOKS": r},
+             "parts": {"BOOKS": _parts("denominator")}}
+    lines = PR.question_lines(start)
+    assert lines[1] == ("- BOOKS: R(16K) falls \u221266.2% [\u221282.7%, \u221245.4%] (98.75% interval) only through its "
+                        "denominator: \u03c3\u00b2 \u00d727.4 [19.2, 35.7], long-lag covariance \u00d72.3 [\u22125.2, 7.9], "
+                        "a 16K block's noise \u00d79.3 [6.3, 13.6] (95%)")
+    rounding = {"question": RG.ROUNDING, "complete": True, "withdrawn": True, "n_docs": 16, "R": {"WEB": r}}
+    lines = PR.question_lines(rounding)
+    assert "described, not decided" in lines[0] and "moves" not in " ".join(lines)

@@ -102,7 +102,7 @@ def disk_full_at_copy(n: int, monkeypatch) -> None:
 
 def _staged_files(tmp_path, n=3):
     stage, dest = tmp_path / "stage", tmp_path / "dest"
-    stage.mkdir(), dest.mkdir()
+    stage.mkdir(parents=True), dest.mkdir()
     moves = []
     for i in range(n):
         (stage / f"f{i}").write_text(f"new {i}")
@@ -149,6 +149,59 @@ def test_a_publication_killed_in_its_rename_step_is_completed_by_the_next_comman
     assert "completed an interrupted publication (2 file(s)" in note
     assert [(dest / f"f{i}").read_text() for i in range(3)] == ["new 0", "new 1", "new 2"]
     assert P.finish_interrupted(tmp_path) is None
+
+
+def _interrupted(tmp_path, monkeypatch, after=1):
+    """A publication of three files killed after `after` renames: (its destination folder, its journal)."""
+    moves, dest = _staged_files(tmp_path)
+    real, renames = os.replace, []
+
+    def killed(src, dst):
+        if str(dst).startswith(str(dest)):
+            renames.append(dst)
+            if len(renames) == after + 1:
+                raise SystemExit("killed")
+        return real(src, dst)
+
+    monkeypatch.setattr(P.os, "replace", killed)
+    with pytest.raises(SystemExit):
+        P.publish(moves, tmp_path)
+    monkeypatch.setattr(P.os, "replace", real)
+    return dest, tmp_path / P.JOURNAL
+
+
+def test_a_journal_listing_a_file_outside_the_project_is_refused_touching_nothing(tmp_path, monkeypatch):
+    """A journal that lists a destination or a removal outside its root replaced and deleted files there."""
+    dest, journal = _interrupted(tmp_path / "project", monkeypatch)
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("not the project's")
+    todo = json.loads(journal.read_text())
+    for bad in ({**todo, "removals": [str(outside)]},
+                {**todo, "renames": todo["renames"] + [[str(outside.with_name(".elsewhere.txt.docgrad-new")),
+                                                        str(outside), "0" * 64]]}):
+        journal.write_text(json.dumps(bad))
+        with pytest.raises(P.PublicationError, match="nothing was touched"):
+            P.finish_interrupted(tmp_path / "project")
+        assert outside.read_text() == "not the project's" and (dest / "f1").read_text() == "old 1"
+
+
+def test_another_checkouts_journal_is_refused_touching_nothing(tmp_path, monkeypatch):
+    dest, journal = _interrupted(tmp_path / "a", monkeypatch)
+    other = tmp_path / "b"
+    other.mkdir()
+    (other / P.JOURNAL).write_text(journal.read_text())
+    with pytest.raises(P.PublicationError, match="names the root .* not .*nothing was touched"):
+        P.finish_interrupted(other)
+    assert (dest / "f1").read_text() == "old 1" and (other / P.JOURNAL).exists()
+
+
+def test_a_journal_whose_staged_copy_is_missing_does_not_publish_half(tmp_path, monkeypatch):
+    """A copy already renamed (its destination holds its bytes) is fine; one that vanished is refused."""
+    dest, journal = _interrupted(tmp_path, monkeypatch)
+    (dest / ".f2.docgrad-new").unlink()
+    with pytest.raises(P.PublicationError, match="staged copy .*f2.docgrad-new is missing .*nothing was touched"):
+        P.finish_interrupted(tmp_path)
+    assert (dest / "f1").read_text() == "old 1" and (dest / ".f1.docgrad-new").exists()
 
 
 def test_sigterm_during_the_rename_step_arrives_after_it(tmp_path):

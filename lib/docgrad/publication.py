@@ -112,7 +112,7 @@ def publish(moves: Iterable[tuple[Path, Path]], journal_dir: str | Path, removal
             st = os.stat(staged)                                  # keep its time (a jupytext pair's .ipynb)
             os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
         journal = Path(journal_dir) / JOURNAL
-        _write_journal(journal, [(c, f) for c, (_, f) in zip(copies, moves)], removals)   # step 2
+        _write_journal(journal, [(c, f) for c, (_, f) in zip(copies, moves)], removals, journal_dir)   # step 2
     except BaseException as e:
         for c in copies:
             c.unlink(missing_ok=True)
@@ -125,20 +125,66 @@ def publish(moves: Iterable[tuple[Path, Path]], journal_dir: str | Path, removal
     return [f for _, f in moves]
 
 
-def _write_journal(journal: Path, renames: list[tuple[Path, Path]], removals: list[Path]) -> None:
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_journal(journal: Path, renames: list[tuple[Path, Path]], removals: list[Path], root) -> None:
+    """The journal names its root and, per rename, the sha256 of the copy: a copy found missing later was renamed
+    already only if its destination holds those bytes."""
     tmp = journal.with_name(journal.name + ".tmp")
-    tmp.write_text(json.dumps({"renames": [[str(c), str(f)] for c, f in renames],
+    tmp.write_text(json.dumps({"root": str(Path(root).resolve()),
+                               "renames": [[str(c), str(f), _sha256(c)] for c, f in renames],
                                "removals": [str(r) for r in removals]}, indent=1))
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, journal)
 
 
+def _inside(path: str, root: Path) -> bool:
+    """Whether `path` lies inside `root`, its folders' links resolved (a link cannot lead out of the root)."""
+    p = Path(path)
+    return Path(os.path.realpath(p.parent)).is_relative_to(root) and p.name not in ("", ".", "..")
+
+
+def check_journal(journal: Path, todo: dict) -> None:
+    """Refuse a journal (PublicationError, one line, nothing touched) that is not this root's own or not whole:
+    another root, a removal outside the root, a copy that is not its destination's `.<name>.docgrad-new` twin,
+    or a copy missing while its destination does not hold the copy's bytes (it was never renamed: completing
+    would publish half). A destination may lie outside the root (`run --output`, `report --out` elsewhere): it is
+    only ever replaced by the staged twin that publish left beside it."""
+    root = journal.parent.resolve()
+    if not isinstance(todo, dict) or todo.get("root") != str(root):
+        raise PublicationError(f"{journal}: names the root {todo.get('root') if isinstance(todo, dict) else None!r}, "
+                               f"not {root}; it is another checkout's or not a docgrad journal, and nothing was "
+                               "touched: delete it")
+    for row in todo["renames"]:
+        copy, final, digest = row
+        if Path(copy) != _new_copy(Path(final)):
+            raise PublicationError(f"{journal}: lists {final} from {copy}, which is not its staged twin "
+                                   f"{_new_copy(Path(final)).name}; nothing was touched: delete the journal")
+        if not Path(copy).exists() and not (Path(final).is_file() and _sha256(Path(final)) == digest):
+            raise PublicationError(f"{journal}: the staged copy {copy} is missing and {final} is not it; completing "
+                                   "would publish half of a run, so nothing was touched: run the command again, "
+                                   "then delete the journal")
+    bad = [r for r in todo["removals"] if not _inside(r, root)]
+    if bad:
+        raise PublicationError(f"{journal}: lists removals outside {root} ({bad[0]}); nothing was touched: delete it")
+
+
 def _complete(journal: Path) -> int:
-    """Do what the journal lists (renames whose copy still exists, removals), then delete it; returns the renames."""
+    """Do what the journal lists (renames whose copy still exists, removals), then delete it; returns the renames.
+    The journal is checked first (check_journal)."""
     todo = json.loads(journal.read_text())
+    check_journal(journal, todo)
     done = 0
-    for copy, final in todo["renames"]:
+    for copy, final, _ in todo["renames"]:
         if Path(copy).exists():
             os.replace(copy, final)
             done += 1
@@ -156,6 +202,8 @@ def finish_interrupted(root: str | Path) -> str | None:
         return None
     try:
         n = _complete(journal)
+    except PublicationError:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise PublicationError(f"{journal}: an interrupted publication could not be completed ({e}); "
                                "inspect the files it lists, then delete it") from None

@@ -53,7 +53,22 @@ def question_lines(reading: dict) -> list[str]:
                 "every cell is committed."]
     head = f"**R(16K) {WHAT_CHANGES[q]}**, against the same {reading['n_docs']} documents as loaded (Holm over " \
            f"{len(reading['R'])} corpora):"
-    return [head] + [f"- {corpus_sentence(c, r)}" for c, r in reading["R"].items()]
+    if reading.get("withdrawn"):
+        head = head[:-1] + f", described, not decided ({WITHDRAWN_WHY}):"
+        return [head] + [f"- {c}: {signed_pct(r['delta'])} {interval_pct(r['ci'])} (one noise draw; the interval "
+                         "covers documents, not draws)" for c, r in reading["R"].items()]
+    denominator = denominator_corpora(reading)
+
+    def line(c, r):
+        if c not in denominator:
+            return f"- {corpus_sentence(c, r)}"
+        level = f"{(1 - r['level']) * 100:.2f}".rstrip("0").rstrip(".")
+        p = reading["parts"][c]
+        return (f"- {c}: R(16K) falls {signed_pct(r['delta'])} {interval_pct(r['ci'])} ({level}% interval) only "
+                f"through its denominator: \u03c3\u00b2 {ratio_text(p['sigma2'])}, long-lag covariance "
+                f"{ratio_text(p['long_cov'])}, a 16K block's noise {ratio_text(p['block_noise'])} (95%)")
+
+    return [head] + [line(c, r) for c, r in reading["R"].items()]
 
 
 QUESTION_NAMES = {START_TOKEN: "start token", ROUNDING: "rounding"}
@@ -272,3 +287,43 @@ def described_rows(reading: dict) -> list[dict]:
 __all__ = ["AS_LOADED", "QUESTIONS", "question_lines", "question_lead", "result_box", "described_rows",
            "corpus_sentence", "cell_name", "signed_pct", "interval_pct", "headline_note", "limitation_line",
            "reading_numbers", "second_draw_sentence", "described_sentence"]
+
+
+PART_COLUMNS = {"R": "R(16K)", "sigma2": "\u03c3\u00b2", "long_cov": "long-lag covariance",
+                "block_noise": "16K block's noise"}
+
+
+def parts_rows(reading: dict) -> list[dict]:
+    """Page 04d's table of the start-token question read through its parts (results.regime_parts
+    .start_token_parts, on the reading's "parts"): per corpus and regime R(16K), sigma^2, S_cross, the long-lag
+    covariance, the block noise and the norm distribution; then per corpus the ratio of each part with its 95%
+    paired interval and which side of R moved. [] for a reading without parts."""
+    rows = []
+    for corpus, p in (reading.get("parts") or {}).items():
+        for regime, side, norms in (("as loaded", "base", "as_loaded"), ("<|endoftext|> first", "other", "with_token")):
+            nd = p["norms"][norms]
+            rows.append({"corpus": corpus, "regime": regime, **{PART_COLUMNS[k]: p[k][side] for k in PART_COLUMNS},
+                         "S_cross": p["S_cross"][side], "median |g|\u00b2": nd["median"], "largest |g|\u00b2": nd["largest"],
+                         "chunks > 10\u00d7 median": nd["n_spiking"], "top-5 share": nd["top_share"]})
+        rows.append({"corpus": corpus, "regime": f"ratio ({p['side']} moved)" if p["side"] != "neither resolved"
+                     else "ratio (neither side resolved)",
+                     **{PART_COLUMNS[k]: ratio_text(p[k]) for k in PART_COLUMNS}})
+    return rows
+
+
+def norm_rows(found: dict, regimes=(("as loaded", AS_LOADED), ("<|endoftext|> first", "bos0"))) -> list[dict]:
+    """Every chunk's exact squared gradient norm of each start-token corpus, as loaded and with the start token,
+    relative to its cell's median: rows corpus, regime, doc, chunk, times_median (page 04d's strip chart)."""
+    import numpy as np
+
+    rows = []
+    for corpus, (_, token) in QUESTIONS[START_TOKEN].items():
+        for name, regime in regimes:
+            cell = found.get((corpus, regime))
+            if cell is None:
+                continue
+            sq = np.asarray(cell.sqnorm, dtype=float)
+            med = float(np.median(sq))
+            rows += [{"corpus": corpus, "regime": name, "doc": int(d), "chunk": k, "times_median": float(v / med)}
+                     for d, row in zip(cell.doc_ids, sq) for k, v in enumerate(row)]
+    return rows

@@ -27,6 +27,7 @@ from docgrad.errors import DocgradError
 from docgrad.fileio import shown_path
 from docgrad.measure.reuse import agreed, copy_cell, same_cell_files, why_not
 from docgrad.presentation.design_effect import measurement_lines
+from docgrad.publication import finish_interrupted
 from docgrad.results.format import parse_docs, result_stem
 from docgrad.results.stats import analyze, check_resamples, check_seed
 from docgrad.runtime import notebooks as nb
@@ -179,6 +180,8 @@ def cli_measure(args) -> int:
     if blocked is not None:
         raise DocgradError(f"--out {out}: {blocked} is a file, not a folder; a measurement is a folder (results/, "
                            "the executed page, html/)")
+    if out.is_dir() and (note := finish_interrupted(out)):   # a page publication of an earlier measure, cut short
+        print(f"measure: {note} in {out}", file=sys.stderr)
     manifest = Path(args.manifest)                      # the model's own by default (cli.resolve_default_paths)
     model_args = model_argv(args)
 

@@ -282,3 +282,23 @@ def test_run_and_report_refuse_unknown_pages_and_outputs_with_exit_2_before_any_
     monkeypatch.setattr(notebooks, "execute_notebook", no_kernel)
     assert main(argv) == 2                      # was 1, unlike every other refusal
     one_line(capsys, needle)
+
+
+def test_missing_documents_are_named_as_ranges_not_one_by_one():
+    from docgrad.fileio import as_ranges
+    from docgrad.measure.probe_config import ProbeError
+    from docgrad.runtime.probe_command import select_spans
+    from types import SimpleNamespace
+
+    assert as_ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8" and as_ranges([]) == ""
+    spans = [SimpleNamespace(doc=d) for d in range(16)]
+    with pytest.raises(ProbeError) as e:
+        select_spans(spans, (15, 400))
+    assert str(e.value) == "--docs 15:400: documents 16-399 are not in the corpus (it has 0-15)"
+
+
+def test_precision_refuses_a_corpus_named_twice(capsys):
+    from docgrad.runtime.cli import main
+
+    assert main(["precision", "--corpora", "WEB,web", "--out", "/tmp/never.json"]) == 2
+    assert "names WEB more than once" in capsys.readouterr().err

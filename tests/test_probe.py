@@ -204,7 +204,7 @@ def test_cli_writes_the_standard_path_and_refuses_to_overwrite(tmp_path, monkeyp
     assert "--overwrite" in capsys.readouterr().err
     argv[4] = "2:5"
     assert cli.main(argv) == 2                      # a ProbeError is a DocgradError: one line, status 2
-    assert "documents [4] are not in the corpus" in capsys.readouterr().err
+    assert "documents 4 are not in the corpus" in capsys.readouterr().err
 
 
 def test_measure_chunks_exact_and_sketched_agree_at_many_buckets():

@@ -387,8 +387,10 @@ def test_an_interrupted_run_says_one_word_and_leaves_no_kernel_files_or_staging(
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime")}
+    # the run takes SIGINT as a terminal gives it, whatever this suite inherited (`make test &` ignores SIGINT)
     proc = subprocess.Popen([sys.executable, "-m", "docgrad", "--root", str(root), "run", "01"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while not (root / "started").exists() and time.time() < deadline:
         time.sleep(0.5)

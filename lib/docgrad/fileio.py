@@ -165,3 +165,18 @@ def json_with_keys(path, keys) -> bool:
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return isinstance(data, dict) and all(k in data for k in keys)
+
+
+def as_ranges(numbers) -> str:
+    """Sorted integers as ranges: [0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8' (a message names 352 documents in a line)."""
+    out, run = [], []
+    for n in sorted(set(int(x) for x in numbers)):
+        if run and n == run[-1] + 1:
+            run.append(n)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [n]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out)

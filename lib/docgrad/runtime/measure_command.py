@@ -192,7 +192,8 @@ def cli_measure(args) -> int:
         if name not in CORPORA:
             raise DocgradError(f"--docs {args.docs}: corpus {name} holds {held} documents in {manifest}; measure "
                                f"--docs 0:{held}, or add it again with more (`docgrad corpora add {name} --from PATH "
-                               f"--docs {docs[1]} --overwrite`)")
+                               f"--docs {docs[1]} --model {args.model} --manifest {manifest} --cache {args.cache} "
+                               "--overwrite`)")
         more = ["--documents", str(docs[1])] if held or docs[1] > DOCS_PER_CORPUS else []   # extends, never redraws
         print(f"measure: building {name} under {label}'s tokenizer" + (f", {docs[1]} documents" if more else ""),
               file=sys.stderr)

@@ -50,6 +50,10 @@ def cli_precision(args) -> int:
     names = [c.strip().upper() for c in args.corpora.split(",") if c.strip()]
     if not names:
         raise PrecisionError(f"--corpora {args.corpora!r}: name at least one corpus, e.g. --corpora BOOKS,CODE")
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise PrecisionError(f"--corpora {args.corpora!r}: names {', '.join(twice)} more than once; name each corpus "
+                             "once, e.g. --corpora " + ",".join(dict.fromkeys(names)))
     pin = models.model_pin(args.model, args.revision, args.allow_unpinned)
     spec = models.model_spec(args.model)
     context = getattr(args, "context", None) or model_chunk_context(spec)

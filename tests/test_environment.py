@@ -138,7 +138,7 @@ def test_makefile_installs_the_lock_with_hashes_and_everything_else_without_depe
     assert installs[1] == ("$(BIN)/uv pip install --python $(BIN)/python --require-hashes --no-deps --compile-bytecode "
                            "-r requirements.lock \\"), installs
     # where uv fails, pip installs the same lock, hashed
-    assert installs[2] == "$(BIN)/pip install --require-hashes --no-deps -r requirements.lock; }", installs
+    assert installs[2] == "$(BIN)/pip install --require-hashes --no-deps -r requirements.lock \\", installs
     assert installs[3] == "$(BIN)/pip install '$(TORCH_SPEC)'", installs
     assert all("--no-deps" in line for line in installs[4:]), f"only TORCH_SPEC may bring dependencies: {installs}"
     assert "$(BIN)/pip install --no-deps -e ." in installs
@@ -160,3 +160,24 @@ def test_relock_target_compiles_with_hashes_and_regenerates_environment_yml():
     for needed in ("uv pip compile pyproject.toml", "--generate-hashes", "--no-emit-package torch",
                    "--no-emit-package rfc3987-syntax --no-emit-package lark", "-o requirements.lock", "lockfile environment-yml", "$(MAKE) report", "lockfile changes"):
         assert needed in body, f"make relock lacks {needed!r}"
+
+
+def test_a_lock_changed_since_the_install_or_a_package_at_another_version_is_noticed(tmp_path):
+    """`make test` / `make report` run lockfile check: a tampered lock in an existing .venv went unnoticed."""
+    import hashlib
+
+    from docgrad.runtime import lockfile
+
+    lock = (ROOT / "requirements.lock").read_text()
+    (tmp_path / "requirements.lock").write_text(lock)
+    stamp = tmp_path / "stamp"
+    stamp.write_text(hashlib.sha256(lock.encode()).hexdigest() + "  requirements.lock\n")
+    assert lockfile.check_environment(tmp_path, stamp) == []            # this environment is the lock's
+    name, version = next(iter(lockfile.read_lock(tmp_path / "requirements.lock").items()))
+    tampered = lock.replace(f"=={version}", "==0.0.1", 1)
+    (tmp_path / "requirements.lock").write_text(tampered)
+    problems = lockfile.check_environment(tmp_path, stamp)
+    assert problems[0].startswith("requirements.lock is not the file this environment was installed from")
+    assert any(p.startswith(f"{name} locked 0.0.1, installed {version}") for p in problems[1:])
+    stamp.write_text("")                                                  # a stamp from before the record: versions only
+    assert len(lockfile.check_environment(tmp_path, stamp)) == len(problems) - 1

@@ -121,6 +121,41 @@ def conda_environment(root: str | Path) -> str:
     return CONDA_HEADER + "".join(f"      - {line}\n" for line in lines)
 
 
+def installed_differences(lock: dict[str, str]) -> list[str]:
+    """'name locked V, installed W' (or 'not installed') for every locked package this Python does not have at its
+    locked version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name, locked in lock.items():
+        try:
+            got = version(name)
+        except PackageNotFoundError:
+            got = None
+        if not matches_lock(got, locked):
+            out.append(f"{name} locked {locked}, installed {got or 'nothing'}")
+    return out
+
+
+def check_environment(root: str | Path, stamp: str | Path) -> list[str]:
+    """Why the installed environment is not the lock's: the lock's sha256 differs from the one `make venv`
+    recorded in `stamp` when it installed (the lock was edited or replaced since), and each locked package whose
+    installed version differs. [] when it is the lock's."""
+    root, stamp = Path(root), Path(stamp)
+    lock_path = root / LOCK_FILE
+    problems = []
+    recorded = stamp.read_text().split()[:1] if stamp.is_file() else []
+    if recorded:
+        import hashlib
+
+        now = hashlib.sha256(lock_path.read_bytes()).hexdigest()
+        if recorded[0] != now:
+            problems.append(f"{LOCK_FILE} is not the file this environment was installed from (sha256 "
+                            f"{now[:12]}.., installed from {recorded[0][:12]}..)")
+    problems += installed_differences(read_lock(lock_path))
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     """`changes OLD NEW`: print the version changes between two lock files. `environment-yml [ROOT]`: write
     ROOT/environment.yml (default: the project root) from ROOT's lock. Errors: one line, exit status 2."""
@@ -136,10 +171,20 @@ def main(argv: list[str] | None = None) -> int:
             atomic_write_bytes(root / "environment.yml", conda_environment(root).encode())
             print(f"wrote {root / 'environment.yml'}")
             return 0
+        if len(argv) == 2 and argv[0] == "check":
+            root = project_root()
+            problems = check_environment(root, argv[1])
+            if problems:
+                print(f"lockfile: the installed environment is not {LOCK_FILE}'s: {'; '.join(problems[:4])}"
+                      f"{f'; and {len(problems) - 4} more' if len(problems) > 4 else ''}. If you changed the lock, "
+                      f"reinstall with `make venv`; if not, restore it with `git checkout {LOCK_FILE}`",
+                      file=sys.stderr)
+                return 1
+            return 0
     except DocgradError as e:
         print(f"lockfile: error: {e}", file=sys.stderr)
         return 2
-    print("usage: python -m docgrad.runtime.lockfile changes OLD_LOCK NEW_LOCK | environment-yml [ROOT]",
+    print("usage: python -m docgrad.runtime.lockfile changes OLD_LOCK NEW_LOCK | environment-yml [ROOT] | check STAMP",
           file=sys.stderr)
     return 2
 

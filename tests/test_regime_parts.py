@@ -78,3 +78,28 @@ def test_the_spike_free_change_drops_the_documents_with_a_spike():
     assert out["docs"] == [d for d in cell.doc_ids if d not in (0, 5)]
     keep = np.array([[0.0 if d in (0, 5) else 1.0 for d in cell.doc_ids]])
     assert out["base"] == pytest.approx(RP.parts(cell, keep, 16384)["R"][0])
+
+
+@functools.cache
+def training():
+    return RP.training_cells(SMOL, SMOL.parents[2] / "regime" / SMOL.relative_to(SMOL.parents[1]))
+
+
+def test_the_training_regime_is_read_only_when_every_cell_is_there():
+    found = {k: v for k, v in training().items() if k[1] != "causal_bos"}
+    reading = RP.read_training_regime(found, resamples=20, seed=1)
+    assert reading["complete"] is False and "R" not in reading
+    assert {k for k in reading["missing"] if k[1] == "causal_bos"} == {(c, "causal_bos") for c in RP.TRAINING_CORPORA}
+
+
+def test_a_causal_cell_against_itself_is_robust_and_the_standalone_window_is_its_first_chunks():
+    found = dict(training())
+    for c in RP.TRAINING_CORPORA:
+        found[(c, "causal_bos")] = found[(c, "causal")]                  # stands for a start token that changes nothing
+    reading = RP.read_training_regime(found, resamples=50, seed=1)
+    assert all(r["decision"] == "robust" and r["delta"] == 0 for r in reading["R"].values())
+    assert sorted(r["level"] for r in reading["R"].values()) == pytest.approx([0.05 / 3, 0.05 / 2, 0.05])
+    sa = found[("CODE", "standalone")]
+    assert sa.m == 8 and sa.sqnorm.shape == (16, 8)                        # chunks 0-7: the window's tokens
+    assert reading["values"]["CODE"]["standalone"]["R"] == pytest.approx(
+        RP.parts(sa, np.ones((1, 16)), 4096)["R"][0])

@@ -122,3 +122,70 @@ def start_token_parts(base: Cell, with_token: Cell, resamples: int, seed: int, w
         nd = norm_distribution(cell)
         norms[name] = {k: v for k, v in nd.items() if k != "spiking"}
     return {**p, "side": through_its_parts(p), "norms": norms, "spike_free": spike_free_change(base, with_token, window)}
+
+
+# --- the training regime: causal windows with and without the start token (addendum 2026-12-07, section 4) ------
+
+TRAINING_CORPORA = ("BOOKS", "CODE", "PAPERS")
+CAUSAL_WINDOW = 4096
+TRAINING_KINDS = ("causal", "causal_bos", "standalone", "standalone_bos")
+
+
+def training_cells(results_dir, regime_dir, docs: tuple[int, int] = (0, 16), window: int = CAUSAL_WINDOW,
+                   corpora=TRAINING_CORPORA) -> dict:
+    """{(corpus, kind): Cell} over documents `docs` for the kinds of TRAINING_KINDS: the causal cell (results_dir),
+    the causal cell with <|endoftext|> at position 0 (regime_dir, regime 'bos0'), and the standalone cells as
+    loaded and with the start token restricted to the window's chunks (positions.first_chunks). Missing ones are
+    left out."""
+    from pathlib import Path
+
+    from docgrad.results.cells import NoResultsError, load_cells
+    from docgrad.results.positions import first_chunks
+
+    def cells(directory, context, regime):
+        try:
+            return {c.corpus: c for c in load_cells(Path(directory), groups=None, context=context, docs=docs,
+                                                    regime=regime).values()
+                    if c.corpus in corpora and (c.window in (None, window))}
+        except NoResultsError:
+            return {}
+
+    found = {}
+    for kind, directory, context, regime in (("causal", results_dir, "causal", ""),
+                                             ("causal_bos", regime_dir, "causal", "bos0"),
+                                             ("standalone", results_dir, "standalone", ""),
+                                             ("standalone_bos", regime_dir, "standalone", "bos0")):
+        for corpus, c in cells(directory, context, regime).items():
+            found[(corpus, kind)] = first_chunks(c, window // c.chunk) if context == "standalone" else c
+    return found
+
+
+def read_training_regime(found: dict, resamples: int, seed: int, alpha: float = 0.05,
+                         window: int = CAUSAL_WINDOW, corpora=TRAINING_CORPORA) -> dict:
+    """The training-regime question (addendum 2026-12-07, section 4) from training_cells: while a cell is missing
+    {"complete": False, "present", "missing"} and nothing else. Complete: "R", the regime_reading of
+    delta = R_causal+bos(window) / R_causal(window) - 1 (Holm over the corpora, margin 10%); "values": per corpus
+    and kind R(window) with its 95% paired interval and the block noise; "parts": per corpus the paired parts of
+    causal+bos against causal with `side`; "norms": the causal+bos cell's norm distribution."""
+    from docgrad.results.regime import regime_reading, relative_change
+
+    needed = [(c, k) for c in corpora for k in TRAINING_KINDS]
+    out = {"question": "training regime", "present": [k for k in needed if k in found],
+           "missing": [k for k in needed if k not in found]}
+    out["complete"] = not out["missing"]
+    if not out["complete"]:
+        return out
+    changes, values, parts_of, norms = {}, {}, {}, {}
+    for corpus in corpora:
+        cells = [found[(corpus, k)] for k in TRAINING_KINDS]
+        counts = paired_counts(cells, resamples, seed)
+        p = [parts(c, counts, window) for c in cells]
+        changes[corpus] = relative_change(p[0]["R"], p[1]["R"])
+        values[corpus] = {k: {"R": float(x["R"][0]), "ci": bs.percentile_ci(x["R"][1:], 1 - alpha),
+                              "block_noise": float(x["block_noise"][0])} for k, x in zip(TRAINING_KINDS, p)}
+        pp = paired_parts(cells[0], cells[1], window, resamples, seed, alpha)
+        parts_of[corpus] = {**pp, "side": through_its_parts(pp)}
+        norms[corpus] = {k: v for k, v in norm_distribution(cells[1]).items() if k != "spiking"}
+    out.update(R=regime_reading(changes), values=values, parts=parts_of, norms=norms,
+               n_docs=len(found[(corpora[0], "causal")].doc_ids), window=window)
+    return out

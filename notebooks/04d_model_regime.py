@@ -28,6 +28,7 @@ regime_dir = "data/regime"  # result files of the other regimes (start token, SI
 model = "smollm2-135m"  # offline model name (`docgrad models` lists them)
 resamples = 2000  # paired document-bootstrap resamples
 seed = 20261007  # bootstrap seed
+spike_record = "data/regime/spikes/CODE_bos0.json"  # `docgrad spikes` record of the start-token cell's spikes
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -102,6 +103,25 @@ if len(parts_table):
                                                  "<|endoftext|> ahead of it"), "04d_norms", figures_dir))
 else:
     display(Markdown("*The start-token cells are not all committed: nothing to read through its parts.*"))
+
+# %% [markdown]
+# ### Where a spike comes from
+#
+# For the largest spiking chunks of CODE with `<|endoftext|>` first, and as many non-spiking chunks of the same
+# documents: the squared gradient norm with the first targets dropped (target 1 is $x_1$, predicted from
+# `<|endoftext|>` and $x_0$), each first target alone, the same chunk moved one token later, the chunk without
+# the start token, and the model in float64 (`docgrad spikes`; the tests and thresholds were stated before the
+# data, addendum 2026-12-07). Each value is relative to the cell's median squared norm.
+
+# %% tags=["hide-input"]
+spike_data = dg.spikes.read_record(ROOT / spike_record)
+if spike_data:
+    spike_reading = dg.spikes.spike_reading(spike_data)
+    display(Markdown(dg.spikes.spike_sentence(spike_reading)),
+            pd.DataFrame(spike_reading["chunks"]).drop(columns=["check"]).round(3))
+else:
+    spike_reading = None
+    display(Markdown(f"*No spike record at `{spike_record}` yet (`docgrad spikes --out {spike_record}`).*"))
 
 # %% [markdown]
 # ## The SIMEX curves
@@ -194,7 +214,8 @@ numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model,
            "seed": seed, "result_box": box, "question_lines": details,
            "cells_present": sorted(dg.regime.cell_name(k) for k in found),
            "questions": dg.regime.reading_numbers(readings), "curves": curves,
-           "simex_curves": simex.to_dict("records"), "start_token_parts": parts_table.to_dict("records")}
+           "simex_curves": simex.to_dict("records"), "start_token_parts": parts_table.to_dict("records"),
+           "spikes": spike_reading}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

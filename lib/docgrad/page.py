@@ -12,7 +12,7 @@ docgrad, and that everything gathered here is used by some page.
   the method         decomposition, groups, sketch (docgrad.core)
   the inputs         models (offline models, loading), corpora_build, provenance, model_facts, probe_bench
   the results        published, precision_checks, stats, batching, positions, cell_decomposition, profiles,
-                     model_regime
+                     model_regime, spikes
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
                      explorer, regime
   teaching pages     reduction, effective_size (page 01), trainers, optimisers (01b), packing, cross_entropy (01c),
@@ -32,6 +32,7 @@ from docgrad.presentation import (batch_reading, causal, comparison, correlation
 from docgrad.presentation.charts import corpus_color, forest_chart, highlight, legend_pick
 from docgrad.results import batching, cell_decomposition, positions, precision_checks, profiles, published, stats
 from docgrad.results import regime as model_regime
+from docgrad.results import spikes
 from docgrad.results.format import parse_docs
 from docgrad.results.study import Study
 from docgrad.runtime.pages import save_chart, save_numbers, setup, versions
@@ -47,7 +48,7 @@ __all__ = [
     "decomposition", "groups", "sketch",
     "models", "corpora_build", "provenance", "model_facts", "probe_bench",
     "published", "precision_checks", "stats", "batching", "positions", "cell_decomposition", "profiles",
-    "model_regime",
+    "model_regime", "spikes",
     "tables", "design_effect", "correlation", "comparison", "evidence", "batch_reading", "causal", "sketching",
     "explorer", "regime",
     "reduction", "effective_size", "trainers", "optimisers", "packing", "cross_entropy", "installed", "worked", "sig",

@@ -72,10 +72,10 @@ def spike_sentence(reading: dict) -> str:
     """The cause of the spikes in one sentence, no further than the record's counts go."""
     s, c = reading["spiking"], reading["control"]
     n = s["n"]
-    parts = [f"In the {n} largest spiking {reading['corpus']} chunks, the first target alone (x\u2081, predicted "
-             f"from <|endoftext|> and x\u2080) carries a median {s['first_target_share']:.0%} of the squared gradient "
-             f"norm (the {c['n']} non-spiking chunks beside them: {c['first_target_share']:.0%}); dropping the "
-             f"first target removes at least {CARRIED:.0%} of it in {s['carried_by_first_target']} of {n}"]
+    parts = [f"In the {n} largest spiking {reading['corpus']} chunks, dropping the first target (x\u2081, predicted "
+             f"from <|endoftext|> and x\u2080) removes a median {s['first_target_share']:.0%} of the squared "
+             f"gradient norm (the {c['n']} non-spiking chunks beside them: {c['first_target_share']:.0%}), at least "
+             f"{CARRIED:.0%} in {s['carried_by_first_target']} of {n}"]
     parts.append(f"moved one token later, {s['shifted_still_spiking']} of {n} still spike, so the spike "
                  + ("follows the chunk's first token, not the text as a whole" if s["shifted_still_spiking"] < n / 2
                     else "does not follow the chunk's first token"))

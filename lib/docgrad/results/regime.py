@@ -24,9 +24,10 @@ from docgrad.core.decomposition import window_column
 from docgrad.core.orderings import resolve_differences
 from docgrad.core.simex_fit import LAMBDAS, REGIME_MARGIN, extrapolant_weights, extrapolate, regime_decision
 from docgrad.models import get_offline
+from docgrad.results import regime_parts as RP
 from docgrad.results.cells import Cell, NoResultsError, load_cells
 from docgrad.results.format import ResultFileError
-from docgrad.results.paired import paired_rng
+from docgrad.results.paired import check_same_documents, paired_counts, paired_rng, span_hashes
 
 STATISTICS = ("R", "rho_long", "mean_gradient_share", "B_simple_tokens")
 
@@ -39,39 +40,6 @@ QUESTIONS = {
     ROUNDING: {c: (AS_LOADED, "simex1-s1", "simex2-s2") for c in ("CODE", "WEB")},
 }
 QUESTION_DOCS = (0, 16)
-
-
-def span_hashes(cell: Cell) -> dict[int, str]:
-    """document -> span sha256, from the json of every shard of the cell."""
-    out = {}
-    for sh in cell.shards:
-        out.update({int(d): str(h) for d, h in (sh.meta.get("spans_sha256") or {}).items()})
-    return out
-
-
-def check_same_documents(cells: list[Cell]) -> None:
-    """Refuse cells that did not measure the same documents over the same spans (names the cell and documents)."""
-    first = cells[0]
-    hashes = span_hashes(first)
-    for c in cells[1:]:
-        if list(c.doc_ids) != list(first.doc_ids):
-            raise ResultFileError(f"{c.name} holds documents {c.doc_ids}, {first.name} {first.doc_ids}: a regime "
-                                  "comparison needs the same documents")
-        other = span_hashes(c)
-        differ = [d for d in first.doc_ids if hashes.get(d) is None or hashes.get(d) != other.get(d)]
-        if differ:
-            raise ResultFileError(f"{c.name} and {first.name}: the span sha256 of documents {differ} differ or are "
-                                  "missing; a regime comparison needs the same spans")
-
-
-def paired_counts(cells: list[Cell], resamples: int, seed: int) -> np.ndarray:
-    """Document counts (1 + resamples, documents) shared by every regime of one corpus: row 0 every document once,
-    rows 1.. the paired draws (the corpus's paired generator); the cells must hold the same documents."""
-    check_same_documents(cells)
-    n = len(cells[0].doc_ids)
-    draws = bs.counts_from_indices(bs.resample_indices(paired_rng(seed, cells[0].corpus), n, resamples), n) \
-        if resamples else np.ones((0, n))
-    return np.vstack([np.ones((1, n)), draws])
 
 
 def paired_statistics(cells: list[Cell], resamples: int, seed: int, window: int = HEADLINE_WINDOW) -> dict:
@@ -276,13 +244,40 @@ def read_model_regime(results_dir: str | Path, regime_dir: str | Path, model: st
     corpus: R's change read through sigma^2, the long-lag covariance and the block noise)."""
     sub = get_offline(model).results_dir
     found = regime_cells(Path(results_dir) / sub, Path(regime_dir) / sub)
-    from docgrad.results.regime_parts import start_token_parts
-
     readings = {q: read_question(q, found, resamples, seed) for q in QUESTIONS}
     readings[ROUNDING]["second_draws"] = second_draw_rows(found, resamples, seed)     # described beside it
     readings[ROUNDING]["withdrawn"] = ROUNDING_WITHDRAWN
     start = readings[START_TOKEN]
     if start["complete"]:                        # each change read through its numerator and denominator
-        start["parts"] = {c: start_token_parts(found[(c, AS_LOADED)], found[(c, r)], resamples, seed)
+        start["parts"] = {c: RP.start_token_parts(found[(c, AS_LOADED)], found[(c, r)], resamples, seed)
                           for c, (_, r) in QUESTIONS[START_TOKEN].items()}
     return found, readings
+
+
+def read_training_regime(found: dict, resamples: int, seed: int, alpha: float = 0.05,
+                         window: int = RP.CAUSAL_WINDOW, corpora=RP.TRAINING_CORPORA) -> dict:
+    """The training-regime question (addendum 2026-12-07, section 4) from training_cells: while a cell is missing
+    {"complete": False, "present", "missing"} and nothing else. Complete: "R", the regime_reading of
+    delta = R_causal+bos(window) / R_causal(window) - 1 (Holm over the corpora, margin 10%); "values": per corpus
+    and kind R(window) with its 95% paired interval and the block noise; "parts": per corpus the paired parts of
+    causal+bos against causal with `side`; "norms": the causal+bos cell's norm distribution."""
+    needed = [(c, k) for c in corpora for k in RP.TRAINING_KINDS]
+    out = {"question": "training regime", "present": [k for k in needed if k in found],
+           "missing": [k for k in needed if k not in found]}
+    out["complete"] = not out["missing"]
+    if not out["complete"]:
+        return out
+    changes, values, parts_of, norms = {}, {}, {}, {}
+    for corpus in corpora:
+        cells = [found[(corpus, k)] for k in RP.TRAINING_KINDS]
+        counts = paired_counts(cells, resamples, seed)
+        p = [RP.parts(c, counts, window) for c in cells]
+        changes[corpus] = relative_change(p[0]["R"], p[1]["R"])
+        values[corpus] = {k: {"R": float(x["R"][0]), "ci": bs.percentile_ci(x["R"][1:], 1 - alpha),
+                              "block_noise": float(x["block_noise"][0])} for k, x in zip(RP.TRAINING_KINDS, p)}
+        pp = RP.paired_parts(cells[0], cells[1], window, resamples, seed, alpha)
+        parts_of[corpus] = {**pp, "side": RP.through_its_parts(pp)}
+        norms[corpus] = {k: v for k, v in RP.norm_distribution(cells[1]).items() if k != "spiking"}
+    out.update(R=regime_reading(changes), values=values, parts=parts_of, norms=norms,
+               n_docs=len(found[(corpora[0], "causal")].doc_ids), window=window)
+    return out

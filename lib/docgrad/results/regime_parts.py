@@ -16,13 +16,16 @@ Every comparison of two regimes is on the same documents, so both are resampled 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from docgrad.core import bootstrap as bs
 from docgrad.core.constants import ALL
 from docgrad.core.decomposition import window_column
-from docgrad.results.cells import Cell
-from docgrad.results.regime import paired_counts
+from docgrad.results.cells import Cell, NoResultsError, load_cells
+from docgrad.results.positions import first_chunks
+from docgrad.results.paired import paired_counts
 
 SPIKE_FACTOR = 10.0      # a spiking chunk: |g|^2 above this many times the cell's median
 TOP = 5                  # the largest chunks whose share of all squared norm is reported
@@ -137,11 +140,6 @@ def training_cells(results_dir, regime_dir, docs: tuple[int, int] = (0, 16), win
     the causal cell with <|endoftext|> at position 0 (regime_dir, regime 'bos0'), and the standalone cells as
     loaded and with the start token restricted to the window's chunks (positions.first_chunks). Missing ones are
     left out."""
-    from pathlib import Path
-
-    from docgrad.results.cells import NoResultsError, load_cells
-    from docgrad.results.positions import first_chunks
-
     def cells(directory, context, regime):
         try:
             return {c.corpus: c for c in load_cells(Path(directory), groups=None, context=context, docs=docs,
@@ -158,34 +156,3 @@ def training_cells(results_dir, regime_dir, docs: tuple[int, int] = (0, 16), win
         for corpus, c in cells(directory, context, regime).items():
             found[(corpus, kind)] = first_chunks(c, window // c.chunk) if context == "standalone" else c
     return found
-
-
-def read_training_regime(found: dict, resamples: int, seed: int, alpha: float = 0.05,
-                         window: int = CAUSAL_WINDOW, corpora=TRAINING_CORPORA) -> dict:
-    """The training-regime question (addendum 2026-12-07, section 4) from training_cells: while a cell is missing
-    {"complete": False, "present", "missing"} and nothing else. Complete: "R", the regime_reading of
-    delta = R_causal+bos(window) / R_causal(window) - 1 (Holm over the corpora, margin 10%); "values": per corpus
-    and kind R(window) with its 95% paired interval and the block noise; "parts": per corpus the paired parts of
-    causal+bos against causal with `side`; "norms": the causal+bos cell's norm distribution."""
-    from docgrad.results.regime import regime_reading, relative_change
-
-    needed = [(c, k) for c in corpora for k in TRAINING_KINDS]
-    out = {"question": "training regime", "present": [k for k in needed if k in found],
-           "missing": [k for k in needed if k not in found]}
-    out["complete"] = not out["missing"]
-    if not out["complete"]:
-        return out
-    changes, values, parts_of, norms = {}, {}, {}, {}
-    for corpus in corpora:
-        cells = [found[(corpus, k)] for k in TRAINING_KINDS]
-        counts = paired_counts(cells, resamples, seed)
-        p = [parts(c, counts, window) for c in cells]
-        changes[corpus] = relative_change(p[0]["R"], p[1]["R"])
-        values[corpus] = {k: {"R": float(x["R"][0]), "ci": bs.percentile_ci(x["R"][1:], 1 - alpha),
-                              "block_noise": float(x["block_noise"][0])} for k, x in zip(TRAINING_KINDS, p)}
-        pp = paired_parts(cells[0], cells[1], window, resamples, seed, alpha)
-        parts_of[corpus] = {**pp, "side": through_its_parts(pp)}
-        norms[corpus] = {k: v for k, v in norm_distribution(cells[1]).items() if k != "spiking"}
-    out.update(R=regime_reading(changes), values=values, parts=parts_of, norms=norms,
-               n_docs=len(found[(corpora[0], "causal")].doc_ids), window=window)
-    return out

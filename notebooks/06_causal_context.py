@@ -44,6 +44,7 @@ chunk = 512  # chunk length C in tokens
 window = 4096  # causal window W in tokens, a multiple of chunk (W / C chunks per document)
 resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
+regime_dir = "data/regime"  # the model-regime cells: causal windows with <|endoftext|> at position 0 (page 04d)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -182,6 +183,20 @@ else:
 reading_facts, reading_lines = dg.causal.readings(pc, family, check)
 display(Markdown("\n".join(reading_lines)))
 
+# %% [markdown]
+# ## With a start token at the head of each window
+#
+# Long-context training feeds one document per sequence with the model's separator `<|endoftext|>` at position 0.
+# The same windows with it (`docgrad probe --context causal --start-token 0`), against the windows above and the
+# window's chunks run alone, with and without it ahead of each chunk: paired, on the same documents, decided by
+# the rule stated before these cells existed ([docs/methods.md](../docs/methods.md#model-regime), addendum
+# 2026-12-07, section 4). Page 04d's $R(4\text{K})$ differs from this page's for the same documents: it averages
+# the four 4K blocks of each 16K span, this page reads the first block only, the one the causal window covers.
+
+# %% tags=["hide-input"]
+training = dg.model_regime.read_training_regime_of(causal_dir, regime_dir, model, resamples, seed, window)
+display(Markdown("\n".join(dg.regime.training_lines(training))))
+
 # %%
 numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone_dir, "model": model,
                           "corpora": list(corpora), "chunk": chunk, "window": window, "resamples": resamples,
@@ -192,7 +207,8 @@ numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone
            "comparisons": {k: c.to_json() for k, c in comps.items()}, "family": dg.causal.family_facts(family),
            "check": dg.causal.family_facts(check),
            "result_box": box_facts, "positions": position_facts, "corpus_readings": reading_facts,
-           "readings": {k: dg.causal.window_facts(c) for k, c in comps.items()}}
+           "readings": {k: dg.causal.window_facts(c) for k, c in comps.items()},
+           "training_regime": dg.regime.training_lines(training)}
 _ = dg.save_numbers("06_causal_context", numbers, figures_dir)
 
 # %% [markdown]

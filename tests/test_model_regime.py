@@ -662,3 +662,32 @@ def test_the_decision_lines_say_denominator_and_withdrawn_in_words():
     rounding = {"question": RG.ROUNDING, "complete": True, "withdrawn": True, "n_docs": 16, "R": {"WEB": r}}
     lines = PR.question_lines(rounding)
     assert "described, not decided" in lines[0] and "moves" not in " ".join(lines)
+
+
+def test_the_training_regime_lines_name_the_missing_cells_then_each_corpus_with_its_parts():
+    from docgrad.presentation import regime as PR
+
+    waiting = {"complete": False, "present": [("CODE", "causal")], "missing": [("CODE", "causal_bos")]}
+    assert PR.training_lines(waiting) == [
+        "**The training regime** (causal windows with <|endoftext|> at position 0): 1 of 2 cells committed (missing: "
+        "CODE causal_bos); nothing is read until every cell is committed (CODE to come: `make probe-regime-parts`)."]
+    values = {k: {"R": x, "ci": [x - 0.5, x + 0.5], "block_noise": 1.0}
+              for k, x in (("causal", 2.05), ("causal_bos", 1.9), ("standalone", 1.74), ("standalone_bos", 1.17))}
+    done = {"complete": True, "window": 4096, "n_docs": 16, "values": {"CODE": values},
+            "R": {"CODE": {"decision": "not resolved", "delta": -0.07, "ci": [-0.3, 0.2], "level": 0.05}},
+            "parts": {"CODE": _parts("neither resolved")}}
+    lines = PR.training_lines(done)
+    assert lines[1].startswith("- CODE: not resolved, \u22127.0% [\u221230.0%, +20.0%] (95% interval)")
+    assert "(neither side resolved; R(4K): causal 2.05, causal, <|endoftext|> at position 0 1.90, standalone " \
+           "chunks 1.74, standalone, <|endoftext|> first 1.17)" in lines[1]
+
+
+def test_the_spike_free_sentence_gives_each_corpus_its_change_and_document_count():
+    from docgrad.presentation import regime as PR
+
+    reading = {"parts": {"CODE": {"spike_free": {"docs": [0, 1, 4], "change": -0.033}},
+                         "BOOKS": {"spike_free": {"docs": [6], "change": None}}}}
+    assert PR.spike_free_sentence(reading) == ("On the documents with no spiking chunk, R(16K) with <|endoftext|> "
+                                               "first changes by CODE \u22123.3% (3 documents) (described: few "
+                                               "documents, no interval).")
+    assert PR.spike_free_sentence({}) == ""

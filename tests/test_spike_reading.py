@@ -40,3 +40,20 @@ def test_the_counts_and_the_sentence_say_what_the_record_shows():
            "90% in 2 of 2" in text
     assert "moved one token later, 1 of 2 still spike, so the spike does not follow the chunk's first token" in text
     assert "without the start token 0 of 2 spike" in text and "in float64 2 of 2 still spike, so it is not rounding" in text
+
+
+def test_the_first_tokens_of_spiking_chunks_are_counted_against_every_chunk_that_begins_with_them():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    sq = np.ones((2, 3))
+    sq[0, 1] = sq[1, 2] = 100.0
+    cell = SimpleNamespace(sqnorm=sq, doc_ids=[4, 7], chunk=2, m=3)
+    tokens = {4: [9, 1, 28, 1, 28, 1], 7: [5, 1, 6, 1, 28, 1]}     # chunks begin with 9, 28, 28 / 5, 6, 28
+    got = SR.first_token_counts(cell, tokens)
+    assert got == {"n_chunks": 6, "n_spiking": 2, "rows": [{"token": 28, "chunks": 3, "spiking": 2}]}
+    text = SR.first_token_sentence({"CODE": got, "WEB": {"n_spiking": 1, "rows": [{"token": 5, "chunks": 1,
+                                                                                   "spiking": 1}]}}, 28, ",")
+    assert text == ("2 of the 3 spiking chunks of the 2 corpora begin with ',' (token 28; CODE 2 of 2, WEB 0 of 1), "
+                    "and 2 of the 3 chunks that begin with it spike.")

@@ -327,3 +327,44 @@ def norm_rows(found: dict, regimes=(("as loaded", AS_LOADED), ("<|endoftext|> fi
             rows += [{"corpus": corpus, "regime": name, "doc": int(d), "chunk": k, "times_median": float(v / med)}
                      for d, row in zip(cell.doc_ids, sq) for k, v in enumerate(row)]
     return rows
+
+
+KIND_NAMES = {"causal": "causal", "causal_bos": "causal, <|endoftext|> at position 0",
+              "standalone": "standalone chunks", "standalone_bos": "standalone, <|endoftext|> first"}
+
+
+def training_lines(reading: dict) -> list[str]:
+    """Pages 06 and 04d on the training regime (results.regime.read_training_regime): per corpus R(W) of the causal
+    window with <|endoftext|> at position 0 against the window without it (the decision, Holm-level), read through
+    its parts, with the window's standalone chunks beside; or which cells are still missing."""
+    if not reading["complete"]:
+        n = len(reading["present"]) + len(reading["missing"])
+        missing = sorted({c for c, k in reading["missing"]})
+        return [f"**The training regime** (causal windows with <|endoftext|> at position 0): {len(reading['present'])} "
+                f"of {n} cells committed (missing: {', '.join(f'{c} {k}' for c, k in reading['missing'])}); nothing "
+                f"is read until every cell is committed ({', '.join(missing)} to come: `make probe-regime-parts`)."]
+    w = reading["window"] // 1024
+    lines = [f"**R({w}K) of one-document causal windows with <|endoftext|> at position 0**, against the same windows "
+             f"without it ({reading['n_docs']} documents, Holm over {len(reading['R'])} corpora, margin "
+             f"\u00b1{REGIME_MARGIN:.0%}):"]
+    for corpus, r in reading["R"].items():
+        v, p = reading["values"][corpus], reading["parts"][corpus]
+        sentence = corpus_sentence(corpus, r).replace("R(16K)", f"R({w}K)")
+        beside = ", ".join(f"{KIND_NAMES[k]} {v[k]['R']:.2f}" for k in ("causal", "causal_bos", "standalone",
+                                                                          "standalone_bos"))
+        lines.append(f"- {sentence}; \u03c3\u00b2 {ratio_text(p['sigma2'])}, a {w}K block's noise "
+                     f"{ratio_text(p['block_noise'])} ({p['side']} moved; R({w}K): {beside})"
+                     .replace("(neither resolved moved;", "(neither side resolved;"))
+    return lines
+
+
+def spike_free_sentence(reading: dict) -> str:
+    """The spike-free sensitivity of the start-token question (regime_parts.spike_free_change, described): per
+    corpus the change of R(16K) on the documents with no spiking chunk, and how many documents that is."""
+    parts = reading.get("parts") or {}
+    said = [f"{c} {signed_pct(p['spike_free']['change'])} ({len(p['spike_free']['docs'])} documents)"
+            for c, p in parts.items() if p["spike_free"]["change"] is not None]
+    if not said:
+        return ""
+    return ("On the documents with no spiking chunk, R(16K) with <|endoftext|> first changes by "
+            + ", ".join(said) + " (described: few documents, no interval).")

@@ -23,10 +23,10 @@ from docgrad.core.constants import ALL, BOOTSTRAP_SEED, HEADLINE_WINDOW, RESAMPL
 from docgrad.core.decomposition import window_column
 from docgrad.core.orderings import resolve_differences
 from docgrad.core.simex_fit import LAMBDAS, REGIME_MARGIN, extrapolant_weights, extrapolate, regime_decision
-from docgrad.models import get_offline
+from docgrad.models import get_offline, result_model
 from docgrad.results import regime_parts as RP
 from docgrad.results.cells import Cell, NoResultsError, load_cells
-from docgrad.results.format import ResultFileError
+from docgrad.results.format import ResultFileError, result_stem
 from docgrad.results.paired import check_same_documents, paired_counts, paired_rng, span_hashes
 
 STATISTICS = ("R", "rho_long", "mean_gradient_share", "B_simple_tokens")
@@ -281,3 +281,12 @@ def read_training_regime(found: dict, resamples: int, seed: int, alpha: float = 
     out.update(R=regime_reading(changes), values=values, parts=parts_of, norms=norms,
                n_docs=len(found[(corpora[0], "causal")].doc_ids), window=window)
     return out
+
+
+def read_training_regime_of(results_dir, regime_dir, model: str, resamples: int, seed: int,
+                            window: int = RP.CAUSAL_WINDOW) -> dict:
+    """read_training_regime over a model's folders (<org>__<name>/<revision>/) of results_dir and regime_dir."""
+    rm = result_model(model)
+    sub = Path(result_stem(rm.model, rm.revision, "X", 512, (0, 1))).parent
+    found = RP.training_cells(Path(results_dir) / sub, Path(regime_dir) / sub, window=window)
+    return read_training_regime(found, resamples, seed, window=window)

@@ -84,3 +84,38 @@ def spike_sentence(reading: dict) -> str:
         parts.append(f"in float64 {s['float64_still_spiking']} of {s['float64_checked']} still spike, so it is "
                      + ("not rounding" if s["float64_still_spiking"] > s["float64_checked"] / 2 else "rounding"))
     return "; ".join(parts) + "."
+
+
+def first_token_counts(cell, tokens_by_doc: dict, factor: float = SPIKE_FACTOR) -> dict:
+    """Which first token the spiking chunks of a cell begin with: {"n_chunks", "n_spiking", "rows"}, rows (token,
+    chunks beginning with it, how many of them spike) for every first token of a spiking chunk, most spiking first.
+    tokens_by_doc: {document: its span's token ids}."""
+    sq = np.asarray(cell.sqnorm, dtype=float)
+    spike = sq > factor * np.median(sq)
+    first = np.array([[int(tokens_by_doc[int(d)][k * cell.chunk]) for k in range(cell.m)] for d in cell.doc_ids])
+    rows = [{"token": int(t), "chunks": int((first == t).sum()), "spiking": int((spike & (first == t)).sum())}
+            for t in np.unique(first[spike])]
+    rows.sort(key=lambda r: (-r["spiking"], r["token"]))
+    return {"n_chunks": int(spike.size), "n_spiking": int(spike.sum()), "rows": rows}
+
+
+def first_token_sentence(by_corpus: dict, token: int, text: str) -> str:
+    """How many spiking chunks of every corpus begin with `token` (shown as `text`), and how many of the chunks that
+    begin with it spike, from first_token_counts per corpus."""
+    spiking = sum(v["n_spiking"] for v in by_corpus.values())
+    rows = [r for v in by_corpus.values() for r in v["rows"] if r["token"] == token]
+    with_it = sum(r["spiking"] for r in rows)
+    chunks = sum(r["chunks"] for r in rows)
+    per = ", ".join(f"{c} {sum(r['spiking'] for r in v['rows'] if r['token'] == token)} of {v['n_spiking']}"
+                    for c, v in by_corpus.items())
+    return (f"{with_it} of the {spiking} spiking chunks of the {len(by_corpus)} corpora begin with {text!r} "
+            f"(token {token}; {per}), and {with_it} of the {chunks} chunks that begin with it spike.")
+
+
+def most_common_first_token(by_corpus: dict) -> int | None:
+    """The token most spiking chunks begin with over every corpus of first_token_counts, or None with no spike."""
+    total: dict[int, int] = {}
+    for v in by_corpus.values():
+        for r in v["rows"]:
+            total[r["token"]] = total.get(r["token"], 0) + r["spiking"]
+    return max(sorted(total), key=total.get) if total else None

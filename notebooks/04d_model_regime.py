@@ -93,11 +93,12 @@ parts_table = pd.DataFrame(dg.regime.parts_rows(readings[dg.model_regime.START_T
 if len(parts_table):
     display(parts_table.round(3))
     norms = pd.DataFrame(dg.regime.norm_rows(found))
-    chart = alt.Chart(norms).mark_tick(opacity=0.5).encode(
-        x=alt.X("times_median:Q", title="chunk's squared gradient norm / the cell's median (log)",
+    chart = alt.Chart(norms).mark_circle(opacity=0.7).encode(
+        x=alt.X("times_median:Q", title="chunk's squared gradient norm / the cell's median (log; 10 bins a decade)",
                 scale=alt.Scale(type="log")),
         y=alt.Y("regime:N", title=None), color=dg.corpus_color(),
-        tooltip=["corpus", "regime", "doc", "chunk", "times_median"]).properties(width=420, height=60).facet(
+        size=alt.Size("chunks:Q", title="chunks", scale=alt.Scale(type="sqrt")),
+        tooltip=["corpus", "regime", "times_median", "chunks", "largest"]).properties(width=420, height=60).facet(
         row=alt.Row("corpus:N", title=None))
     display(dg.save_chart(chart.properties(title="Every chunk's squared gradient norm, as loaded and with "
                                                  "<|endoftext|> ahead of it"), "04d_norms", figures_dir))

@@ -601,12 +601,12 @@ def test_a_start_token_change_through_the_denominator_is_not_stated_as_a_move():
     note = PR.headline_note({RG.START_TOKEN: start}, "SmolLM2")
     assert note.startswith("SmolLM2's R(16K) moves with <|endoftext|> ahead of every chunk: \u221230.0% [\u221250.0%, "
                            "\u221220.0%] (CODE) (Holm-level, page 04d); SmolLM2: with <|endoftext|>")
-    assert "falls only through its denominator \u03c3\u00b2 for BOOKS" in note and "BOOKS)" not in note
-    assert note.endswith("(\u03c3\u00b2 \u00d727.4-27.4, a 16K block's noise \u00d79.3-9.3; page 04d)")
+    assert "falls only through \u03c3\u00b2 for BOOKS" in note and "BOOKS)" not in note
+    assert note.endswith("(\u03c3\u00b2 \u00d727.4-27.4, block noise \u00d79.3-9.3; page 04d)")
     lead = PR.question_lead(start)
     assert "moves for CODE" in lead and "moves for BOOKS" not in lead
-    assert ("BOOKS (R(16K) \u221266.2%; \u03c3\u00b2 \u00d727.4 [19.2, 35.7], long-lag covariance \u00d72.3 [\u22125.2, 7.9], "
-            "a 16K block's noise \u00d79.3 [6.3, 13.6])") in lead
+    assert ("a few chunks spike and R(16K) falls only through \u03c3\u00b2 for BOOKS; the long-lag covariance holds "
+            "and a 16K block's noise rises (\u03c3\u00b2 \u00d727.4-27.4, block noise \u00d79.3-9.3)") in lead
     only = {**start, "R": {"BOOKS": start["R"]["BOOKS"]}}
     assert "moves" not in PR.headline_note({RG.START_TOKEN: only}, "S")
 
@@ -624,10 +624,10 @@ def test_a_withdrawn_rounding_decision_is_described_never_stated_as_a_move():
     assert PR.headline_note({RG.ROUNDING: rounded}, "S") == ""
     line = PR.limitation_line({RG.ROUNDING: rounded})
     assert "Rounding: not decided" in line and "moves" not in line
-    assert "one draw describes WEB \u221227.2% (a second draw +6.4%), CODE +2.7%" in line
+    assert "one noise draw per \u03bb describes WEB \u221227.2% (a second draw +6.4%), CODE +2.7%" in line
     box = PR.result_box({RG.ROUNDING: rounded}, "M")
-    assert "moves" not in box and ("**Caveat:** the rounding decision is withdrawn until three noise draws per "
-                                   "SIMEX level are in (docs/methods.md, addendum 2026-12-07)") in box
+    assert "moves" not in box and box.endswith("**Caveat:** the rounding decision waits for three noise draws per "
+                                               "\u03bb (docs/methods.md, addendum 2026-12-07).")
     assert "rounding: not decided" in ev.first_sentence(box)
 
 
@@ -691,3 +691,18 @@ def test_the_spike_free_sentence_gives_each_corpus_its_change_and_document_count
                                                "first changes by CODE \u22123.3% (3 documents) (described: few "
                                                "documents, no interval).")
     assert PR.spike_free_sentence({}) == ""
+
+
+def test_the_norm_chart_counts_every_chunk_once_in_log_bins():
+    from types import SimpleNamespace
+
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    sq = np.array([[1.0, 1.0, 1.1], [0.9, 100.0, 1.0]])
+    found = {("CODE", ""): SimpleNamespace(sqnorm=sq), ("CODE", "bos0"): SimpleNamespace(sqnorm=sq * 2)}
+    rows = PR.norm_rows(found)
+    assert sum(r["chunks"] for r in rows if r["regime"] == "as loaded") == 6
+    top = max(rows, key=lambda r: r["times_median"])
+    assert top["chunks"] == 1 and top["largest"] == pytest.approx(100.0) and 10 ** 2 <= top["times_median"] < 10 ** 2.1
+    assert {r["corpus"] for r in rows} == {"CODE"} and set(RG.QUESTIONS[RG.START_TOKEN]) >= {"CODE"}

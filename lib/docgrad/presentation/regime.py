@@ -117,9 +117,17 @@ def denominator_text(reading: dict, corpus: str) -> str:
             f"long-lag covariance {ratio_text(p['long_cov'])}, a 16K block's noise {ratio_text(p['block_noise'])})")
 
 
+def parts_range(reading: dict, corpora: list[str]) -> str:
+    """'(σ² ×5.9-27.4, a 16K block's noise ×2.9-9.3)' over the corpora's paired parts."""
+    sigma = [reading["parts"][c]["sigma2"]["ratio"] for c in corpora]
+    block = [reading["parts"][c]["block_noise"]["ratio"] for c in corpora]
+    return (f"(\u03c3\u00b2 \u00d7{min(sigma):.1f}-{max(sigma):.1f}, block noise "
+            f"\u00d7{min(block):.1f}-{max(block):.1f})")
+
+
 def spike_clause(corpora: list[str]) -> str:
-    return (f"a few chunks' gradients spike, so R(16K) falls only through its denominator \u03c3\u00b2 for "
-            f"{', '.join(corpora)}, while the long-lag covariance holds and a 16K block's noise rises")
+    return (f"a few chunks spike and R(16K) falls only through \u03c3\u00b2 for {', '.join(corpora)}; the long-lag "
+            "covariance holds and a 16K block's noise rises")
 
 
 def withdrawn_lead(reading: dict) -> str:
@@ -130,7 +138,7 @@ def withdrawn_lead(reading: dict) -> str:
     again = second_set({ROUNDING: reading})
     said = [f"{c} {signed_pct(r['delta'])}" + (f" (a second draw {signed_pct(again[c]['change'])})" if c in again
                                                  else "") for c, r in reading["R"].items()]
-    return f"rounding: not decided ({WITHDRAWN_WHY}; one draw describes {', '.join(said)})"
+    return f"rounding: not decided (one noise draw per \u03bb describes {', '.join(said)}; three draws per \u03bb to come)"
 
 
 def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
@@ -159,7 +167,7 @@ def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
     parts += [f"{way} for " + ", ".join(said(c) for c in cs)
               for way, cs in (("moves", by[MOVES]), ("not resolved", rest)) if cs]
     if denominator:
-        parts.append(f"{spike_clause(denominator)}: " + ", ".join(denominator_text(reading, c) for c in denominator))
+        parts.append(spike_clause(denominator) + " " + parts_range(reading, denominator))
     return f"R(16K) {WHAT_CHANGES[q]}: " + "; ".join(parts)
 
 
@@ -187,11 +195,12 @@ def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str
     n = next((f"{r['n_docs']} " for r in done), "")
     measured = (f"{label}, the same {n}documents per corpus in every regime; paired document bootstrap; Holm over "
                 f"each question's corpora; margin \u00b1{margin:.0%}.")
-    caveat = ("the rounding decision is withdrawn until three noise draws per SIMEX level are in (docs/methods.md, "
-              "addendum 2026-12-07)" if readings.get(ROUNDING, {}).get("withdrawn")
-              else "one noise draw per SIMEX level decides (the interval covers documents, not draws)")
-    again = [f"{c} {signed_pct(r['change'])} {interval_pct(r['ci'])}" for c, r in second_set(readings).items()]
-    caveat += f"; a second set gives {', '.join(again)} (95%, described)." if again else "."
+    if readings.get(ROUNDING, {}).get("withdrawn"):     # its lead already gives the second draw
+        caveat = "the rounding decision waits for three noise draws per \u03bb (docs/methods.md, addendum 2026-12-07)."
+    else:
+        caveat = "one noise draw per SIMEX level decides (the interval covers documents, not draws)"
+        again = [f"{c} {signed_pct(r['change'])} {interval_pct(r['ci'])}" for c, r in second_set(readings).items()]
+        caveat += f"; a second set gives {', '.join(again)} (95%, described)." if again else "."
     return ev.result_box(answer, measured, caveat)
 
 
@@ -207,7 +216,7 @@ def headline_note(readings: dict, label: str) -> str:
         change, beside = change_text(r, corpus, "linear", again if r["question"] == ROUNDING else None)
         return f"{change} ({'; '.join([corpus] + beside)})"
 
-    parts, spikes = [], []
+    parts, spikes = [], []          # spikes: (reading, corpus) whose R falls only through its denominator
     for r in readings.values():
         if r.get("withdrawn") or not r["complete"]:
             continue
@@ -218,11 +227,9 @@ def headline_note(readings: dict, label: str) -> str:
             parts.append(f"{NOTE_CHANGES[r['question']]}: {', '.join(noted(r, c) for c in moved)}")
     notes = [f"{label}'s R(16K) moves " + "; ".join(parts) + " (Holm-level, page 04d)"] if parts else []
     if spikes:
-        block = [r["parts"][c]["block_noise"]["ratio"] for r, c in spikes]
-        sigma = [r["parts"][c]["sigma2"]["ratio"] for r, c in spikes]
-        notes.append(f"{label}: with <|endoftext|> ahead of every chunk {spike_clause([c for _, c in spikes])} "
-                     f"(\u03c3\u00b2 \u00d7{min(sigma):.1f}-{max(sigma):.1f}, a 16K block's noise "
-                     f"\u00d7{min(block):.1f}-{max(block):.1f}; page 04d)")
+        corpora = [c for _, c in spikes]
+        notes.append(f"{label}: with <|endoftext|> ahead of every chunk {spike_clause(corpora)} "
+                     f"{parts_range(spikes[0][0], corpora)[:-1]}; page 04d)")
     return "; ".join(notes)
 
 
@@ -311,21 +318,26 @@ def parts_rows(reading: dict) -> list[dict]:
     return rows
 
 
-def norm_rows(found: dict, regimes=(("as loaded", AS_LOADED), ("<|endoftext|> first", "bos0"))) -> list[dict]:
+def norm_rows(found: dict, regimes=(("as loaded", AS_LOADED), ("<|endoftext|> first", "bos0")),
+              bins_per_decade: int = 10) -> list[dict]:
     """Every chunk's exact squared gradient norm of each start-token corpus, as loaded and with the start token,
-    relative to its cell's median: rows corpus, regime, doc, chunk, times_median (page 04d's strip chart)."""
+    relative to its cell's median, counted in log bins (bins_per_decade per factor of 10; `times_median` is the
+    bin's geometric centre): rows corpus, regime, times_median, chunks, largest (the largest chunk in the bin),
+    for page 04d's chart. Every chunk is in exactly one row."""
     import numpy as np
 
     rows = []
-    for corpus, (_, token) in QUESTIONS[START_TOKEN].items():
+    for corpus, _ in QUESTIONS[START_TOKEN].items():
         for name, regime in regimes:
             cell = found.get((corpus, regime))
             if cell is None:
                 continue
-            sq = np.asarray(cell.sqnorm, dtype=float)
-            med = float(np.median(sq))
-            rows += [{"corpus": corpus, "regime": name, "doc": int(d), "chunk": k, "times_median": float(v / med)}
-                     for d, row in zip(cell.doc_ids, sq) for k, v in enumerate(row)]
+            x = np.asarray(cell.sqnorm, dtype=float).ravel()
+            x = x / np.median(x)
+            b = np.floor(np.log10(x) * bins_per_decade).astype(int)
+            for k in np.unique(b):
+                rows.append({"corpus": corpus, "regime": name, "times_median": float(10 ** ((k + 0.5) / bins_per_decade)),
+                             "chunks": int((b == k).sum()), "largest": float(x[b == k].max())})
     return rows
 
 

@@ -54,6 +54,17 @@ box = dg.design_effect.result_box(reports, decomps, incomplete=page.incomplete, 
                                   regime_note=regime_note)
 display(Markdown(box))
 
+# %% tags=["hide-input", "headline"]
+R16 = {lab: {c.corpus: c.all.R_16K for c in r.cells} for lab, r in reports.items()}
+final = dg.published.final_checkpoints()
+own = models[0] == "smollm2-135m"        # the regime cells are SmolLM2's: read beside its numbers only
+training = (dg.model_regime.read_training_regime_of(results_dir, regime_dir, models[0], resamples, seed)
+            if own else {})
+answers = [dg.regime.corpus_answer(dg.regime.answer_facts(
+    c, R16, regime_readings[dg.model_regime.START_TOKEN] if own else {}, training,
+    final.groupby("corpus")["R_16K"].apply(list).to_dict(), chunk)) for c in corpora]
+display(Markdown("\n".join(f"- {a}" for a in answers if a)))
+
 # %% tags=["headline"]
 forest = dg.design_effect.forest_frame([(page.reports, page.decomps), (design.reports, design.decomps)],
                                        dg.published.final_checkpoints())
@@ -64,9 +75,7 @@ shares = {lab: {c.corpus: dg.decomposition.mean_gradient_share(c.all.S_cross, c.
           for lab, r in reports.items()}
 without_norms = {m.label: {c.corpus: dg.decomposition.without_groups(study.cell(m, c.corpus).sums, chunk, ["other"])
                            for c in reports[m.label].cells} for m in page_models}
-final = dg.published.final_checkpoints()
 pub_shares = final[final.corpus.isin(dg.design_effect.LONG_DOCUMENT_CORPORA)]["mean_gradient_share"].tolist()
-R16 = {lab: {c.corpus: c.all.R_16K for c in r.cells} for lab, r in reports.items()}
 regime = dg.design_effect.regime_line(dg.models.model_regimes(page_models), shares, without_norms, pub_shares, R16)
 display(Markdown(regime))
 
@@ -224,6 +233,7 @@ display(Markdown(dg.regime.limitation_line(regime_readings)))
 numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "published_documents": published_documents, "incomplete": page.incomplete, "regime_dir": regime_dir,
            "regime_note": regime_note, "regime_limitation": dg.regime.limitation_line(regime_readings),
+           "regime_answers": answers,
            "model_regime": dg.regime.reading_numbers(regime_readings),
            "published_design": beside.to_dict("records"), "source_lines": sources_said,
            "models": [m.__dict__ for m in page_models],

@@ -5,6 +5,7 @@ docgrad.results.regime.read_question.
 
 from __future__ import annotations
 
+from docgrad.core.constants import G2_R
 from docgrad.core.simex_fit import MOVES, REGIME_MARGIN, ROBUST
 from docgrad.presentation import evidence as ev
 from docgrad.results.regime import AS_LOADED, AVERAGED, FIRST_SET, QUESTIONS, ROUNDING, SECOND_SET, START_TOKEN
@@ -126,8 +127,8 @@ def parts_range(reading: dict, corpora: list[str]) -> str:
 
 
 def spike_clause(corpora: list[str]) -> str:
-    return (f"a few chunks spike and R(16K) falls only through \u03c3\u00b2 for {', '.join(corpora)}; the long-lag "
-            "covariance holds and a 16K block's noise rises")
+    return (f"a few chunks spike and R(16K) falls only through \u03c3\u00b2 for {', '.join(corpora)}, while the long-lag "
+            "covariance holds")
 
 
 def withdrawn_lead(reading: dict) -> str:
@@ -380,3 +381,71 @@ def spike_free_sentence(reading: dict) -> str:
         return ""
     return ("On the documents with no spiking chunk, R(16K) with <|endoftext|> first changes by "
             + ", ".join(said) + " (described: few documents, no interval).")
+
+
+# --- one answer per corpus across every regime (docs/methods.md, Model regime, addendum 2026-12-07, section 6) ---
+
+PACKED_R = G2_R     # R(16K) up to gate G2's bound for the control reads as packed short documents
+
+
+def answer_facts(corpus: str, R16: dict, start: dict, training: dict, published: dict, chunk: int = 512) -> dict:
+    """What corpus_answer needs of one corpus, from what page 04 reads: R16 {model label: {corpus: R(16K)}} (the
+    first label is the model as loaded, the headline), the start-token reading (results.regime.read_question with
+    its "parts"), the training-regime reading (results.regime.read_training_regime), published {corpus: [R(16K) of
+    each published final checkpoint]}."""
+    (label, first), *others = R16.items()
+    facts = {"corpus": corpus, "model": label, "R": first.get(corpus), "chunk": chunk,
+             "others": {lab: r[corpus] for lab, r in others if r.get(corpus) is not None},
+             "published": sorted(published.get(corpus, []))}
+    p = (start.get("parts") or {}).get(corpus)
+    if start.get("complete") and p is not None:
+        facts["start"] = {"R": p["R"]["other"], "base": p["R"]["base"], "side": p["side"],
+                          "block": p["block_noise"]["ratio"], "decision": start["R"][corpus]["decision"],
+                          "n_docs": start.get("n_docs")}
+    if training.get("complete") and corpus in training["values"]:
+        v = training["values"][corpus]
+        facts["training"] = {"window": training["window"], "causal": v["causal"]["R"], "bos": v["causal_bos"]["R"],
+                             "standalone": v["standalone"]["R"], "decision": training["R"][corpus]["decision"]}
+    elif any(c == corpus for c, _ in training.get("present", [])):
+        facts["training"] = {"missing": sorted(k for c, k in training.get("missing", []) if c == corpus)}
+    return facts
+
+
+def corpus_answer(f: dict) -> str:
+    """One plain sentence per corpus from every regime measured (answer_facts): what one 16K-token sequence of a
+    single document is worth in independent chunks, the R(16K) behind it and beside it (other models, the
+    published checkpoints), what a start token ahead of every chunk and a training-like causal window do, and what
+    to do with a batch."""
+    if f["R"] is None:                  # a span shorter than 16K (one's own corpus): no R(16K) to read
+        return ""
+    m = 16384 // f["chunk"]
+    worth = m / f["R"]
+    beside = [f"{lab} {r:.2f}" for lab, r in f["others"].items()]
+    if f["published"]:
+        beside.append(f"published {f['published'][0]:.1f}-{f['published'][-1]:.1f}")
+    numbers = f"R(16K) {f['R']:.2f}, {f['model']}" + (f"; {', '.join(beside)}" if beside else "")
+    packed = f["R"] <= PACKED_R
+    if packed:
+        text = (f"**{f['corpus']}** (short documents packed): a 16K-token sequence carries about the gradient noise "
+                f"of {m} independent {f['chunk']}-token chunks ({numbers})")
+    else:
+        text = (f"**{f['corpus']}**: a 16K-token sequence of one document carries the gradient noise of about "
+                f"{worth:.0f} independent {f['chunk']}-token chunks, not {m} ({numbers})")
+    t = f.get("training")
+    if t and "missing" not in t:
+        w = t["window"] // 1024
+        text += (f"; in {w}K causal windows, as training sees them, R({w}K) {t['causal']:.2f} without a start token "
+                 f"and {t['bos']:.2f} with <|endoftext|> at position 0 ({t['decision']}; chunks run alone "
+                 f"{t['standalone']:.2f})")
+    elif t:
+        text += "; the causal windows with <|endoftext|> at position 0 are not all measured yet"
+    s = f.get("start")
+    docs = f" of its first {s['n_docs']} documents" if s and s.get("n_docs") else ""
+    if s and s["side"] == "denominator" and s["decision"] == MOVES:
+        text += (f"; with <|endoftext|> ahead of every chunk R(16K){docs} falls from {s['base']:.2f} to {s['R']:.2f} "
+                 f"only through a few spiking chunks' \u03c3\u00b2, while a block's noise rises \u00d7{s['block']:.1f}")
+    elif s:
+        text += (f"; with <|endoftext|> ahead of every chunk R(16K){docs} goes from {s['base']:.2f} to {s['R']:.2f} "
+                 f"({s['decision']})")
+    return text + (". Packing its documents costs little." if packed else
+                   f". Put more documents in each batch, or count such a sequence as {worth:.0f} chunks.")

@@ -324,3 +324,30 @@ def test_an_unreadable_model_directory_is_one_line(tmp_path, ckpt, capsys, monke
     monkeypatch.setattr(models.os, "access", lambda p, mode: False if Path(p) == ckpt else real(p, mode))
     err = one_line_error(capsys, ["probe", "--model", str(ckpt), "--corpus", "WEB", "--out", str(tmp_path)])
     assert "the directory is not readable (permission denied)" in err
+
+
+def test_weights_changed_while_a_probe_runs_leave_no_cell_and_no_partial_state(web, ckpt, capsys, monkeypatch):
+    """A checkpoint copied over the model folder mid-probe gave a cell whose chunks came from two models."""
+    import os
+
+    from docgrad.runtime import probe_command as PCMD
+
+    real = PCMD.weights_guard
+
+    def copied_over_after_the_first_document(paths, before, out):
+        check = real(paths, before, out)
+
+        def on_document(doc=None):
+            if doc is not None:
+                for p in paths:                               # stands for a checkpoint copied over the folder
+                    os.utime(p, ns=(os.stat(p).st_atime_ns, os.stat(p).st_mtime_ns + 10**9))
+            check(doc)
+        return on_document
+
+    monkeypatch.setattr(PCMD, "weights_guard", copied_over_after_the_first_document)
+    out = web / "mid"
+    assert cli.main(["--root", str(web), "probe", "--model", str(ckpt), "--corpus", "WEB", "--docs", "0:1",
+                     "--buckets", "64", "--threads", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the model's weights changed while the probe ran (noticed after document 0); no cell is written" in err
+    assert not list(out.rglob("*.npz")) and not list(out.rglob(".partial"))

@@ -870,6 +870,20 @@ def model_pin(model: str, revision: str | None = None, allow_unpinned: bool = Fa
     return {"model": model, "revision": name, "commit": commit}
 
 
+def weight_paths(model: str, revision: str | None = None) -> list[Path]:
+    """The files a model's weights are read from where they can change under a running probe: a local model's
+    weight files, an offline model's GGUF file; [] for a hub model (its cache is addressed by content)."""
+    local = _local(model, revision)
+    if local is not None:
+        return ([Path(local.resolved)] if local.is_gguf else
+                [Path(local.resolved) / name for name, _, _ in local.files])
+    spec = _offline(model, revision)
+    try:
+        return [model_file(spec, verify_sha256=False)] if spec is not None else []
+    except ModelError:              # not installed: the probe's own checks say so, with what to install
+        return []
+
+
 def tiny_model(arch: str = "llama", seed: int = 0, vocab_size: int = 256, hidden: int = 32, layers: int = 2,
                tie_word_embeddings: bool = True):
     """A small randomly initialised causal LM built from a config (no download), float32, eval mode.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from docgrad.measure import simex as sx
 from docgrad.measure.gradients import model_chunk_context, resolve_device
 from docgrad.measure.probe import run_probe
 from docgrad.measure.probe_config import ProbeConfig, ProbeError, as_doc_spans
+from docgrad.measure.resume import partial_dir
 from docgrad.results.format import parse_docs, result_stem
 
 
@@ -193,6 +195,49 @@ def planned_config(args) -> ProbeConfig:
     device = torch.device(resolve_device(args.device)).type
     return config.bind_hashes(hashes, corpora.span_rule(entry).tokens, device)
 
+def weights_signature(paths: list[Path]) -> dict:
+    """{path: (size, mtime_ns, inode)} of the weight files: a copy over them, or a rename onto them, changes it."""
+    out = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out[str(p)] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        except OSError:
+            out[str(p)] = None
+    return out
+
+
+class WeightsChangedError(ProbeError):
+    """The weight files changed while a probe ran (cli_probe removes the cell's partial state)."""
+
+
+def remove_partial(out_npz: Path) -> None:
+    """A cell's partial state, and .partial/ itself when no other cell's state is there."""
+    shutil.rmtree(partial_dir(out_npz), ignore_errors=True)
+    parent = partial_dir(out_npz).parent
+    for lock in parent.glob("*.lock") if parent.is_dir() else []:
+        if lock.stem == partial_dir(out_npz).name:
+            lock.unlink(missing_ok=True)
+    try:
+        parent.rmdir()
+    except OSError:
+        pass
+
+
+def weights_guard(paths: list[Path], before: dict, out_npz: Path):
+    """on_document for run_probe: refuse (WeightsChangedError) once the weight files differ from `before`, the
+    signature taken before the weights were pinned and loaded."""
+    def check(doc=None) -> None:
+        now = weights_signature(paths)
+        if now != before:
+            changed = next(p for p in now if now[p] != before.get(p))
+            raise WeightsChangedError(f"{changed}: the model's weights changed while the probe ran"
+                             + (f" (noticed after document {doc})" if doc is not None else "")
+                             + "; no cell is written, since its chunks would come from two models; probe again once "
+                             "the weights are settled")
+    return check
+
+
 def cli_probe(args) -> int:
     """`docgrad probe`: arguments, pin, output path and spans are checked before the model loads."""
     import torch
@@ -200,6 +245,8 @@ def cli_probe(args) -> int:
     threads = getattr(args, "threads", None)
     if threads is not None and threads < 1:
         raise ProbeError(f"--threads {threads}: need at least 1 (or leave it out for torch's choice)")
+    paths = models.weight_paths(args.model, args.revision)
+    before = weights_signature(paths)                 # before the pin is taken and the weights are loaded
     config, out = probe_settings(args)
     docs, corpus = config.docs, config.corpus
     if not args.overwrite and (out.exists() or out.with_suffix(".json").exists()):
@@ -217,8 +264,14 @@ def cli_probe(args) -> int:
     if config.simex is not None:
         simex_record = simex_noise(model, models.model_spec(args.model), config.simex)
     load_s = time.perf_counter() - t0
-    path = run_probe(model, spans, out, config, overwrite=args.overwrite, load_seconds=load_s,
-                     extra_meta={"simex_noise": simex_record} if simex_record else None)
+    guard = weights_guard(paths, before, out)
+    try:
+        guard()                                       # the weights loaded are the weights pinned
+        path = run_probe(model, spans, out, config, overwrite=args.overwrite, load_seconds=load_s, on_document=guard,
+                         extra_meta={"simex_noise": simex_record} if simex_record else None)
+    except WeightsChangedError:
+        remove_partial(out)                           # its documents came from the old weights
+        raise
     if path is not None:
         print(path)
     try:

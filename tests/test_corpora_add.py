@@ -49,6 +49,12 @@ def add(tmp_path, name, source, *extra):
                  "--cache", str(tmp_path / "cache"), *extra])
 
 
+def span_file(tmp_path, name):
+    """Where `add` put corpus `name`'s spans: <cache>/<the manifest's spans_dir>/<name>.npy (spans/m-<key> for a
+    manifest corpora add created)."""
+    return corpora.spans_path(tmp_path / "cache", name, json.loads((tmp_path / "m.json").read_text())["spans_dir"])
+
+
 def entry_of(tmp_path, name):
     return json.loads((tmp_path / "m.json").read_text())["corpora"][name]
 
@@ -89,7 +95,7 @@ def test_a_folder_of_text_files_is_one_document_per_file_in_sorted_order(tmp_pat
     for s, name in zip(spans, ["d0.txt", "d1.txt", "d2.txt"]):
         assert np.array_equal(s.tokens, expected_span(tok, texts[name]))
         assert s.sha256 == corpora.span_sha256(s.tokens)
-    assert (tmp_path / "cache" / "spans" / "MYDOCS.npy").is_file()
+    assert span_file(tmp_path, "MYDOCS").is_file()
 
 
 def test_a_folder_of_folders_concatenates_each_folders_files_with_codes_path_headers(tmp_path, tok):
@@ -230,22 +236,22 @@ def test_the_same_inputs_give_the_same_entry_and_spans(tmp_path):
                      "--manifest", str(tmp_path / out / "m.json"), "--cache", str(tmp_path / out / "cache")]) == 0
     a, b = entry_of(tmp_path / "a", "MYDOCS"), entry_of(tmp_path / "b", "MYDOCS")
     assert a == b
-    spans = [(tmp_path / out / "cache" / "spans" / "MYDOCS.npy").read_bytes() for out in ("a", "b")]
+    spans = [next((tmp_path / out / "cache").rglob("MYDOCS.npy")).read_bytes() for out in ("a", "b")]
     assert spans[0] == spans[1]
 
 
-def test_a_shorter_build_into_another_manifest_leaves_the_shared_span_cache_whole(tmp_path):
-    """Two manifests, one cache: 2 documents for manifest b must not cut the 4 that manifest a reads down to 2
-    (it did: `corpora build --corpus WEB --manifest mine.json` left the default WEB cache with 16 of its 48)."""
-    folder, cache = make_folder(tmp_path / "docs"), tmp_path / "cache"
-    for out, n in (("a", "4"), ("b", "2")):
-        assert main(["corpora", "add", "MYDOCS", "--from", str(folder), *SPAN, "--docs", n,
+def test_two_manifests_naming_a_corpus_alike_never_share_its_span_file(tmp_path):
+    """Two manifests, one cache: the second `corpora add` of the same name with another span rule broke the first
+    ("shape (3, 1024), expected (2, 2048)"). A manifest corpora add creates keys its span folder by its path."""
+    folder, cache = make_folder(tmp_path / "docs", base=300), tmp_path / "cache"
+    for out, n, span in (("a", "4", SPAN), ("b", "2", ["--span-start", "0", "--span-tokens", "32", "--chunk", "16"])):
+        assert main(["corpora", "add", "MYDOCS", "--from", str(folder), *span, "--docs", n,
                      "--manifest", str(tmp_path / out / "m.json"), "--cache", str(cache)]) == 0
     a = corpora.load_spans("MYDOCS", tmp_path / "a" / "m.json", cache)
     b = corpora.load_spans("MYDOCS", tmp_path / "b" / "m.json", cache)
-    assert len(a) == 4 and len(b) == 2
-    assert [s.sha256 for s in b] == [s.sha256 for s in a[:2]]
-    assert np.load(cache / "spans" / "MYDOCS.npy").shape == (4, 64)
+    assert len(a) == 4 and len(b) == 2 and len(a[0].tokens) == 64 and len(b[0].tokens) == 32
+    dirs = {json.loads((tmp_path / out / "m.json").read_text())["spans_dir"] for out in ("a", "b")}
+    assert len(dirs) == 2 and all(d.startswith("spans/m-") for d in dirs)
 
 
 def test_a_seed_shuffles_the_candidates_deterministically(tmp_path):
@@ -355,7 +361,7 @@ def test_a_malformed_span_record_is_refused_when_the_manifest_is_read(tmp_path):
 def test_a_missing_span_cache_names_the_command_that_adds_the_corpus_again(tmp_path):
     folder = make_folder(tmp_path / "docs")
     assert add(tmp_path, "MYDOCS", folder, "--docs", "3") == 0
-    (tmp_path / "cache" / "spans" / "MYDOCS.npy").unlink()
+    span_file(tmp_path, "MYDOCS").unlink()
     with pytest.raises(corpora.CorpusError, match=rf"`docgrad corpora add MYDOCS --from {folder} .* --overwrite`"):
         corpora.load_spans("MYDOCS", tmp_path / "m.json", tmp_path / "cache")
 
@@ -446,7 +452,7 @@ def assert_refused(capsys, status, expected, before, tmp_path, name="MYDOCS"):
         assert expected in lines[0], lines[0]
     man = tmp_path / "m.json"
     assert (man.read_text() if man.exists() else None) == before
-    assert not (tmp_path / "cache" / "spans" / f"{name}.npy").exists()
+    assert not list((tmp_path / "cache").rglob(f"{name}.npy"))
     return lines[0]
 
 
@@ -487,13 +493,13 @@ def test_a_corpus_already_in_the_manifest_is_replaced_only_with_overwrite(tmp_pa
     folder = make_folder(tmp_path / "docs")
     assert add(tmp_path, "MYDOCS", folder, "--docs", "3") == 0
     before = (tmp_path / "m.json").read_text()
-    spans = (tmp_path / "cache" / "spans" / "MYDOCS.npy").read_bytes()
+    spans = span_file(tmp_path, "MYDOCS").read_bytes()
     capsys.readouterr()
     status = add(tmp_path, "MYDOCS", folder, "--docs", "4")
     err = capsys.readouterr().err
     assert status == 2 and f"already has a corpus MYDOCS (3 documents from {folder}); pass --overwrite" in err
     assert (tmp_path / "m.json").read_text() == before
-    assert (tmp_path / "cache" / "spans" / "MYDOCS.npy").read_bytes() == spans
+    assert span_file(tmp_path, "MYDOCS").read_bytes() == spans
 
 
 def test_a_manifest_of_another_tokenizer_is_refused(tmp_path, capsys):

@@ -31,6 +31,7 @@ The entry (beside the built-in corpora in the model's manifest, written atomical
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -423,6 +424,16 @@ def add_command(name: str, given: str, source: Source, text_field: str, id_field
     return " ".join(parts)
 
 
+def new_spans_dir(manifest_path: Path, spec) -> str:
+    """The span folder of a manifest `corpora add` creates: the model's own (spec.spans_dir) for the model's own
+    manifest, else one keyed by the manifest's path (spans/m-<sha256 of the path, 12 hex>), so two manifests that
+    name a corpus alike never share its span file."""
+    resolved = Path(manifest_path).resolve()
+    if resolved.parts[-len(Path(spec.corpora).parts):] == Path(spec.corpora).parts:
+        return spec.spans_dir
+    return f"{spec.spans_dir}/m-{hashlib.sha256(str(resolved).encode()).hexdigest()[:12]}"
+
+
 def add_corpus(name: str, path: str, manifest_path: str | Path, cache_dir: str | Path,
                model: str = models.SMOLLM2.name, text_field: str | None = None, id_field: str | None = None,
                span_start: int = SPAN_START, span_tokens: int = SPAN_TOKENS, chunk: int = CHUNK,
@@ -453,7 +464,7 @@ def add_corpus(name: str, path: str, manifest_path: str | Path, cache_dir: str |
         raise CorpusError(f"{manifest_path}: its spans were cut by the tokenizer of {recorded.get('model')!r}, not "
                           f"{spec.model}'s; leave out --manifest (default: the model's own, {spec.corpora}) or "
                           "choose --model to match it")
-    spans_dir = build.manifest_spans_dir(old) if old else spec.spans_dir
+    spans_dir = build.manifest_spans_dir(old) if old else new_spans_dir(manifest_path, spec)
     build.check_cache_dir(cache_dir, spans_dir, [name])
     source = open_source(path, text_field, id_field)                     # the source's errors before the tokenizer
     say(f"{name}: {len(source.candidates)} candidates in {path} ({KIND_WORDS[source.kind]}), "

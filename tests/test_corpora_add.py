@@ -541,3 +541,54 @@ def test_a_local_model_directory_cuts_the_spans_with_its_own_tokenizer(tmp_path,
     capsys.readouterr()
     assert_refused(capsys, add(tmp_path, "OTHER", folder, "--docs", "2"), "its spans were cut by the tokenizer of "
                    "'local/ckpt'", before, tmp_path, "OTHER")
+
+
+def test_a_full_disk_while_storing_replaces_neither_the_spans_nor_the_manifest(tmp_path, capsys, monkeypatch):
+    """`corpora add --overwrite` on a full disk replaced the span file, kept the old manifest and said only
+    '[Errno 28] No space left on device'."""
+    import errno
+    import os
+
+    from docgrad import fileio
+
+    assert add(tmp_path, "MYDOCS", make_folder(tmp_path / "docs"), "--docs", "4") == 0
+    before = {p: p.read_bytes() for p in [tmp_path / "m.json", span_file(tmp_path, "MYDOCS")]}
+    real, calls = os.fsync, []
+
+    def full(fd):
+        calls.append(fd)
+        if len(calls) == 2:                           # the manifest, after the new spans were written
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(fileio.os, "fsync", full)
+    capsys.readouterr()
+    other = tmp_path / "other"
+    other.mkdir()
+    for i in range(4):
+        (other / f"d{i}.txt").write_text(words(200, 100 + i))       # other words: a new span file to write
+    assert add(tmp_path, "MYDOCS", other, "--docs", "3", "--overwrite") == 2
+    err = capsys.readouterr().err
+    assert "No space left on device); nothing was replaced, the manifest and its spans are as they were" in err
+    assert {p: p.read_bytes() for p in before} == before
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_two_adds_into_one_manifest_keep_both_corpora(tmp_path):
+    """Two concurrent `corpora add` into one manifest both said 'written' and one corpus was lost: the manifest is
+    held while it is read, built and written."""
+    import threading
+
+    from docgrad import fileio
+
+    folder = make_folder(tmp_path / "docs")
+    held = threading.Event()
+    with fileio.locked(tmp_path / "m.json"):              # the first add, still writing
+        t = threading.Thread(target=lambda: (held.set(), add(tmp_path, "SECOND", folder, "--docs", "4")))
+        t.start()
+        held.wait()
+        t.join(3)
+        assert t.is_alive() and not (tmp_path / "m.json").exists()     # the second waits for the manifest
+    t.join(120)
+    assert add(tmp_path, "FIRST", folder, "--docs", "4") == 0
+    assert set(json.loads((tmp_path / "m.json").read_text())["corpora"]) == {"FIRST", "SECOND"}

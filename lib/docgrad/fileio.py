@@ -12,7 +12,9 @@ import io
 import json
 import os
 import shutil
+import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,49 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def replace_together(files: list[tuple[Path, bytes]]) -> None:
+    """Write every (path, bytes) beside its path first (each fsynced), then rename them all into place: a write
+    that fails (a full disk) leaves every path as it was, its temporary files removed; renames need no space."""
+    staged = []
+    try:
+        for path, data in files:
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((Path(tmp), path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)
+
+
+@contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock on `path`'s lock file (.<name>.lock beside it) for the block; another process asking
+    for it waits (said once on stderr). The kernel releases it when a holder dies (flock)."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{path}: another command is writing it; waiting for it to finish", file=sys.stderr)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def atomic_write_json(path: Path, obj) -> None:

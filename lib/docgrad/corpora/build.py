@@ -51,7 +51,8 @@ from docgrad.core.constants import MIN_DOC_TOKENS as MIN_TOKENS
 from docgrad.corpora import sources as src
 from docgrad.corpora.sources import Candidate, DocumentError, say
 from docgrad.errors import DocgradError
-from docgrad.fileio import atomic_write_bytes, atomic_write_json, check_output_file, project_root, shown_path
+from docgrad.fileio import (atomic_write_bytes, atomic_write_json, check_output_file, project_root, replace_together,
+                            shown_path)
 
 DEFAULT_MANIFEST = "data/corpora/manifest.json"
 DEFAULT_CACHE = "data/corpora/cache"
@@ -389,11 +390,12 @@ def manifest_spans_dir(man: dict) -> str:
     return man.get("spans_dir", DEFAULT_SPANS_DIR)
 
 
-def write_spans(cache: Path, corpus: str, spans: np.ndarray, spans_dir: str = DEFAULT_SPANS_DIR) -> Path:
-    """Write the span cache of `corpus`, unless the file there already starts with exactly these spans and holds
-    more documents: manifests that share a cache (another --manifest, the same tokenizer) then share the file, and
-    building 16 documents of WEB for one never cuts the 48 another reads down to 16 (load_spans reads the first
-    rows its manifest lists and checks each one's sha256)."""
+def span_file_bytes(cache: Path, corpus: str, spans: np.ndarray, spans_dir: str = DEFAULT_SPANS_DIR
+                    ) -> tuple[Path, bytes | None]:
+    """(the span cache path of `corpus`, the bytes to write there), or bytes None when the file there already
+    starts with exactly these spans and holds more documents: manifests that share a cache (another --manifest,
+    the same tokenizer) then share the file, and building 16 documents of WEB for one never cuts the 48 another
+    reads down to 16 (load_spans reads the first rows its manifest lists and checks each one's sha256)."""
     import io
 
     spans = np.ascontiguousarray(spans, dtype="<i4")
@@ -403,12 +405,19 @@ def write_spans(cache: Path, corpus: str, spans: np.ndarray, spans_dir: str = DE
             held = np.load(path, mmap_mode="r", allow_pickle=False)
             if held.shape[0] > spans.shape[0] and held.shape[1:] == spans.shape[1:] and \
                     np.array_equal(held[: spans.shape[0]], spans):
-                return path
+                return path, None
         except (ValueError, OSError):
-            pass                                                   # unreadable: replaced below
+            pass                                                   # unreadable: replaced
     buf = io.BytesIO()
     np.save(buf, spans)
-    atomic_write_bytes(path, buf.getvalue())
+    return path, buf.getvalue()
+
+
+def write_spans(cache: Path, corpus: str, spans: np.ndarray, spans_dir: str = DEFAULT_SPANS_DIR) -> Path:
+    """Write the span cache of `corpus` atomically (span_file_bytes says whether there is anything to write)."""
+    path, data = span_file_bytes(cache, corpus, spans, spans_dir)
+    if data is not None:
+        atomic_write_bytes(path, data)
     return path
 
 
@@ -679,13 +688,22 @@ def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: 
 def store(man: dict, manifest_path: Path, cache_dir: Path, built: dict) -> None:
     """Write each built corpus's spans (built: name -> (entry, spans)), then the manifest with their entries:
     the offline corpora first in CORPORA order, then any others (hub corpora) as they were."""
+    files = []
     for corpus, (entry, spans) in built.items():
-        write_spans(cache_dir, corpus, spans, manifest_spans_dir(man))
+        path, data = span_file_bytes(cache_dir, corpus, spans, manifest_spans_dir(man))
+        if data is not None:
+            files.append((path, data))
         man["corpora"][corpus] = entry
     entries = man["corpora"]
     man["corpora"] = {**{c: entries[c] for c in CORPORA if c in entries},
                       **{c: e for c, e in entries.items() if c not in CORPORA}}
-    atomic_write_json(manifest_path, man)
+    files.append((Path(manifest_path), (json.dumps(man, indent=1, sort_keys=False) + "\n").encode()))
+    try:
+        replace_together(files)
+    except OSError as e:
+        raise CorpusError(f"could not write {manifest_path} and its spans under {cache_dir} ({e.strerror or e}); "
+                          "nothing was replaced, the manifest and its spans are as they were: free space there and "
+                          "run the command again") from None
     say(f"wrote {manifest_path} ({', '.join(built)}) and spans under {cache_dir / manifest_spans_dir(man)}")
 
 

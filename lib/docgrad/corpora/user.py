@@ -46,7 +46,7 @@ from docgrad.core.constants import CHUNK, CORPORA, DOCS_PER_CORPUS, HUB_CORPORA,
 from docgrad.corpora import build
 from docgrad.corpora.build import CorpusError, SpanRule
 from docgrad.corpora.sources import Candidate, DocumentError, concat_files, decode_utf8, say, seeded_order
-from docgrad.fileio import check_output_file, project_root, shown_path
+from docgrad.fileio import check_output_file, locked, project_root, shown_path
 
 NAME_PATTERN = re.compile(r"[A-Z][A-Z0-9_]*")
 MAX_NAME = 64
@@ -452,6 +452,14 @@ def add_corpus(name: str, path: str, manifest_path: str | Path, cache_dir: str |
     spec = models.corpus_model(model)                   # an offline model, or a local model directory / .gguf file
     manifest_path, cache_dir = Path(manifest_path), Path(cache_dir)
     check_output_file(manifest_path, "--manifest")
+    with locked(manifest_path):        # two adds into one manifest: the second reads what the first wrote
+        return _add_corpus(name, path, manifest_path, cache_dir, spec, rule, model, text_field, id_field, docs, seed,
+                           overwrite, tok)
+
+
+def _add_corpus(name, path, manifest_path, cache_dir, spec, rule, model, text_field, id_field, docs, seed, overwrite,
+                tok) -> dict:
+    """add_corpus with the manifest held: read it, check, build, store."""
     old = build.read_manifest(manifest_path, complete=True) if manifest_path.exists() else None
     if old and name in old["corpora"] and not overwrite:
         prev = old["corpora"][name]

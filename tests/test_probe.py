@@ -314,3 +314,16 @@ def test_cli_refuses_spans_cut_by_another_models_tokenizer_before_loading(tmp_pa
     err = capsys.readouterr().err
     assert "spans were cut by the tokenizer of 'HuggingFaceTB/SmolLM2-135M-Instruct'" in err
     assert "docgrad corpora build --model gemma3-270m" in err
+
+
+def test_what_the_model_cannot_read_is_refused_before_the_first_chunk(tmp_path):
+    """A vocabulary smaller than the tokenizer's ids died in F.embedding with a traceback; a chunk longer than the
+    model's context was accepted for standalone chunks."""
+    model = tiny_model("llama", seed=1)                   # vocabulary 256, context 1024
+    big = [(d, np.where(np.arange(len(t)) == 5, 300, t), h) for d, t, h in spans()]
+    with pytest.raises(P.ProbeError, match="document 0 holds token id 300, but the model's vocabulary has 256 ids"):
+        P.run_probe(model, big, tmp_path / "a.npz", CONFIG, progress=False)
+    model.config.max_position_embeddings = CHUNK - 1
+    with pytest.raises(P.ProbeError, match=f"--chunk {CHUNK}: a chunk of {CHUNK} tokens exceeds the model's context"):
+        P.run_probe(model, spans(), tmp_path / "b.npz", CONFIG, progress=False)
+    assert not list(tmp_path.iterdir())                   # refused before anything was written

@@ -29,7 +29,7 @@ import numpy as np
 from docgrad.core.constants import FLOAT32, GROUPS
 from docgrad.core.sketch import SKETCH_NAME, CountSketch
 from docgrad.core.sketch import gram as gram_matrix
-from docgrad.measure.causal import causal_steps, check_window
+from docgrad.measure.causal import causal_steps, check_window, model_context
 from docgrad.measure.gradients import check_token_id, context_bos, forward_backward, sync, versions
 from docgrad.measure.probe_config import DocSpan, ProbeConfig, ProbeError, as_doc_spans
 from docgrad.measure.resume import PartialState, partial_dir
@@ -87,6 +87,7 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
               else context_bos(model, config.context))
     if config.context == "causal":
         check_window(model, config.window)
+    check_inputs(model, spans, chunk, m, config.context, bos_id)
     model.eval()
 
     state = PartialState(partial_dir(out_npz), config)
@@ -178,6 +179,24 @@ def run_probe(model, spans, out_npz, config: ProbeConfig, *, overwrite: bool = F
     except OSError:
         pass
     return out_npz
+
+def check_inputs(model, spans, chunk: int, m: int, context: str, bos_id: int | None) -> None:
+    """Refuse, before the first chunk, what the model cannot read: a standalone chunk (with its start token) longer
+    than the model's context, or a token id outside its vocabulary (spans cut by a tokenizer with more ids)."""
+    n = model_context(model)
+    length = chunk + (bos_id is not None)
+    if context != "causal" and n is not None and length > n:
+        raise ProbeError(f"--chunk {chunk}: a chunk of {length} tokens{' with its start token' if bos_id is not None else ''}"
+                         f" exceeds the model's context of {n} tokens (config.max_position_embeddings); use a chunk "
+                         f"of at most {n - (bos_id is not None)}")
+    vocab = model.get_input_embeddings().num_embeddings
+    top = max(int(np.max(s.tokens[:m * chunk])) for s in spans)
+    if top >= vocab:
+        doc = next(s.doc for s in spans if int(np.max(s.tokens[:m * chunk])) == top)
+        raise ProbeError(f"document {doc} holds token id {top}, but the model's vocabulary has {vocab} ids (0 to "
+                         f"{vocab - 1}): its spans were cut by a tokenizer with more ids than this model reads; cut "
+                         "the corpus with this model's tokenizer (`docgrad corpora add ... --model` this model)")
+
 
 def chunk_steps(model, tokens, chunk: int, m: int, context: str = "standalone", bos_id: int | None = None,
                 dtype: str = FLOAT32):

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from dataclasses import replace as dc_replace
 from pathlib import Path
 
 import numpy as np
@@ -327,3 +328,21 @@ def test_what_the_model_cannot_read_is_refused_before_the_first_chunk(tmp_path):
     with pytest.raises(P.ProbeError, match=f"--chunk {CHUNK}: a chunk of {CHUNK} tokens exceeds the model's context"):
         P.run_probe(model, spans(), tmp_path / "b.npz", CONFIG, progress=False)
     assert not list(tmp_path.iterdir())                   # refused before anything was written
+
+
+def test_a_run_too_big_for_the_disk_or_the_memory_is_refused_with_its_sizes(tmp_path, monkeypatch):
+    """measure at --chunk 16 probed the control's 16K span: 1,024 chunks and a 2 GB partial file per document."""
+    from docgrad.runtime import probe_command as PCMD
+
+    big = dc_replace(CONFIG, chunk=16, buckets=2**17).bind(PC.as_doc_spans(spans(16, tail=16384 - CHUNK * M)), "cpu")
+    need = PCMD.resource_needs(big)
+    assert need["chunks"] == 16 * 1024 and need["disk"] == 16 * 1024 * 4 * 2**17 * 4     # 34 GB of sketches
+    monkeypatch.setattr(PCMD.shutil, "disk_usage", lambda p: type("U", (), {"free": 2**30})())
+    with pytest.raises(PC.ProbeError, match=r"16 documents x 1024 chunks of 16 tokens = 16384 chunks need 32\.0 GiB "
+                                            r"of partial state under .*, which has 1\.0 GiB free"):
+        PCMD.check_resources(big, tmp_path / "x.npz")
+    monkeypatch.setattr(PCMD.shutil, "disk_usage", lambda p: type("U", (), {"free": 2**50})())
+    monkeypatch.setattr(PCMD, "available_memory", lambda: 2**33)
+    with pytest.raises(PC.ProbeError, match=r"need 42\.0 GiB of memory for their Gram matrices, and 8\.0 GiB is"):
+        PCMD.check_resources(big, tmp_path / "x.npz")
+    PCMD.check_resources(CONFIG.bind(PC.as_doc_spans(spans()), "cpu"), tmp_path / "x.npz")    # a small run passes

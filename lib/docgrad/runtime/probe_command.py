@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from docgrad import models
-from docgrad.core.constants import FLOAT32, STANDALONE, STANDALONE_BOS
+from docgrad.core.constants import FLOAT32, GROUPS, STANDALONE, STANDALONE_BOS
 from docgrad.corpora import build as corpora
 from docgrad.fileio import as_ranges, shown_path
 from docgrad.measure import simex as sx
@@ -207,6 +207,44 @@ def weights_signature(paths: list[Path]) -> dict:
     return out
 
 
+def available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def resource_needs(config: ProbeConfig) -> dict:
+    """What a bound probe run needs beyond the model: its partial state on disk (each chunk's sketch: groups x
+    buckets float32) and, when it assembles the cell, the sketches plus one float64 Gram per group and their sum
+    (n chunks x n chunks)."""
+    n = len(config.spans) * config.chunks_per_document
+    sketches = n * len(GROUPS) * config.buckets * 4
+    return {"chunks": n, "disk": sketches, "memory": sketches + (len(GROUPS) + 1) * n * n * 8}
+
+
+def check_resources(config: ProbeConfig, out: Path) -> None:
+    """Refuse a run whose partial state does not fit on the disk of `out`, or whose Gram matrices do not fit in the
+    memory available now, before the model loads (one line with the sizes and what to change)."""
+    need = resource_needs(config)
+    where = next((p for p in (Path(out).parent, *Path(out).parents) if p.exists()), Path("."))
+    free = shutil.disk_usage(where).free
+    mem = available_memory()
+    gib = lambda b: f"{b / 2**30:.1f} GiB"
+    what = (f"{len(config.spans)} documents x {config.chunks_per_document} chunks of {config.chunk} tokens = "
+            f"{need['chunks']} chunks")
+    if need["disk"] > free:
+        raise ProbeError(f"{what} need {gib(need['disk'])} of partial state under {where}, which has {gib(free)} free; "
+                         "probe fewer documents (--docs) or a longer --chunk")
+    if mem is not None and need["memory"] > mem:
+        raise ProbeError(f"{what} need {gib(need['memory'])} of memory for their Gram matrices, and {gib(mem)} is "
+                         "available; probe fewer documents (--docs) or a longer --chunk")
+
+
 class WeightsChangedError(ProbeError):
     """The weight files changed while a probe ran (cli_probe removes the cell's partial state)."""
 
@@ -258,6 +296,7 @@ def cli_probe(args) -> int:
     spans = as_doc_spans(select_spans(corpora.load_spans(corpus, args.manifest,
                                                            getattr(args, "cache", corpora.DEFAULT_CACHE)), docs))
     config = config.bind(spans, torch.device(device).type)
+    check_resources(config, out)                      # before the model loads, not after hours
     t0 = time.perf_counter()
     model = models.load_model(args.model, args.revision, args.allow_unpinned, device=device)
     simex_record = None

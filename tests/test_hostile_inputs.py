@@ -302,3 +302,13 @@ def test_precision_refuses_a_corpus_named_twice(capsys):
 
     assert main(["precision", "--corpora", "WEB,web", "--out", "/tmp/never.json"]) == 2
     assert "names WEB more than once" in capsys.readouterr().err
+
+
+def test_a_tuple_parameter_is_the_list_it_spells_and_a_repeated_corpus_is_refused_before_a_kernel():
+    """`run 04 -p corpora "('WEB','CODE')"` started a kernel that read the tuple's characters as corpora."""
+    from docgrad.runtime.notebooks import ParameterError, validate_parameters
+
+    page = Path(__file__).resolve().parents[1] / "notebooks" / "04_design_effect.py"
+    assert validate_parameters(page, {"corpora": "('WEB','CODE')"}) == {"corpora": ["WEB", "CODE"]}
+    with pytest.raises(ParameterError, match="parameter 'corpora' = \\['WEB', 'WEB'\\]: names WEB more than once"):
+        validate_parameters(page, {"corpora": "['WEB','WEB']"})

@@ -201,6 +201,8 @@ def validate_parameters(path: str | Path, given: dict) -> dict:
                                  f"got {type(value).__name__} {value!r}\n{listing}")
         if isinstance(default, float) and isinstance(value, int):
             value = float(value)
+        if isinstance(default, list) and isinstance(value, tuple):
+            value = list(value)             # ('WEB', 'CODE') is the list it spells, never its characters
         _check_range(name, value, listing)
         out[name] = value
     return out
@@ -224,6 +226,10 @@ def _check_range(name: str, value, listing: str) -> None:
     if name in ("models", "corpora", "batch_sizes", "buckets", "g1_models") and isinstance(value, list) \
             and not value:
         refuse("name at least one")
+    if name in ("models", "corpora", "g1_models") and isinstance(value, list):
+        twice = sorted({str(v) for v in value if value.count(v) > 1})
+        if twice:
+            refuse(f"names {', '.join(twice)} more than once; name each once")
     if name == "buckets" and isinstance(value, list) and any(
             not isinstance(b, int) or not MIN_BUCKETS <= b <= MAX_BUCKETS for b in value):
         refuse(f"the count sketch takes {MIN_BUCKETS} to {MAX_BUCKETS} buckets")

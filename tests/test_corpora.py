@@ -471,7 +471,7 @@ def test_spans_of_another_tokenizer_go_to_their_own_manifest_and_folder(tmp_path
     cache = tmp_path / "cache"
     ref, other = tmp_path / "manifest.json", tmp_path / "other" / "manifest.json"
     corpora.build(["CODE"], ref, cache, tok=TOK)
-    with pytest.raises(CorpusError, match="recorded for tokenizer"):          # never into another's manifest
+    with pytest.raises(CorpusError, match="recorded for the tokenizer of"):          # never into another's manifest
         corpora.build(["CODE"], ref, cache, tok=OtherTokenizer())
     corpora.build(["CODE"], other, cache, tok=OtherTokenizer(), spans_dir="spans/other", reference=ref)
     man = json.loads(other.read_text())

@@ -76,7 +76,7 @@ def test_hub_corpus_joins_a_manifest_only_for_the_same_tokenizer_and_offline_bui
     class OtherTokenizer(type(TOK)):
         identity = {**TOK.identity, "gguf_sha256": "other"}
 
-    with pytest.raises(corpora.CorpusError, match="recorded for tokenizer"):
+    with pytest.raises(corpora.CorpusError, match="recorded for the tokenizer of"):
         hub_corpora.build_hub_corpus("FINEWEB", tok=OtherTokenizer(), revision="abc123", allow_unpinned=True,
                                      manifest_path=manifest, spans_cache=tmp_path / "c")
     assert json.loads(manifest.read_text())["tokenizer"]["gguf_sha256"] == "fake"   # not relabelled

@@ -312,3 +312,14 @@ def test_a_tuple_parameter_is_the_list_it_spells_and_a_repeated_corpus_is_refuse
     assert validate_parameters(page, {"corpora": "('WEB','CODE')"}) == {"corpora": ["WEB", "CODE"]}
     with pytest.raises(ParameterError, match="parameter 'corpora' = \\['WEB', 'WEB'\\]: names WEB more than once"):
         validate_parameters(page, {"corpora": "['WEB','WEB']"})
+
+
+def test_an_error_line_is_bounded_and_a_listing_keeps_its_lines():
+    """A headerless CSV gave a 30 KB error line; a changed tokenizer printed a 1.2 KB dict."""
+    from docgrad.runtime.cli import MAX_ERROR_CHARS, one_line
+
+    row = "x," * 20000
+    cut = one_line(f"data.csv: no column 'text' in the header {row}")
+    assert len(cut) <= MAX_ERROR_CHARS and cut.startswith("data.csv: no column 'text'") and " [...] " in cut
+    assert one_line("unknown parameter 'x'\n  seed: int = 1\n  chunk: int = 512") == \
+        "unknown parameter 'x'\n  seed: int = 1\n  chunk: int = 512"

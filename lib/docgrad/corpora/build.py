@@ -671,8 +671,10 @@ def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: 
     if old is None and manifest_path.exists():
         old = read_manifest(manifest_path, complete=True)
     if old and tokenizer_key(old.get("tokenizer")) != tokenizer_key(tok.identity) and not force:
-        raise CorpusError(f"{manifest_path}: recorded for tokenizer {old.get('tokenizer')}, building with "
-                          f"{tok.identity}; pass --force to replace the manifest")
+        was, now = old.get("tokenizer") or {}, tok.identity
+        raise CorpusError(f"{manifest_path}: recorded for the tokenizer of {was.get('model')!r} (key "
+                          f"{str(tokenizer_key(was))[:16]}..), building with {now.get('model')!r}'s (key "
+                          f"{str(tokenizer_key(now))[:16]}..); pass --force to replace the manifest")
     man = old or {"format": MANIFEST_FORMAT}
     spans_dir = spans_dir or manifest_spans_dir(man)
     man.update({"format": MANIFEST_FORMAT, "span": {"start": SPAN_START, "tokens": SPAN_TOKENS,

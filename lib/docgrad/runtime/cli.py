@@ -422,15 +422,28 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except DocgradError as e:
-        print(f"docgrad {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:       # a path that is missing, not writable, a directory instead of a file, ...
-        print(f"docgrad {args.command}: error: {e}", file=sys.stderr)
+    except (DocgradError, OSError) as e:      # OSError: a path missing, not writable, a directory instead of a file
+        print(f"docgrad {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+MAX_ERROR_CHARS = 600
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """An error message whose every line is at most `limit` characters: a longer line (a whole CSV row, a
+    tokenizer's identity) is cut in its middle, where the least is lost. A listing a message ends with (a page's
+    parameters) keeps its lines."""
+    def cut(line: str) -> str:
+        if len(line) <= limit:
+            return line
+        keep = (limit - 7) // 2
+        return f"{line[:keep]} [...] {line[-keep:]}"
+
+    return "\n".join(cut(line) for line in message.splitlines())
 
 
 class Terminated(KeyboardInterrupt):

@@ -592,3 +592,18 @@ def test_two_adds_into_one_manifest_keep_both_corpora(tmp_path):
     t.join(120)
     assert add(tmp_path, "FIRST", folder, "--docs", "4") == 0
     assert set(json.loads((tmp_path / "m.json").read_text())["corpora"]) == {"FIRST", "SECOND"}
+
+
+def test_a_copy_of_a_document_is_not_kept_as_another_and_a_one_chunk_span_is_refused(tmp_path, capsys):
+    """Byte-identical documents and one-chunk spans passed corpora add and were refused only after probing."""
+    folder = make_folder(tmp_path / "docs", n=5)
+    (folder / "doc00b.txt").write_text((folder / "doc00.txt").read_text())    # a copy, sorted second
+    assert add(tmp_path, "MYDOCS", folder, "--docs", "5") == 0
+    entry = entry_of(tmp_path, "MYDOCS")
+    assert [d["title"] for d in entry["documents"]] == [f"doc{i:02d}.txt" for i in range(5)]
+    assert any("doc00b.txt: its span is byte-identical to document 0 (doc00.txt)" in r["reason"]
+               for r in entry["rejected"])
+    assert main(["corpora", "add", "TWINS", "--from", str(folder), "--span-start", "8", "--span-tokens", "16",
+                 "--chunk", "16", "--manifest", str(tmp_path / "n.json"), "--cache", str(tmp_path / "c2")]) == 2
+    assert "--span-tokens 16 is one chunk of --chunk 16: R and the correlation by lag need at least two chunks" in \
+        capsys.readouterr().err

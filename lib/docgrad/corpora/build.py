@@ -201,6 +201,10 @@ def check_span_rule(start, tokens, chunk, where: str = "") -> SpanRule:
         lower, upper = tokens // chunk * chunk, (tokens // chunk + 1) * chunk
         raise CorpusError(f"{pre}--span-tokens {tokens} is not a multiple of --chunk {chunk}: a span is measured "
                           f"in whole chunks; use --span-tokens {upper}" + (f" or {lower}" if lower else ""))
+    if tokens // chunk < 2:
+        raise CorpusError(f"{pre}--span-tokens {tokens} is one chunk of --chunk {chunk}: R and the correlation by lag "
+                          f"need at least two chunks a document; use --span-tokens {2 * chunk} or a --chunk of at "
+                          f"most {tokens // 2}")
     return SpanRule(start, tokens, chunk)
 
 

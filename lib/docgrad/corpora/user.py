@@ -370,6 +370,12 @@ def select(cands: list[Candidate], tok, name: str, n: int, rule: SpanRule) -> Se
                 sel.rejected.append(rejected)
                 continue
             sel.lengths.append(len(tokens))
+            same = next((d for d in sel.documents if d["span_sha256"] == entry["span_sha256"]), None)
+            if same is not None:            # two copies of one text would be counted as two independent documents
+                sel.rejected.append({"title": cand.title, "source": cand.source, "tokens": len(tokens),
+                                     "reason": f"{cand.title}: its span is byte-identical to document {same['doc']} "
+                                               f"({same['title']}); a copy is not an independent document"})
+                continue
             sel.documents.append(entry)
             sel.spans.append(span)
             bar.set_postfix(kept=len(sel.documents))

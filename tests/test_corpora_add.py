@@ -9,6 +9,7 @@ import csv
 import hashlib
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -607,3 +608,20 @@ def test_a_copy_of_a_document_is_not_kept_as_another_and_a_one_chunk_span_is_ref
                  "--chunk", "16", "--manifest", str(tmp_path / "n.json"), "--cache", str(tmp_path / "c2")]) == 2
     assert "--span-tokens 16 is one chunk of --chunk 16: R and the correlation by lag need at least two chunks" in \
         capsys.readouterr().err
+
+
+def test_corpora_add_ends_with_the_measure_command_to_run_next_and_it_names_this_manifest(tmp_path, capsys):
+    """The hint ran verbatim wrote into the committed manifest: it omitted --manifest and --cache."""
+    import shlex
+
+    from docgrad.runtime.cli import build_parser
+
+    assert add(tmp_path, "MYDOCS", make_folder(tmp_path / "docs"), "--docs", "4") == 0
+    lines = capsys.readouterr().out.splitlines()
+    hint = next(ln for ln in lines if ln.startswith("measure it next"))
+    argv = shlex.split(hint.split(": ", 1)[1])
+    assert argv[:4] == ["docgrad", "measure", "--corpus", "MYDOCS"]
+    args = build_parser().parse_args(argv[1:])
+    assert (args.docs, Path(args.manifest), Path(args.cache)) == ("0:4", tmp_path / "m.json", tmp_path / "cache")
+    assert any(ln.startswith("or only its result file: docgrad probe --corpus MYDOCS --docs 0:4 --chunk 16")
+               for ln in lines)

@@ -518,14 +518,17 @@ def cli_add(args) -> int:
                     f"{rule.chunks} chunks of {rule.chunk}; {len(entry['rejected'])} of {entry['candidates_tried']} "
                     f"candidates tried rejected; written to {shown_path(args.manifest)}")
     root = Path(args.root).resolve() if getattr(args, "root", None) else project_root()
-    probe = ["docgrad", "probe", "--corpus", args.name, "--docs", f"0:{len(entry['documents'])}"]
-    if rule.chunk != CHUNK:
-        probe += ["--chunk", str(rule.chunk)]
+    where = []
     if not models.is_default(args.model):
-        probe += ["--model", shlex.quote(args.model)]
+        where += ["--model", shlex.quote(args.model)]
     if Path(args.manifest).resolve() != (root / models.corpus_manifest(args.model)).resolve():
-        probe += ["--manifest", shlex.quote(str(args.manifest))]
+        where += ["--manifest", shlex.quote(str(args.manifest))]
     if Path(args.cache).resolve() != (root / build.DEFAULT_CACHE).resolve():
-        probe += ["--cache", shlex.quote(str(args.cache))]
-    build.print_out(f"probe it: {' '.join(probe)}")
+        where += ["--cache", shlex.quote(str(args.cache))]
+    docs = ["--docs", f"0:{len(entry['documents'])}"]
+    build.print_out(f"measure it next (R(W) with its interval, the control beside it, and its page): "
+                    f"{' '.join(['docgrad', 'measure', '--corpus', args.name, *docs, *where])}")
+    probe = ["docgrad", "probe", "--corpus", args.name, *docs, *(["--chunk", str(rule.chunk)] if rule.chunk != CHUNK
+                                                                 else []), *where]
+    build.print_out(f"or only its result file: {' '.join(probe)}")
     return 0

@@ -532,3 +532,14 @@ def test_cli_corpora_refuses_a_hub_model_and_defaults_to_the_models_manifest(tmp
     assert "not an offline model" in capsys.readouterr().err
     assert main(["--root", str(tmp_path), "corpora", "show", "--model", "gemma3-270m"]) == 2
     assert str(tmp_path / "data" / "corpora" / "gemma3-270m" / "manifest.json") in capsys.readouterr().err
+
+
+def test_a_manifests_span_folder_never_moves_under_another_build(tmp_path, code_fixture):
+    """A measure after the weights changed moved the manifest's spans_dir to the new pin, and every other corpus
+    of that manifest became 'span cache missing'."""
+    cache, man_path = tmp_path / "cache", tmp_path / "m.json"
+    corpora.build(["CODE"], man_path, cache, tok=TOK, spans_dir="spans/pin-a")
+    before = corpora.load_spans("CODE", man_path, cache)
+    corpora.build(["CODE"], man_path, cache, tok=TOK, spans_dir="spans/pin-b")     # the same tokenizer, a new pin
+    assert json.loads(man_path.read_text())["spans_dir"] == "spans/pin-a"
+    assert [s.sha256 for s in corpora.load_spans("CODE", man_path, cache)] == [s.sha256 for s in before]

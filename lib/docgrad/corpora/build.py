@@ -680,6 +680,8 @@ def open_manifest_for(manifest_path: Path, tok, force: bool = False, spans_dir: 
                           f"{str(tokenizer_key(was))[:16]}..), building with {now.get('model')!r}'s (key "
                           f"{str(tokenizer_key(now))[:16]}..); pass --force to replace the manifest")
     man = old or {"format": MANIFEST_FORMAT}
+    if old and not force:               # a manifest's span folder never moves: its other corpora's spans are there
+        spans_dir = manifest_spans_dir(old)
     spans_dir = spans_dir or manifest_spans_dir(man)
     man.update({"format": MANIFEST_FORMAT, "span": {"start": SPAN_START, "tokens": SPAN_TOKENS,
                "min_tokens": MIN_TOKENS, "span_sha256": "sha256 of the span's token ids as little-endian int32",

@@ -514,3 +514,30 @@ def test_measure_completes_its_own_interrupted_page_publication_first(tiny, tmp_
     assert main([*tiny.measure, "--out", str(out)]) == 0
     assert "measure: completed an interrupted publication (2 file(s) renamed" in capsys.readouterr().err
     assert (out / "a.png").read_text() == (out / "b.png").read_text() == "new" and not (out / P.JOURNAL).exists()
+
+
+@pytest.mark.parametrize("swap,extra,needle", [
+    ("3:4", [], "--docs 3:4: one document; R needs at least two"),
+    ("0:4", ["--chunk", "48"], "--chunk 48: MINE's span of 64 tokens is not two or more whole chunks"),
+])
+def test_what_would_stop_the_analysis_is_refused_before_any_probe(tiny, tmp_path, capsys, monkeypatch, swap, extra,
+                                                                  needle):
+    """--docs 3:4 and an incompatible --control were refused only after probing."""
+    calls = probes_run(monkeypatch)
+    argv = [swap if a == "0:4" else a for a in tiny.measure]
+    assert main([*argv, *extra, "--out", str(tmp_path / "m")]) == 2
+    assert needle in capsys.readouterr().err and calls == []
+
+
+def test_a_control_whose_span_is_not_whole_chunks_of_the_corpus_is_refused_before_any_probe():
+    from docgrad.errors import DocgradError
+    from docgrad.runtime.measure_command import check_plan
+
+    recorded = {"MINE": {"span": {"start": 0, "tokens": 2048, "chunk": 512}},
+                "CTRL": {"span": {"start": 0, "tokens": 1000, "chunk": 500}}}
+    with pytest.raises(DocgradError, match="--control CTRL: its span of 1000 tokens is not two or more whole chunks "
+                                           "of MINE's 512 tokens"):
+        check_plan((0, 8), 512, "MINE", "CTRL", recorded)
+    with pytest.raises(DocgradError, match="is 1024 chunks a document \\(at most 256"):
+        check_plan((0, 8), 16, "MINE", "WEB", {**recorded, "WEB": {}})       # WEB: the study's 16K span
+    check_plan((0, 8), 512, "MINE", "WEB", {**recorded, "WEB": {}})

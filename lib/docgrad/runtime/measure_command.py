@@ -162,6 +162,32 @@ def check_measurement_folder(out: Path, root: Path) -> None:
                            "or a folder outside the project")
 
 
+def check_plan(docs: tuple[int, int], chunk: int, corpus: str, control: str, recorded: dict) -> None:
+    """What would stop the analysis after hours of probing, refused first: fewer than two documents (the mean
+    gradient S_cross is estimated from pairs of documents), and a control whose span is not a whole number of
+    the corpus's chunks (both are probed at that chunk, so R_rel reads them at the same windows)."""
+    a, b = docs
+    if b - a < 2:
+        raise DocgradError(f"--docs {a}:{b}: one document; R needs at least two (the mean gradient is estimated from "
+                           f"pairs of documents): measure e.g. --docs {a}:{a + 8}")
+    for name in (corpus, control):
+        tokens = corpora.span_rule(recorded[name]).tokens
+        if tokens % chunk or tokens // chunk < 2:
+            raise DocgradError(f"--control {control}: its span of {tokens} tokens is not two or more whole chunks of "
+                               f"{corpus}'s {chunk} tokens, so the two cannot be read at the same windows; choose a "
+                               f"control added with a span that is a multiple of {chunk} (`docgrad corpora add ... "
+                               f"--chunk {chunk}`)" if name == control else
+                               f"--chunk {chunk}: {corpus}'s span of {tokens} tokens is not two or more whole chunks")
+        if tokens // chunk > MAX_CHUNKS_PER_DOCUMENT:
+            raise DocgradError(f"--chunk {chunk}: {name}'s span of {tokens} tokens is {tokens // chunk} chunks a "
+                               f"document (at most {MAX_CHUNKS_PER_DOCUMENT}: each is a forward and backward pass, "
+                               f"and the Gram grows with their square); measure at a chunk of at least "
+                               f"{-(-tokens // MAX_CHUNKS_PER_DOCUMENT)} tokens")
+
+
+MAX_CHUNKS_PER_DOCUMENT = 256
+
+
 def cli_measure(args) -> int:
     root = nb.command_root(args)
     corpus, control = args.corpus.upper(), args.control.upper()
@@ -199,8 +225,10 @@ def cli_measure(args) -> int:
               file=sys.stderr)
         run_verb(["--root", str(root), "corpora", "build", "--corpus", name, *model_args, *more])
 
+    recorded = corpora.read_manifest(manifest)["corpora"]
     if args.chunk is None:                  # the corpus's own chunk length (corpora add --chunk), else 512
-        args.chunk = corpora.span_rule(corpora.read_manifest(manifest)["corpora"][corpus]).chunk
+        args.chunk = corpora.span_rule(recorded[corpus]).chunk
+    check_plan(docs, args.chunk, corpus, control, recorded)             # before any probe, not after one
     reuse_from = Path(args.reuse_from).resolve() if args.reuse_from else root / DEFAULT_PATHS["results"]
     if args.reuse_from and not reuse_from.is_dir():
         raise DocgradError(f"--reuse-from {args.reuse_from}: no such folder (a results folder, e.g. data/results)")

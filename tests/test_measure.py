@@ -478,9 +478,11 @@ def test_measure_builds_a_missing_control_and_names_a_corpus_with_too_few_docume
         tiny.measure.index("--manifest") + 1], "--cache", tiny.measure[tiny.measure.index("--cache") + 1]]
     capsys.readouterr()
     assert main([*[a if a != "0:4" else "0:8" for a in tiny.measure], "--out", str(tmp_path / "m")]) == 2
-    assert ("--docs 0:8: corpus MINE holds 4 documents in " in (err := capsys.readouterr().err)
-            and "measure --docs 0:4, or add it again with more (`docgrad corpora add MINE --from PATH --docs 8 "
-            "--overwrite`)" in err)
+    err = " ".join(capsys.readouterr().err.split())
+    model, manifest, cache = (tiny.measure[tiny.measure.index(o) + 1] for o in ("--model", "--manifest", "--cache"))
+    assert "--docs 0:8: corpus MINE holds 4 documents in " in err
+    assert (f"measure --docs 0:4, or add it again with more (`docgrad corpora add MINE --from PATH --docs 8 --model "
+            f"{model} --manifest {manifest} --cache {cache} --overwrite`)") in err
 
 
 def test_measure_completes_its_own_interrupted_page_publication_first(tiny, tmp_path, capsys, monkeypatch):

@@ -170,7 +170,7 @@ def check_plan(docs: tuple[int, int], chunk: int, corpus: str, control: str, rec
     if b - a < 2:
         raise DocgradError(f"--docs {a}:{b}: one document; R needs at least two (the mean gradient is estimated from "
                            f"pairs of documents): measure e.g. --docs {a}:{a + 8}")
-    for name in (corpus, control):
+    for name in (n for n in (corpus, control) if n in recorded):     # one not built yet is refused by its probe
         tokens = corpora.span_rule(recorded[name]).tokens
         if tokens % chunk or tokens // chunk < 2:
             raise DocgradError(f"--control {control}: its span of {tokens} tokens is not two or more whole chunks of "

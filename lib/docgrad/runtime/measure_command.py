@@ -156,7 +156,10 @@ def check_measurement_folder(out: Path, root: Path) -> None:
         raise DocgradError(f"--out {out}: holds the project {root}, whose committed pages, figures and results a "
                            f"measurement would write beside or over; give a folder of its own, e.g. --out "
                            f"{home / 'NAME'}")
-    if out.is_relative_to(root) and not out.is_relative_to(home) or out == home:
+    if out == home:
+        raise DocgradError(f"--out {out}: is the measurements folder itself, which holds every measurement; pass a "
+                           f"folder of this one's under it, e.g. --out {home / 'NAME'}")
+    if out.is_relative_to(root) and not out.is_relative_to(home):
         raise DocgradError(f"--out {out}: is inside the project {root} but not under {home}/, where a measurement "
                            f"cannot touch the study's notebooks, figures or results; pass --out {home / 'NAME'}, "
                            "or a folder outside the project")

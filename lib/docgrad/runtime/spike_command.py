@@ -43,7 +43,8 @@ def cli_spikes(args) -> int:
         have = sorted(f"{c} {r}" for c, r in found if r == regime) or ["none"]
         raise DocgradError(f"--corpus {corpus} --start-token {args.start_token}: no committed cell {corpus} {regime} of "
                            f"documents 0-15 under {args.regime} (cells with that start token: {', '.join(have)}); "
-                           f"probe it first: make probe-regime")
+                           f"probe it first: docgrad probe --corpus {corpus} --docs 0:16 --start-token "
+                           f"{args.start_token} --out {args.regime}")
     out = check_output_file(args.out, "--out", lambda p: json.loads(Path(p).read_text()).get("format") == RECORD_FORMAT,
                             args.overwrite)
     if out.exists() and not args.overwrite:

@@ -195,7 +195,9 @@ display(Markdown("\n".join(reading_lines)))
 
 # %% tags=["hide-input"]
 training = dg.model_regime.read_training_regime_of(causal_dir, regime_dir, model, resamples, seed, window)
-display(Markdown("\n".join(dg.regime.training_lines(training))))
+_, regime_readings = dg.model_regime.read_model_regime(standalone_dir, regime_dir)
+display(Markdown("\n".join(dg.regime.training_lines(training)) + "\n\n"
+                 + dg.regime.limitation_line(regime_readings)))
 
 # %%
 numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone_dir, "model": model,

@@ -492,6 +492,12 @@ def test_readme_model_regime_sentence_matches_the_executed_design_effect_page():
     assert f"against {published} in the published base checkpoints" in text
 
 
+def test_readme_states_the_model_regime_in_the_words_of_page_04s_result_box():
+    """docs/methods.md, addendum 2026-12-07, section 6: README says what the regime does to R as page 04 does."""
+    note = json.loads((ROOT / "figures" / "04_design_effect.json").read_text())["regime_note"]
+    assert note and " ".join(note.split()) in " ".join((ROOT / "README.md").read_text().split())
+
+
 def test_readme_replication_numbers_match_the_executed_comparison_page():
     """The README quotes page 04c's replication of PAPERS - CODE on documents 16-47; it must be what the page read."""
     cmp = json.loads((ROOT / "figures" / "04c_beside_the_published_study.json").read_text())

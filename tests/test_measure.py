@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from docgrad.presentation.design_effect import headline_window, measurement_lines, window_name
 from docgrad.presentation.evidence import interval
 from docgrad.results import synthetic as syn
+from docgrad.results.format import load_result
 from docgrad.results.stats import analyze
 from docgrad.runtime.cli import main
 
@@ -543,3 +545,27 @@ def test_a_control_whose_span_is_not_whole_chunks_of_the_corpus_is_refused_befor
     with pytest.raises(DocgradError, match="is 1024 chunks a document \\(at most 256"):
         check_plan((0, 8), 16, "MINE", "WEB", {**recorded, "WEB": {}})       # WEB: the study's 16K span
     check_plan((0, 8), 512, "MINE", "WEB", {**recorded, "WEB": {}})
+
+
+def test_a_cell_over_more_documents_gives_its_rows_and_is_never_probed_again(tiny, tmp_path, capsys, monkeypatch):
+    """issue 50: `measure --docs 0:8` re-probed the committed control although documents 0-7 are rows of it."""
+    calls = probes_run(monkeypatch)
+    out = tmp_path / "half"
+    capsys.readouterr()
+    argv = [a if a != "0:4" else "0:2" for a in tiny.measure]
+    assert main([*argv, "--out", str(out), "--reuse-from", str(tiny.results)]) == 0
+    err = capsys.readouterr().err
+    assert calls == []
+    for name in ("MINE", "CTRL"):
+        assert f"measure: {name} reused documents 0-1 of " in err
+        full = load_result(next(tiny.results.rglob(f"{name}_c16_d0-4.npz")))
+        half = load_result(next((out / "results").rglob(f"{name}_c16_d0-2.npz")))
+        rows = np.flatnonzero(full.index[:, 0] < 2)
+        assert np.array_equal(half.index, full.index[rows]) and half.meta["subset_of"]["documents"] == [0, 2]
+        for g in full.gram:
+            assert np.array_equal(half.gram[g], np.asarray(full.gram[g])[np.ix_(rows, rows)])
+        assert sorted(half.meta["spans_sha256"]) == ["0", "1"]
+    again = [a if a != "0:4" else "1:3" for a in tiny.measure]      # CTRL carries --exact-ref: its G1 chunk is doc 0
+    capsys.readouterr()
+    main([*again, "--out", str(tmp_path / "mid"), "--reuse-from", str(tiny.results)])
+    assert [c[c.index("--corpus") + 1] for c in calls] == ["CTRL"]

@@ -15,8 +15,12 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
+
+from docgrad.fileio import shown_path
 from docgrad.measure.probe_config import differences, result_fingerprint
-from docgrad.results.format import npz_matches_json, result_stem
+from docgrad.results.format import (NPZ_DIGEST, file_sha256, load_result, npz_matches_json, parse_stem, result_stem,
+                                    write_result)
 
 
 def _docs(fp: dict) -> tuple[int, int] | None:
@@ -64,6 +68,57 @@ def same_cell_files(root: Path, fp: dict) -> list[Path] | None:
         return None
 
     return tile(want[0]) or None
+
+
+def covering_file(root: Path, fp: dict) -> Path | None:
+    """A result file under root/<model>/<revision>/ whose documents cover the planned range of fingerprint `fp` and
+    that is fp's cell over its own documents (its npz the one its json was written with): documents are independent
+    rows of a Gram, so the planned cell is that file's rows. With exact_ref the range must start at the file's first
+    document (the G1 reference is chunk 0 of it). None when there is none."""
+    folder = Path(root) / Path(result_stem(fp["model"], fp["revision"], fp["corpus"], fp["chunk"], (0, 1))).parent
+    want = _docs(fp)
+    if want is None or not folder.is_dir():
+        return None
+    for js in sorted(folder.glob("*.json")):
+        npz = js.with_suffix(".npz")
+        if js.name.startswith(".") or not npz.is_file():
+            continue
+        try:
+            meta = json.loads(js.read_text())
+            got = result_fingerprint(meta)
+            rng = None if got is None else _docs(got)
+            if rng is None or not (rng[0] <= want[0] and want[1] <= rng[1]) or rng == want:
+                continue
+            if fp["exact_ref"] and want[0] != rng[0]:
+                continue
+            if restricted(got, *want) == fp and npz_matches_json(npz, meta) is not False:
+                return npz
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def subset_cell(npz: Path, docs: tuple[int, int], source: Path, target: Path) -> Path:
+    """Write the rows of documents [a, b) of result file `npz` (under `source`) as their own result file at the same
+    relative folder under `target`, named for those documents; its json says which file (and npz sha256) it was
+    taken from. The Gram entries are those of the file (the same sketched gradients)."""
+    sh = load_result(npz)
+    a, b = docs
+    rows = np.flatnonzero((sh.index[:, 0] >= a) & (sh.index[:, 0] < b))
+    meta = {k: v for k, v in sh.meta.items() if k != NPZ_DIGEST}
+    meta["args"] = {**meta["args"], "docs": [a, b]}
+    meta["spans_sha256"] = {d: h for d, h in meta["spans_sha256"].items() if a <= int(d) < b}
+    meta["n_chunks"] = int(len(rows))
+    meta["subset_of"] = {"file": shown_path(npz), "npz_sha256": file_sha256(npz), "documents": [a, b]}
+    p = parse_stem(npz)
+    name = result_stem(sh.args["model"], sh.args["revision"], sh.args["corpus"], int(sh.args["chunk"]), (a, b),
+                       p["context"], p["window"], p["dtype"], p["regime"])
+    dest = Path(target) / f"{name}.npz"
+    write_result(dest, index=sh.index[rows], loss=sh.loss[rows],
+                 gram={g: np.asarray(K)[np.ix_(rows, rows)] for g, K in sh.gram.items()},
+                 sqnorm={g: np.asarray(v)[rows] for g, v in sh.sqnorm.items()},
+                 exact_ref_dot=sh.exact_ref_dot[rows] if sh.exact_ref_dot.size else None, meta=meta)
+    return dest
 
 
 def why_not(root: Path, fp: dict, stem: str) -> str | None:

@@ -25,7 +25,7 @@ from docgrad.core.constants import CORPORA, DOCS_PER_CORPUS
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
 from docgrad.fileio import shown_path
-from docgrad.measure.reuse import agreed, copy_cell, same_cell_files, why_not
+from docgrad.measure.reuse import agreed, copy_cell, covering_file, same_cell_files, subset_cell, why_not
 from docgrad.presentation.design_effect import measurement_lines
 from docgrad.publication import finish_interrupted
 from docgrad.results.format import parse_docs, result_stem
@@ -99,6 +99,13 @@ def reuse(probe: list[str], results: Path, source: Path) -> bool:
     if source.resolve() == results.resolve():
         return False
     found = same_cell_files(source, fp)
+    covering = covering_file(source, fp) if found is None else None
+    if covering is not None:                # rows of a committed cell over more documents: never probed again
+        made = subset_cell(covering, config.docs, source, results)
+        print(f"measure: {fp['corpus']} reused documents {config.docs[0]}-{config.docs[1] - 1} of {shown_path(covering)}"
+              f" (its rows written to {shown_path(made)}; --no-reuse probes them afresh): the same cell over more "
+              f"documents, its json records the same settings", file=sys.stderr)
+        return True
     if found is None:
         stem = result_stem(config.model, config.revision, config.corpus, config.chunk, config.docs, config.context,
                            config.window, config.dtype, config.regime)

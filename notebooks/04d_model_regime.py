@@ -42,6 +42,7 @@ from IPython.display import Markdown, display
 
 found, readings = dg.model_regime.read_model_regime(results_dir, regime_dir, model, resamples, seed)
 draw_rows = readings[dg.model_regime.ROUNDING]["second_draws"]   # a second set of SIMEX draws, described
+tokenizer = dg.models.load_tokenizer(model)                       # to name the tokens the start-token cells use
 
 # %% tags=["hide-input"]
 box = dg.regime.result_box(readings, dg.models.model_label(dg.models.get_offline(model).model))
@@ -138,10 +139,21 @@ except (OSError, dg.corpora_build.CorpusError) as e:   # no span cache: `make re
 spike_token = dg.spikes.most_common_first_token(first_tokens)
 if spike_token is not None:
     first_token_line = dg.spikes.first_token_sentence(
-        first_tokens, spike_token, dg.models.load_tokenizer(model).decode([spike_token]))
+        first_tokens, spike_token, tokenizer.decode([spike_token]))
 elif first_tokens:
     first_token_line = "*No chunk of the start-token cells spikes.*"
 display(Markdown(first_token_line + "\n\n" + dg.regime.spike_free_sentence(readings[dg.model_regime.START_TOKEN])))
+
+# %% [markdown]
+# **Another start token.** SmolLM2-Instruct's own turn token `<|im_start|>` (id 1) ahead of every CODE chunk,
+# read by the same parts (described, not decided; addendum 2026-12-07, section 3):
+
+# %% tags=["hide-input"]
+others = dg.model_regime.other_start_tokens(found, resamples, seed)
+other_lines = dg.regime.other_start_token_lines(
+    others, {r: tokenizer.decode([int(r[3:])]) for _, r in others})
+display(Markdown("\n".join(other_lines) or "*No cell with another start token is committed yet "
+                 "(`make probe-regime-parts` probes CODE with `<|im_start|>`).*"))
 
 # %% [markdown]
 # **What the spike is.** A chunk is cut from the middle of a document at a fixed token count, so it can begin in
@@ -247,7 +259,8 @@ numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model,
            "cells_present": sorted(dg.regime.cell_name(k) for k in found),
            "questions": dg.regime.reading_numbers(readings), "curves": curves,
            "simex_curves": simex.to_dict("records"), "start_token_parts": parts_table.to_dict("records"),
-           "spikes": spike_reading, "first_tokens": first_tokens, "first_token_line": first_token_line}
+           "spikes": spike_reading, "first_tokens": first_tokens, "first_token_line": first_token_line,
+           "other_start_tokens": other_lines}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

@@ -735,3 +735,15 @@ def test_one_answer_per_corpus_names_every_regime_measured_and_what_to_do():
     start["R"]["CODE"]["decision"] = "not resolved"               # a fall not resolved is not read as a denominator
     assert "R(16K) of its first 16 documents goes from 3.44 to 1.67 (not resolved)" in \
         PR.corpus_answer(PR.answer_facts("CODE", R16, start, {}, {}))
+
+
+def test_another_start_token_is_described_beside_the_question_never_decided():
+    from docgrad.presentation import regime as PR
+
+    p = _parts("numerator")
+    p["R"] = {"base": 3.44, "other": 3.1, "ratio": 0.9, "ci": [0.8, 1.0]}
+    p["norms"] = {"with_token": {"n_spiking": 0, "top_share": 0.05}}
+    line, = PR.other_start_token_lines({("CODE", "bos1"): p}, {"bos1": "<|im_start|>"})
+    assert line.startswith("- CODE with <|im_start|> ahead of every chunk (described): R(16K) 3.44 \u2192 3.10;")
+    assert "0 chunks above 10\u00d7 the median, the five largest carry 5% of the squared norm" in line
+    assert "moves" not in line and "robust" not in line

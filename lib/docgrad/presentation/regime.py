@@ -301,6 +301,21 @@ PART_COLUMNS = {"R": "R(16K)", "sigma2": "\u03c3\u00b2", "long_cov": "long-lag c
                 "block_noise": "16K block's noise"}
 
 
+def other_start_token_lines(others: dict, tokens: dict | None = None) -> list[str]:
+    """One line per start token measured beside <|endoftext|> (results.regime.other_start_tokens): R(16K) as loaded
+    and with it, and its parts' ratios with 95% paired intervals; tokens: {regime: the token's text}."""
+    tokens = tokens or {}
+    out = []
+    for (corpus, regime), p in others.items():
+        nd = p["norms"]["with_token"]
+        out.append(f"- {corpus} with {tokens.get(regime, regime)} ahead of every chunk (described): R(16K) "
+                   f"{p['R']['base']:.2f} \u2192 {p['R']['other']:.2f}; \u03c3\u00b2 {ratio_text(p['sigma2'])}, long-lag "
+                   f"covariance {ratio_text(p['long_cov'])}, a 16K block's noise {ratio_text(p['block_noise'])}; "
+                   f"{nd['n_spiking']} chunks above 10\u00d7 the median, the five largest carry {nd['top_share']:.0%} "
+                   f"of the squared norm")
+    return out
+
+
 def parts_rows(reading: dict) -> list[dict]:
     """Page 04d's table of the start-token question read through its parts (results.regime_parts
     .start_token_parts, on the reading's "parts"): per corpus and regime R(16K), sigma^2, S_cross, the long-lag

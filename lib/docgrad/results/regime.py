@@ -290,3 +290,13 @@ def read_training_regime_of(results_dir, regime_dir, model: str, resamples: int,
     sub = Path(result_stem(rm.model, rm.revision, "X", 512, (0, 1))).parent
     found = RP.training_cells(Path(results_dir) / sub, Path(regime_dir) / sub, window=window)
     return read_training_regime(found, resamples, seed, window=window)
+
+
+def other_start_tokens(found: dict, resamples: int, seed: int) -> dict:
+    """Start tokens measured beside the question's <|endoftext|> (regime 'bos<ID>' other than bos0, e.g. SmolLM2's
+    <|im_start|>, id 1; docs/methods.md, Model regime, addendum 2026-12-07, section 3), described, not decided:
+    {(corpus, regime): regime_parts.start_token_parts against the model as loaded}."""
+    asked = {r for regimes in QUESTIONS[START_TOKEN].values() for r in regimes}
+    return {(c, r): RP.start_token_parts(found[(c, AS_LOADED)], cell, resamples, seed)
+            for (c, r), cell in sorted(found.items())
+            if r.startswith("bos") and r not in asked and (c, AS_LOADED) in found}

@@ -193,6 +193,7 @@ display(dg.save_chart(chart_loss, "03_loss_by_position", figures_dir))
 
 # %%
 numbers = {"regime_dir": regime_dir, "model_regime": dg.regime.reading_numbers(regime_readings),
+           "regime_limitation": dg.regime.limitation_line(regime_readings),
            "results_dir": results_dir, "chunk": chunk, "resamples": resamples, "seed": seed, "documents": documents,
            "models": [m.__dict__ for m in page_models],
            "synthetic": any(c.synthetic for r in reports.values() for c in r.cells),

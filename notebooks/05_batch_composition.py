@@ -205,6 +205,7 @@ display(Markdown(f"- {dg.batch_reading.refused_line(refused, len(measured))}"))
 
 # %%
 numbers = {"regime_dir": regime_dir, "model_regime": dg.regime.reading_numbers(regime_readings),
+           "regime_limitation": dg.regime.limitation_line(regime_readings),
            "results_dir": results_dir, "models": models, "corpora": corpora, "batch_sizes": batch_sizes,
            "window": window, "score": score, "seed": seed, "resamples": resamples, "measured": measured,
            "refused": refused, "lexical_notes": notes, "composition_study": dg.batching.COMPOSITION_STUDY,

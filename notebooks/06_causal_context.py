@@ -195,8 +195,9 @@ display(Markdown("\n".join(reading_lines)))
 
 # %% tags=["hide-input"]
 training = dg.model_regime.read_training_regime_of(causal_dir, regime_dir, model, resamples, seed, window)
-regime_line = (dg.regime.limitation_line(dg.model_regime.read_model_regime(standalone_dir, regime_dir)[1])
-               if model == "smollm2-135m" else "")    # the regime cells are SmolLM2's
+regime_readings = (dg.model_regime.read_model_regime(standalone_dir, regime_dir)[1]
+                   if model == "smollm2-135m" else {})    # the regime cells are SmolLM2's
+regime_line = dg.regime.limitation_line(regime_readings) if regime_readings else ""
 display(Markdown("\n".join(dg.regime.training_lines(training)) + "\n\n" + regime_line))
 
 # %%
@@ -210,7 +211,8 @@ numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone
            "check": dg.causal.family_facts(check),
            "result_box": box_facts, "positions": position_facts, "corpus_readings": reading_facts,
            "readings": {k: dg.causal.window_facts(c) for k, c in comps.items()},
-           "training_regime": dg.regime.training_lines(training)}
+           "training_regime": dg.regime.training_lines(training), "regime_line": regime_line,
+           "model_regime": dg.regime.reading_numbers(regime_readings)}
 _ = dg.save_numbers("06_causal_context", numbers, figures_dir)
 
 # %% [markdown]

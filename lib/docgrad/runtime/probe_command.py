@@ -15,6 +15,7 @@ from pathlib import Path
 from docgrad import models
 from docgrad.core.constants import FLOAT32, GROUPS, STANDALONE, STANDALONE_BOS
 from docgrad.corpora import build as corpora
+from docgrad.errors import DocgradError
 from docgrad.fileio import as_ranges, shown_path
 from docgrad.measure import simex as sx
 from docgrad.measure.gradients import model_chunk_context, resolve_device
@@ -283,7 +284,10 @@ def cli_probe(args) -> int:
     threads = getattr(args, "threads", None)
     if threads is not None and threads < 1:
         raise ProbeError(f"--threads {threads}: need at least 1 (or leave it out for torch's choice)")
-    paths = models.weight_paths(args.model, args.revision)
+    try:
+        paths = models.weight_paths(args.model, args.revision)
+    except DocgradError:                              # a bad model or revision: probe_settings says which
+        paths = []
     before = weights_signature(paths)                 # before the pin is taken and the weights are loaded
     config, out = probe_settings(args)
     docs, corpus = config.docs, config.corpus

@@ -61,8 +61,9 @@ display(Markdown(box + "\n\n" + "\n\n".join(details)))
 # corpus.
 
 # %% tags=["hide-input"]
-rows = [{"question": q, "corpus": c, "delta": v["delta"], "lo": v["ci"][0], "hi": v["ci"][1],
-         "decision": v["decision"]} for q, r in readings.items() if r["complete"] for c, v in r["R"].items()]
+rows = [{"question": f"{q} (withdrawn, one draw)" if r.get("withdrawn") else q, "corpus": c, "delta": v["delta"],
+         "lo": v["ci"][0], "hi": v["ci"][1], "decision": "withdrawn" if r.get("withdrawn") else v["decision"]}
+        for q, r in readings.items() if r["complete"] for c, v in r["R"].items()]
 if rows:
     d = pd.DataFrame(rows).assign(margin_lo=-dg.model_regime.REGIME_MARGIN, margin_hi=dg.model_regime.REGIME_MARGIN)
     band = alt.Chart().mark_rect(opacity=0.15, color="gray").encode(x="min(margin_lo):Q", x2="max(margin_hi):Q")

@@ -39,6 +39,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def replace_together(files: list[tuple[Path, bytes]]) -> None:
     """Write every (path, bytes) beside its path first (each fsynced), then rename them all into place: a write
     that fails (a full disk) leaves every path as it was, its temporary files removed; renames need no space."""

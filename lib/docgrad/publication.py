@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from docgrad.errors import DocgradError
+from docgrad.fileio import file_sha256
 
 # Set by the runner: pages then write their files into this staging directory (see staged_path).
 STAGING_ENV = "DOCGRAD_STAGING"
@@ -125,22 +126,12 @@ def publish(moves: Iterable[tuple[Path, Path]], journal_dir: str | Path, removal
     return [f for _, f in moves]
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _write_journal(journal: Path, renames: list[tuple[Path, Path]], removals: list[Path], root) -> None:
     """The journal names its root and, per rename, the sha256 of the copy: a copy found missing later was renamed
     already only if its destination holds those bytes."""
     tmp = journal.with_name(journal.name + ".tmp")
     tmp.write_text(json.dumps({"root": str(Path(root).resolve()),
-                               "renames": [[str(c), str(f), _sha256(c)] for c, f in renames],
+                               "renames": [[str(c), str(f), file_sha256(c)] for c, f in renames],
                                "removals": [str(r) for r in removals]}, indent=1))
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
@@ -169,7 +160,7 @@ def check_journal(journal: Path, todo: dict) -> None:
         if Path(copy) != _new_copy(Path(final)):
             raise PublicationError(f"{journal}: lists {final} from {copy}, which is not its staged twin "
                                    f"{_new_copy(Path(final)).name}; nothing was touched: delete the journal")
-        if not Path(copy).exists() and not (Path(final).is_file() and _sha256(Path(final)) == digest):
+        if not Path(copy).exists() and not (Path(final).is_file() and file_sha256(Path(final)) == digest):
             raise PublicationError(f"{journal}: the staged copy {copy} is missing and {final} is not it; completing "
                                    "would publish half of a run, so nothing was touched: run the command again, "
                                    "then delete the journal")

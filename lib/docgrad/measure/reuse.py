@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from docgrad.fileio import shown_path
+from docgrad.fileio import file_sha256, shown_path
 from docgrad.measure.probe_config import differences, result_fingerprint
-from docgrad.results.format import (NPZ_DIGEST, file_sha256, load_result, npz_matches_json, parse_stem, result_stem,
-                                    write_result)
+from docgrad.results.format import NPZ_DIGEST, load_result, npz_matches_json, parse_stem, result_stem, write_result
 
 
 def _docs(fp: dict) -> tuple[int, int] | None:
@@ -34,28 +33,39 @@ def restricted(fp: dict, a: int, b: int) -> dict:
     return {**fp, "spans": [s for s in fp["spans"] if a <= s[0] < b]}
 
 
-def same_cell_files(root: Path, fp: dict) -> list[Path] | None:
-    """The result files (.npz, each with its json) under root/<model>/<revision>/ that together are exactly the cell
-    of planned fingerprint `fp`: one file, or shards whose document ranges tile fp's, each equal to `fp` over its
-    own documents. None when there are none."""
+def recorded_cells(root: Path, fp: dict):
+    """(npz, json meta, its fingerprint, its document range) of every result file under root/<model>/<revision>/ of
+    fingerprint `fp`'s model whose json records a fingerprint over contiguous documents (hidden and unreadable files
+    skipped). Whether the npz is the one its json was written with (npz_matches_json) is left to the caller, after
+    the cheap fingerprint test."""
     folder = Path(root) / Path(result_stem(fp["model"], fp["revision"], fp["corpus"], fp["chunk"], (0, 1))).parent
-    want = _docs(fp)
-    if want is None or not folder.is_dir():
-        return None
-    found: dict[int, list[tuple[int, Path]]] = {}
+    if not folder.is_dir():
+        return
     for js in sorted(folder.glob("*.json")):
         npz = js.with_suffix(".npz")
         if js.name.startswith(".") or not npz.is_file():
             continue
         try:
             meta = json.loads(js.read_text())
-            got = result_fingerprint(meta)
-            if npz_matches_json(npz, meta) is False:
-                continue                            # another run's npz beside this json
         except (OSError, ValueError):
             continue
+        got = result_fingerprint(meta)
         rng = None if got is None else _docs(got)
-        if rng is not None and want[0] <= rng[0] and rng[1] <= want[1] and got == restricted(fp, *rng):
+        if rng is not None:
+            yield npz, meta, got, rng
+
+
+def same_cell_files(root: Path, fp: dict) -> list[Path] | None:
+    """The result files (.npz, each with its json) under root/<model>/<revision>/ that together are exactly the cell
+    of planned fingerprint `fp`: one file, or shards whose document ranges tile fp's, each equal to `fp` over its
+    own documents (and each npz the one its json was written with). None when there are none."""
+    want = _docs(fp)
+    if want is None:
+        return None
+    found: dict[int, list[tuple[int, Path]]] = {}
+    for npz, meta, got, rng in recorded_cells(root, fp):
+        if want[0] <= rng[0] and rng[1] <= want[1] and got == restricted(fp, *rng) \
+                and npz_matches_json(npz, meta) is not False:
             found.setdefault(rng[0], []).append((rng[1], npz))
 
     def tile(a: int) -> list[Path] | None:
@@ -75,26 +85,14 @@ def covering_file(root: Path, fp: dict) -> Path | None:
     that is fp's cell over its own documents (its npz the one its json was written with): documents are independent
     rows of a Gram, so the planned cell is that file's rows. With exact_ref the range must start at the file's first
     document (the G1 reference is chunk 0 of it). None when there is none."""
-    folder = Path(root) / Path(result_stem(fp["model"], fp["revision"], fp["corpus"], fp["chunk"], (0, 1))).parent
     want = _docs(fp)
-    if want is None or not folder.is_dir():
+    if want is None:
         return None
-    for js in sorted(folder.glob("*.json")):
-        npz = js.with_suffix(".npz")
-        if js.name.startswith(".") or not npz.is_file():
+    for npz, meta, got, rng in recorded_cells(root, fp):
+        if not (rng[0] <= want[0] and want[1] <= rng[1]) or rng == want or (fp["exact_ref"] and want[0] != rng[0]):
             continue
-        try:
-            meta = json.loads(js.read_text())
-            got = result_fingerprint(meta)
-            rng = None if got is None else _docs(got)
-            if rng is None or not (rng[0] <= want[0] and want[1] <= rng[1]) or rng == want:
-                continue
-            if fp["exact_ref"] and want[0] != rng[0]:
-                continue
-            if restricted(got, *want) == fp and npz_matches_json(npz, meta) is not False:
-                return npz
-        except (OSError, ValueError):
-            continue
+        if restricted(got, *want) == fp and npz_matches_json(npz, meta) is not False:
+            return npz
     return None
 
 

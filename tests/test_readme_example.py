@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from docgrad import models
 from docgrad.core.decomposition import leave_one_out
-from docgrad.presentation.design_effect import measurement_lines
+from docgrad.presentation.measurement import measurement_lines
 from docgrad.results.stats import analyze
 from docgrad.results.study import Study
 

@@ -14,7 +14,7 @@ docgrad, and that everything gathered here is used by some page.
   the results        published, precision_checks, stats, batching, positions, cell_decomposition, profiles,
                      model_regime, spikes
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
-                     explorer, regime
+                     explorer, regime, measurement (page 04e: your own documents)
   teaching pages     reduction, effective_size (page 01), trainers, optimisers (01b), packing, cross_entropy (01c),
                      rl_losses (01d; imported on first use, it needs torch); installed (the installed libraries'
                      source), history, records, worked (and its sig, sig_table)
@@ -28,7 +28,7 @@ from docgrad.corpora import provenance
 from docgrad.errors import AnalysisError
 from docgrad.measure import model_facts, probe_bench
 from docgrad.presentation import (batch_reading, causal, comparison, correlation, design_effect, evidence, explorer,
-                                  regime, sketching, tables)
+                                  measurement, regime, sketching, tables)
 from docgrad.presentation.charts import corpus_color, forest_chart, highlight, legend_pick
 from docgrad.results import batching, cell_decomposition, positions, precision_checks, profiles, published, stats
 from docgrad.results import regime as model_regime
@@ -50,7 +50,7 @@ __all__ = [
     "published", "precision_checks", "stats", "batching", "positions", "cell_decomposition", "profiles",
     "model_regime", "spikes",
     "tables", "design_effect", "correlation", "comparison", "evidence", "batch_reading", "causal", "sketching",
-    "explorer", "regime",
+    "explorer", "regime", "measurement",
     "reduction", "effective_size", "trainers", "optimisers", "packing", "cross_entropy", "installed", "worked", "sig",
     "sig_table", "records", "history",
     "rl_losses",

@@ -69,36 +69,44 @@ def _straddles(ci, threshold: float) -> bool:
     return ci is not None and ci[0] is not None and ci[0] < threshold < ci[1]
 
 
-def gate_g2(cells: list) -> dict:
+def window_name(tokens: int) -> str:
+    """'16K' for 16384 tokens, '64' for 64."""
+    return f"{tokens // 1024}K" if tokens % 1024 == 0 else f"{tokens}"
+
+
+def gate_g2(cells: list, control: str = CONTROL, window: int = HEADLINE_WINDOW) -> dict:
     """G2 on the control's point estimates; each row also carries the intervals and whether they straddle the
-    thresholds (the gate then passes or fails on its point estimate only, and its summary says so)."""
-    webs = [c for c in cells if c.corpus == CONTROL]
+    thresholds (the gate then passes or fails on its point estimate only, and its summary says so). `control`
+    and `window`: a control of your own, read at the window of a corpus whose span is shorter than 16K (its
+    R(W) < G2_R; the row keys stay 'R_16K' for the study's files)."""
+    webs = [c for c in cells if c.corpus == control]
     if not webs:
-        return {"status": "not evaluated", "pass": None, "summary": f"no {CONTROL} (control) cell"}
-    rows = []
+        return {"status": "not evaluated", "pass": None, "summary": f"no {control} (control) cell"}
+    rows, W = [], window_name(window)
     for c in webs:
-        R_ci, rho_ci = list(c.all.R_16K_ci), list(c.all.interval("rho_long"))
-        undefined = c.all.R_16K is None or not np.isfinite(c.all.R_16K) or (c.resamples > 0 and R_ci[0] is None)
-        rows.append({"model": c.model, "revision": c.revision, "chunk": c.chunk, "R_16K": c.all.R_16K,
+        R = c.all.R.get(window)
+        R_ci, rho_ci = list(c.all.interval("R", window)), list(c.all.interval("rho_long"))
+        undefined = R is None or not np.isfinite(R) or (c.resamples > 0 and R_ci[0] is None)
+        rows.append({"model": c.model, "revision": c.revision, "chunk": c.chunk, "R_16K": R,
                      "R_16K_ci": R_ci, "rho_long": c.all.rho_long, "rho_long_ci": rho_ci,
                      "straddles": _straddles(R_ci, G2_R) or _straddles(rho_ci, G2_RHO),
-                     "pass": None if undefined else bool(c.all.R_16K < G2_R and c.all.rho_long < G2_RHO),
-                     "not_estimable": not_estimable(c)})
+                     "pass": None if undefined else bool(R < G2_R and c.all.rho_long < G2_RHO),
+                     "not_estimable": not_estimable(c, window)})
     ok = None if any(r["pass"] is None for r in rows) and all(r["pass"] is not False for r in rows) \
         else all(r["pass"] for r in rows)
 
     def one(r):
         if r["pass"] is None:
-            return (f"{r['model']} {r['revision']}: R(16K) or its interval undefined ("
+            return (f"{r['model']} {r['revision']}: R({W}) or its interval undefined ("
                     f"{'; '.join(r['not_estimable']) or 'not estimable'}), so the gate cannot pass on it")
         ci = (lambda v: f" [{v[0]:.3g}, {v[1]:.3g}]" if v[0] is not None else "")
-        return (f"{r['model']} {r['revision']}: R(16K) {r['R_16K']:.3f}{ci(r['R_16K_ci'])}, rho_long "
+        return (f"{r['model']} {r['revision']}: R({W}) {r['R_16K']:.3f}{ci(r['R_16K_ci'])}, rho_long "
                 f"{r['rho_long']:+.4f}{ci(r['rho_long_ci'])}"
                 + ("; an interval straddles its threshold: decided on the point estimate only" if r["straddles"]
                    else ""))
     return {"status": {True: "pass", False: "FAIL", None: "not evaluated"}[ok], "pass": ok, "cells": rows,
             "straddles": any(r["straddles"] for r in rows),
-            "summary": f"control needs R(16K) < {G2_R} and rho_long < {G2_RHO}: " + "; ".join(map(one, rows))}
+            "summary": f"control needs R({W}) < {G2_R} and rho_long < {G2_RHO}: " + "; ".join(map(one, rows))}
 
 
 def gate_g3(cells: list) -> dict:
@@ -120,37 +128,38 @@ def gate_g3(cells: list) -> dict:
             f"S_cross interval reaches 0 for {', '.join(fails)}: B_simple undetermined there"}
 
 
-def not_estimable(cell) -> list[str]:
+def not_estimable(cell, window: int = HEADLINE_WINDOW) -> list[str]:
     """Why a cell's estimates are not numbers (empty: they are): sigma2 <= 0 or S_cross <= 0 (no noise, no mean
-    gradient to divide by), no R(16K) (documents shorter than the window), too few documents for an interval, or
-    too many non-finite bootstrap draws."""
-    e, why = cell.all, []
+    gradient to divide by), no R(window) (documents shorter than the window; 16K by default), too few documents
+    for an interval, or too many non-finite bootstrap draws."""
+    e, why, W = cell.all, [], window_name(window)
+    R = e.R.get(window)
     if not (e.sigma2 is not None and np.isfinite(e.sigma2) and e.sigma2 > 0):
         why.append(f"sigma2 = {e.sigma2:.4g} is not > 0" if e.sigma2 is not None else "sigma2 undefined")
     if not (e.S_cross is not None and np.isfinite(e.S_cross) and e.S_cross > 0):
         why.append(f"S_cross = {e.S_cross:.4g} is not > 0 (no cross-document signal)" if e.S_cross is not None
                    else "S_cross undefined")
-    if getattr(cell, "context", STANDALONE) == STANDALONE and e.R_16K is None:
-        why.append(f"no R(16K): {cell.chunks_per_doc} chunks of {cell.chunk} tokens per document are shorter than "
-                   f"the {HEADLINE_WINDOW}-token window")
-    elif getattr(cell, "context", STANDALONE) == STANDALONE and not np.isfinite(e.R_16K) and not why[:1]:
-        why.append("R(16K) is not finite")
+    if getattr(cell, "context", STANDALONE) == STANDALONE and R is None:
+        why.append(f"no R({W}): {cell.chunks_per_doc} chunks of {cell.chunk} tokens per document are shorter than "
+                   f"the {window}-token window")
+    elif getattr(cell, "context", STANDALONE) == STANDALONE and not np.isfinite(R) and not why[:1]:
+        why.append(f"R({W}) is not finite")
     if cell.resamples and cell.n_docs < MIN_INTERVAL_DOCS:
         why.append(f"{cell.n_docs} documents: intervals need at least {MIN_INTERVAL_DOCS}")
     if cell.resamples and e.boot_nonfinite_frac is not None and e.boot_nonfinite_frac > MAX_NONFINITE_DRAWS:
-        why.append(f"{e.boot_nonfinite_frac:.0%} of the R(16K) bootstrap draws are not finite "
+        why.append(f"{e.boot_nonfinite_frac:.0%} of the R({W}) bootstrap draws are not finite "
                    f"(at most {MAX_NONFINITE_DRAWS:.0%})")
     return why
 
 
-def verdict(gates: dict, r_rel: list[dict], cells: list = ()) -> tuple[str, list[str]]:
-    """(verdict, detail lines) from the gates, the R_rel rows and the cells; see the module docstring.
-    INCOMPLETE when a gate is not evaluated or a cell is not estimable; else INCONCLUSIVE when any gate fails;
-    else MEASURED. The verdict names every gate."""
+def verdict(gates: dict, r_rel: list[dict], cells: list = (), window: int = HEADLINE_WINDOW) -> tuple[str, list[str]]:
+    """(verdict, detail lines) from the gates, the R_rel rows and the cells (estimable at `window`); see the
+    module docstring. INCOMPLETE when a gate is not evaluated or a cell is not estimable; else INCONCLUSIVE when
+    any gate fails; else MEASURED. The verdict names every gate."""
     detail = []
     missing = [k for k, g in gates.items() if g["pass"] is None]
     failed = [k for k in ("G1", "G2", "G3") if gates[k]["pass"] is False]
-    blocked = {f"{c.corpus} ({c.model} {c.revision})": not_estimable(c) for c in cells}
+    blocked = {f"{c.corpus} ({c.model} {c.revision})": not_estimable(c, window) for c in cells}
     blocked = {k: v for k, v in blocked.items() if v}
     if missing or blocked:
         parts = ([f"gate(s) {', '.join(missing)} not evaluated"] if missing else []) + \

@@ -17,7 +17,9 @@ from docgrad.core.orderings import DIFFERS, NOT_COMPARED, SAME_DIRECTION
 from docgrad.presentation import evidence as ev
 from docgrad.presentation.evidence import Claim, interval, sig
 from docgrad.results.cell_decomposition import CellDecomposition
-from docgrad.results.stats import Analysis, r_rel_at_span, ratio_at
+from docgrad.core.gates import window_name
+from docgrad.presentation.measurement import headline_window
+from docgrad.results.stats import Analysis
 
 LONG_DOCUMENT_CORPORA = ("BOOKS", "CODE", "PAPERS")
 # The published order is of point values never tested against each other, on other corpora (repository dumps,
@@ -504,56 +506,6 @@ def through_training_lines(orders: Mapping[str, str]) -> list[str]:
         out.append(f"{m}: {names} (measured at all {len(seqs)} checkpoints) keep one ordering." if len(kept) == 1
                    else f"{m}: the ordering of {names} changes across its {len(seqs)} checkpoints.")
     return out
-
-
-def headline_window(e) -> int | None:
-    """The window of a cell's headline R: 16K (HEADLINE_WINDOW) when its span reaches it, else the longest window
-    its span allows (a corpus of your own with a shorter span); None without any."""
-    if not e.R:
-        return None
-    return HEADLINE_WINDOW if HEADLINE_WINDOW in e.R else max(e.R)
-
-
-def window_name(tokens: int) -> str:
-    return f"{tokens // 1024}K" if tokens % 1024 == 0 else f"{tokens}"
-
-
-def measurement_lines(a: Analysis, label: str, corpus: str, control: str) -> list[str]:
-    """What `docgrad measure` prints: R at the headline window of the corpus and of the control, each with its
-    95% document-bootstrap interval, and R_rel = R_corpus(W) / R_control(W) with its interval (the two cells'
-    draws divided, results.stats.ratio_at): at W = 16K when both reach it, as on page 04, else at the shorter
-    of the two spans when both have R there (stats.r_rel_at_span), said so. Numbers only; no ordering is
-    stated (that needs page 04c's pre-stated decision)."""
-    lines = []
-    for name in (corpus, control):
-        c = a.cell(name)
-        if c is None:
-            lines.append(f"{name} under {label}: no cell (nothing measured)")
-            continue
-        W = headline_window(c.all)
-        if W is None:
-            lines.append(f"{name} under {label}: no R (a span of one chunk has no window)")
-            continue
-        span = "" if W == HEADLINE_WINDOW else f" (R at the span: the corpus's span is {W} tokens, shorter than 16K)"
-        lines.append(f"{name} under {label}: R({window_name(W)}) = {interval(c.all.R[W], c.all.interval('R', W))} "
-                     f"over {c.n_docs} documents{span}: a batch of {window_name(W)}-token document blocks "
-                     f"has the gradient noise of 1/R as many independently drawn chunks")
-    c, k = a.cell(corpus), a.cell(control)
-    if c is None or k is None or not c.all.R or not k.all.R:
-        return lines + [f"R_rel({corpus} / {control}): not computed (it needs R of both cells)"]
-    row = next((r for r in a.R_rel if r.corpus == corpus), None) if control == CONTROL else None
-    if HEADLINE_WINDOW in c.all.R and HEADLINE_WINDOW in k.all.R:
-        val, ci = (row.R_rel, row.R_rel_ci) if row is not None else ratio_at(c, k, HEADLINE_WINDOW)
-        return lines + [f"R_rel({corpus} / {control}) = {interval(val, ci)}" if val is not None else
-                        f"R_rel({corpus} / {control}): not computed (the {control} cell's R(16K) is 0 or undefined)"]
-    W, val, ci = r_rel_at_span(c, k)
-    if W is None or val is None:
-        short = min(max(c.all.R), max(k.all.R))
-        why = (f"the two cells have no R at one window: the shorter span is {short} tokens" if W is None
-               else f"the {control} cell's R({window_name(W)}) is 0 or undefined")
-        return lines + [f"R_rel({corpus} / {control}): not computed ({why}; R_rel divides R at one window)"]
-    return lines + [f"R_rel({corpus} / {control}) at {window_name(W)} = {interval(val, ci)}: both cells read at the "
-                    f"longest window both spans reach, {W} tokens (the study's R_rel is at 16K)"]
 
 
 def published_R_claims(R_16K: Mapping[str, tuple], final, alpha: float = 0.05) -> dict[str, list[Claim]]:

@@ -45,13 +45,15 @@ def _profiles_with_lag0(rho: pd.DataFrame) -> pd.DataFrame:
 
 
 def explorer_chart(rho: pd.DataFrame, R: pd.DataFrame, published: pd.DataFrame | None = None,
-                   chunk: int = 512) -> alt.VConcatChart:
+                   chunk: int = 512, window: int | None = None) -> alt.VConcatChart:
     """The explorer. rho, R: results.profiles.cell_profile rows of every cell shown (concatenated); published:
-    rows (corpus, W_tokens, text) to print beside ours where the published study has a value at that window."""
+    rows (corpus, W_tokens, text) to print beside ours where the published study has a value at that window;
+    window: the window it opens at (default 16K, or the longest measured when shorter; a corpus of your own
+    opens at its span)."""
     corpora = list(dict.fromkeys(R["corpus"]))
     labels = list(dict.fromkeys(R["label"]))
     max_tokens = int(R["W_tokens"].max())
-    W = alt.param(name="W", value=min(W_DEFAULT, max_tokens),
+    W = alt.param(name="W", value=min(window or W_DEFAULT, max_tokens),
                   bind=alt.binding_range(min=chunk, max=max_tokens, step=chunk, name="window W (tokens) "))
     batch = alt.param(name="batch", value=BATCH_DEFAULT,
                       bind=alt.binding_range(min=max_tokens, max=64 * BATCH_DEFAULT, step=max_tokens,

@@ -201,12 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_lazy("runtime.probe_command", "cli_probe"))
 
     # --- precision ------------------------------------------------------------------------
-    p = sub.add_parser("measure", help="your model and corpus -> R(W) with its interval and page 04, in a folder",
+    p = sub.add_parser("measure", help="your model and corpus -> R(W) with its interval and page 04e, in a folder",
                        description="One command from a model and a corpus to R(W): builds what is missing (a "
-                       "built-in corpus or the control under the model's tokenizer), probes the corpus and the "
-                       "control (resumable), analyses them, prints R(16K) (or R at a shorter span) with its "
-                       "interval, and executes page 04 (--pages 03,04: also page 03) into --out (never over the committed pages); "
-                       "a cell identical to a committed one is copied, not probed. A corpus of "
+                       "built-in corpus or the control under the model's tokenizer), prints its plan (each cell "
+                       "reused from a committed one, a subset of one over more documents, or probed, with its "
+                       "minutes, disk and memory; --plan stops there), probes (resumable), analyses, prints R(16K) "
+                       "(or R at a shorter span) with its interval, R_rel against the control at the same window, "
+                       "the verdict, cautions of a thin sample and what it means for a batch, and executes page 04e "
+                       "(your documents; --pages 03,04,04e) into --out, never over the committed pages. A corpus of "
                        "your own is added first: docgrad corpora add NAME --from PATH.")
     p.add_argument("--model", default="smollm2-135m", help="model: an offline name (see `docgrad models`), "
                    "a local Hugging Face model folder or .gguf file, or a pinned hub id (default smollm2-135m)")
@@ -223,11 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=constants.BOOTSTRAP_SEED, help="bootstrap seed")
     p.add_argument("--manifest", default=None, help="corpus manifest (default: the model's own)")
     p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
-    p.add_argument("--out", default=None, help="folder of this measurement: results/, the executed page 04, its "
+    p.add_argument("--out", default=None, help="folder of this measurement: results/, the executed page 04e, its "
                    "figures and html/ (default <root>/measurements/<model>/<CORPUS>)")
     p.add_argument("--no-page", action="store_true", help="print the numbers only; do not execute a page")
-    p.add_argument("--pages", default="04", metavar="NN,NN", help="the pages executed into --out: 04 (the design "
-                   "effect, default), 03 (correlation by lag) or 03,04")
+    p.add_argument("--pages", default="04e", metavar="NN,NN", help="the pages executed into --out: 04e (your "
+                   "documents: the numbers printed, the regime, gates, explorer; default), 04 (the study's design-"
+                   "effect page), 03 (correlation by lag), comma-separated")
+    p.add_argument("--plan", action="store_true", help="print what would be reused and what probed (chunks, "
+                   "minutes, disk, memory) and stop")
     p.add_argument("--reuse-from", default=None, metavar="DIR", help="results folder whose cells identical to a "
                    "planned probe (same model pin, corpus, span sha256s, chunk and every recorded probe setting) are "
                    "copied into --out instead of probed again (default <root>/data/results: the study's committed "

@@ -4,15 +4,17 @@
 
 1. what is missing is built: a built-in corpus (or the control) under M's tokenizer with `corpora build`; a
    corpus of your own must have been added (`docgrad corpora add NAME --from PATH`), else the error says so;
-2. the corpus and the control are probed (`docgrad probe`: resumable, a progress bar with the time left) into
-   DIR/results, never into the project's data/results (the committed pages read that folder); the control with
-   --exact-ref, as the study probed WEB. A cell identical to one under --reuse-from (default data/results: same
-   fingerprint, docgrad.measure.reuse) is copied instead, one line saying which files and why (--no-reuse probes);
-3. the cells are analysed (document bootstrap) and the headline printed: R(16K), or R at the span when the
-   corpus's span is shorter, with its interval, and R_rel against the control;
-4. the design-effect page (04), and with --pages 03,04 also page 03 (rho by lag), is executed with those
-   parameters into DIR (its notebook, figures and JSON twin) and exported to DIR/html/, never over the committed
-   pages.
+2. the plan (runtime.measure_plan), printed before any probe: each cell already measured, copied from an
+   identical committed one under --reuse-from (default data/results), its rows of a committed cell over more
+   documents, or probed (chunks, minutes at the measured seconds per chunk, disk, memory); --plan stops here;
+3. the cells are reused or probed (`docgrad probe`: resumable, a progress bar with the time left) into
+   DIR/results, never into the project's data/results; the control with --exact-ref, as the study probed WEB;
+4. the cells are analysed (document bootstrap) and presentation.measurement prints R(16K), or R at the span when
+   the corpus's span is shorter, R_rel against the control at the same window, the verdict, cautions of a thin
+   sample and the decision sentence;
+5. page 04e (your documents: the same reading, built by the same function), or the pages --pages names, is
+   executed with those parameters into DIR (its notebook, figures and JSON twin) and exported to DIR/html/, never
+   over the committed pages.
 """
 
 from __future__ import annotations
@@ -25,17 +27,16 @@ from docgrad.core.constants import CORPORA, DOCS_PER_CORPUS
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
 from docgrad.fileio import shown_path
-from docgrad.measure.reuse import agreed, copy_cell, covering_file, same_cell_files, subset_cell, why_not
-from docgrad.presentation.design_effect import measurement_lines
+from docgrad.presentation.measurement import measurement_lines
 from docgrad.publication import finish_interrupted
-from docgrad.results.format import parse_docs, result_stem
+from docgrad.results.format import parse_docs
 from docgrad.results.stats import analyze, check_resamples, check_seed
 from docgrad.runtime import notebooks as nb
 from docgrad.runtime import report
 from docgrad.runtime.cli import DEFAULT_PATHS, build_parser, resolve_default_paths
-from docgrad.runtime.probe_command import planned_config
+from docgrad.runtime.measure_plan import PROBED, carry_out, plan_cell, plan_line, seconds_per_chunk
 
-PAGES = ("03", "04")       # the pages that take a results folder, models, corpora and a chunk length (03: rho by lag)
+PAGES = ("03", "04", "04e")   # the pages measure can execute: 04e (your documents, the default), 04 and 03 (rho by lag)
 
 
 def run_verb(argv: list[str]) -> None:
@@ -67,58 +68,6 @@ def missing_corpora(manifest: Path, wanted: list[str], need: int = 1) -> dict[st
     recorded = corpora.read_manifest(manifest).get("corpora", {}) if Path(manifest).exists() else {}
     held = {c: len(recorded.get(c, {}).get("documents", [])) for c in wanted}
     return {c: n for c, n in held.items() if c not in recorded or n < need}
-
-
-def already_measured(probe: list[str], results: Path) -> bool:
-    """Whether `results` already holds the very cell `docgrad probe <probe>` would write (its whole fingerprint, and
-    an npz that is the one its json was written with). A file of that name holding another cell (other documents
-    after `corpora add --overwrite`, another manifest's corpus of the same name, other weights) is never read as
-    this one: a DocgradError names what differs and the file, which is kept."""
-    config = planned_config(resolve_default_paths(build_parser().parse_args(probe)))
-    fp = config.fingerprint()
-    if same_cell_files(results, fp):
-        return True
-    stem = result_stem(config.model, config.revision, config.corpus, config.chunk, config.docs, config.context,
-                       config.window, config.dtype, config.regime)
-    differs = why_not(results, fp, stem)
-    if differs:
-        raise DocgradError(f"{shown_path(results / stem)}.npz holds another {config.corpus} cell than this run would "
-                           f"measure (it differs in {differs}); it is kept: measure into another --out, or delete "
-                           "its .npz and .json to measure it again")
-    return False
-
-
-def reuse(probe: list[str], results: Path, source: Path) -> bool:
-    """Whether the cell `docgrad probe <probe>` would write is already in `results` (shards copied by an earlier
-    run) or is copied there now from `source` (docgrad.measure.reuse: the same fingerprint); one line on stderr
-    says which files were copied and why they are the same cell, or why the file of the same name is not."""
-    config = planned_config(resolve_default_paths(build_parser().parse_args(probe)))
-    fp = config.fingerprint()
-    if same_cell_files(results, fp):
-        return True
-    if source.resolve() == results.resolve():
-        return False
-    found = same_cell_files(source, fp)
-    covering = covering_file(source, fp) if found is None else None
-    if covering is not None:                # rows of a committed cell over more documents: never probed again
-        made = subset_cell(covering, config.docs, source, results)
-        print(f"measure: {fp['corpus']} reused documents {config.docs[0]}-{config.docs[1] - 1} of {shown_path(covering)}"
-              f" (its rows written to {shown_path(made)}; --no-reuse probes them afresh): the same cell over more "
-              f"documents, its json records the same settings", file=sys.stderr)
-        return True
-    if found is None:
-        stem = result_stem(config.model, config.revision, config.corpus, config.chunk, config.docs, config.context,
-                           config.window, config.dtype, config.regime)
-        differs = why_not(source, fp, stem)
-        if differs:
-            print(f"measure: {shown_path(source / stem)}.npz is not reused, it differs from this probe in "
-                  f"{differs}", file=sys.stderr)
-        return False
-    copy_cell(found, source, results)
-    names = ", ".join(shown_path(f) for f in found)
-    print(f"measure: {fp['corpus']} reused {names} (copied into {shown_path(results)}; --no-reuse probes it "
-          f"afresh): the same cell as this probe, its json records the same {agreed(fp)}", file=sys.stderr)
-    return True
 
 
 def execute_pages(root: Path, out: Path, pages: list[str], params: dict) -> list[Path]:
@@ -245,12 +194,16 @@ def cli_measure(args) -> int:
     reuse_from = Path(args.reuse_from).resolve() if args.reuse_from else root / DEFAULT_PATHS["results"]
     if args.reuse_from and not reuse_from.is_dir():
         raise DocgradError(f"--reuse-from {args.reuse_from}: no such folder (a results folder, e.g. data/results)")
-    for name in (corpus, control):                  # 2. probe (a finished cell is kept, an identical one copied)
-        probe = probe_argv(args, root, results, name, exact_ref=name == control)
-        if already_measured(probe, results):
-            continue
-        if args.no_reuse or not reuse(probe, results, reuse_from):
-            run_verb(probe)
+    plans = [plan_cell(probe_argv(args, root, results, name, exact_ref=name == control), results, reuse_from,
+                       args.no_reuse) for name in (corpus, control)]     # 2. the plan, printed before any probe
+    for p in plans:
+        print(plan_line(p, seconds_per_chunk(p.config, [results, reuse_from]) if p.action == PROBED else None),
+              file=sys.stdout if args.plan else sys.stderr)
+    if args.plan:
+        return 0
+    for p in plans:                        # a finished cell is kept, an identical one copied, a covering one subset
+        if not carry_out(p, results, reuse_from):
+            run_verb(p.argv)
 
     a = analyze(results, resamples=args.resamples, seed=args.seed, docs=docs).subset(   # 3. analyse this model's
         rm.model, rm.revision, args.chunk, [corpus, control])                             # cells, never another's
@@ -259,9 +212,12 @@ def cli_measure(args) -> int:
     if not args.no_page:                                                   # 4. the pages, in out/
         print(f"measure: executing page {' and '.join(pages)} into {out} ...", file=sys.stderr)
         spec = args.model if models.offline_model(args.model) else f"{rm.model}@{rm.revision}"   # as the files say
-        for html in execute_pages(root, out, pages, {"results_dir": str(results), "models": [spec],
-                                                     "corpora": [corpus, control], "chunk": args.chunk,
+        for html in execute_pages(root, out, pages, {"results_dir": str(results), "models": [spec], "model": spec,
+                                                     "corpora": [corpus, control], "corpus": corpus,
+                                                     "control": control, "chunk": args.chunk,
                                                      "resamples": args.resamples, "seed": args.seed,
-                                                     "documents": args.docs, "published_documents": args.docs}):
+                                                     "documents": args.docs, "published_documents": args.docs,
+                                                     "study_results_dir": str(root / DEFAULT_PATHS["results"]),
+                                                     "regime_dir": str(root / "data" / "regime")}):
             print(f"page: {html}")
     return 0

@@ -42,7 +42,8 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 page = dg.StudyPage(results_dir, [model], [corpus, control], documents, resamples, seed, chunk)
-m = dg.measurement.read_measurement(page.reports[page.label], page.label, corpus, control)
+measured = dg.measurement.measured_analysis(results_dir, model, corpus, control, chunk, documents, resamples, seed)
+m = dg.measurement.read_measurement(measured, page.label, corpus, control)      # what `docgrad measure` printed
 ran = dg.measurement.ran_as(results_dir, m.cell)
 regime = dg.measurement.model_regime_lines(model, page.label, ran, study_results_dir, regime_dir)
 display(Markdown(f"**{corpus}** under **{page.label}**, against **{control}**, "
@@ -53,7 +54,7 @@ box = dg.measurement.measurement_box(m, regime[-1])
 display(Markdown(box))
 
 # %% tags=["hide-input"]
-lines = dg.measurement.measurement_lines(page.reports[page.label], page.label, corpus, control)
+lines = dg.measurement.measurement_lines(measured, page.label, corpus, control)
 display(Markdown("What `docgrad measure` printed for these cells:\n\n" + "\n".join(f"- {x}" for x in lines)))
 
 # %% [markdown]
@@ -79,7 +80,7 @@ table.set_index("corpus")
 # Both cells up to the longest window each span allows; R_rel is read where both have a value.
 
 # %% tags=["headline"]
-R = dg.tables.R_frame(page.reports[page.label])
+R = dg.tables.R_frame(measured)
 R = R[R["group"] == "all"]
 color = dg.corpus_color([corpus, control])
 xW = alt.X("W_tokens:Q", title="window W (tokens)", scale=alt.Scale(type="log", base=2))

@@ -91,4 +91,4 @@ def test_another_models_regime_is_said_unknown_and_the_studied_one_quotes_page_0
     other = ms.regime_lines("ckpt", "no start token, float32, weights as stored", "", False)
     assert other[0] == "ckpt ran with no start token, float32, weights as stored." and "not known" in other[1]
     assert ms.regime_lines("S", "x", "S: it falls (page 04d)", True)[1] == \
-        "Page 04d measured this model in other regimes: S: it falls (page 04d)."
+        "In other regimes (page 04d): S: it falls (page 04d)."

@@ -28,7 +28,8 @@ from docgrad.models import result_model
 from docgrad.presentation.evidence import interval, result_box, sig
 from docgrad.presentation.regime import headline_note
 from docgrad.results.regime import read_model_regime
-from docgrad.results.stats import Analysis, CellEstimate, RRel, r_rel_at_span, ratio_at
+from docgrad.results.format import parse_docs
+from docgrad.results.stats import Analysis, CellEstimate, RRel, analyze, r_rel_at_span, ratio_at
 
 REGIME_MODEL = "smollm2-135m"   # the model whose regimes page 04d measured
 FEW_DOCUMENTS = 8        # fewer documents than this: the interval is rough and a few documents can carry R
@@ -71,6 +72,16 @@ class Measurement:
         if c is None or W is None or W not in c.all.R:
             return None, (None, None)
         return c.all.R[W], c.all.interval("R", W)
+
+
+def measured_analysis(results_dir, model: str, corpus: str, control: str, chunk: int, documents: str,
+                      resamples: int, seed: int) -> Analysis:
+    """The analysis `docgrad measure` prints and page 04e shows: the document bootstrap of the two cells of
+    `model` in `results_dir` (computed afresh, with every cell's draws at every window: R_rel at a span shorter
+    than 16K divides them; the pages' on-disk cache keeps R(16K)'s only)."""
+    rm = result_model(model)
+    return analyze(Path(results_dir), resamples=resamples, seed=seed, docs=parse_docs(documents)).subset(
+        rm.model, rm.revision, chunk, [corpus, control])
 
 
 def read_measurement(a: Analysis, label: str, corpus: str, control: str) -> Measurement:
@@ -163,9 +174,8 @@ def decision_sentence(m: Measurement) -> str:
     if not (np.isfinite(e.B_simple_shuf_tokens) and e.B_simple_shuf_tokens > 0) or (lo is not None and lo <= 0):
         return head + "; where that costs steps is not known here: the mean gradient is not resolved (gate G3)."
     crit = R * e.B_simple_shuf_tokens
-    return (head + f". Below a batch of about {rounded(crit)} tokens (R x B_simple of shuffled chunks, "
-            f"{rounded(e.B_simple_shuf_tokens)}, at this model's point in training) that noise costs steps: put more "
-            "documents in each batch.")
+    return (head + f". Below a batch of about {rounded(crit)} tokens (B_simple of such blocks, R x "
+            f"{rounded(e.B_simple_shuf_tokens)}) that noise costs steps: put more documents in each batch.")
 
 
 def rounded(x: float, digits: int = 2) -> str:
@@ -259,7 +269,7 @@ def regime_lines(label: str, ran: str, study_note: str, studied: bool) -> list[s
     model: `study_note`, regime.headline_note of the study's regime folder) or that nothing is known (any other)."""
     out = [f"{label} ran with {ran}."]
     if studied:
-        out.append(f"Page 04d measured this model in other regimes: {study_note}." if study_note else
+        out.append(f"In other regimes (page 04d): {study_note}." if study_note else
                    "Page 04d measured this model in other regimes and decides no change of its R.")
     else:
         out.append(f"Page 04d's regime checks (a start token ahead of every chunk, the weights' rounding, causal "

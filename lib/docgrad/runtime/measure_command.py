@@ -27,10 +27,10 @@ from docgrad.core.constants import CORPORA, DOCS_PER_CORPUS
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
 from docgrad.fileio import shown_path
-from docgrad.presentation.measurement import measurement_lines
+from docgrad.presentation.measurement import measured_analysis, measurement_lines
 from docgrad.publication import finish_interrupted
 from docgrad.results.format import parse_docs
-from docgrad.results.stats import analyze, check_resamples, check_seed
+from docgrad.results.stats import check_resamples, check_seed
 from docgrad.runtime import notebooks as nb
 from docgrad.runtime import report
 from docgrad.runtime.cli import DEFAULT_PATHS, build_parser, resolve_default_paths
@@ -205,13 +205,13 @@ def cli_measure(args) -> int:
         if not carry_out(p, results, reuse_from):
             run_verb(p.argv)
 
-    a = analyze(results, resamples=args.resamples, seed=args.seed, docs=docs).subset(   # 3. analyse this model's
-        rm.model, rm.revision, args.chunk, [corpus, control])                             # cells, never another's
+    spec = args.model if models.offline_model(args.model) else f"{rm.model}@{rm.revision}"   # as the files say
+    a = measured_analysis(results, spec, corpus, control, args.chunk, args.docs, args.resamples,   # 4. this model's
+                          args.seed)                                                                # cells only
     for line in measurement_lines(a, label, corpus, control):
         print(line)
     if not args.no_page:                                                   # 4. the pages, in out/
         print(f"measure: executing page {' and '.join(pages)} into {out} ...", file=sys.stderr)
-        spec = args.model if models.offline_model(args.model) else f"{rm.model}@{rm.revision}"   # as the files say
         for html in execute_pages(root, out, pages, {"results_dir": str(results), "models": [spec], "model": spec,
                                                      "corpora": [corpus, control], "corpus": corpus,
                                                      "control": control, "chunk": args.chunk,

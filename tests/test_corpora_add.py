@@ -625,3 +625,19 @@ def test_corpora_add_ends_with_the_measure_command_to_run_next_and_it_names_this
     assert (args.docs, Path(args.manifest), Path(args.cache)) == ("0:4", tmp_path / "m.json", tmp_path / "cache")
     assert any(ln.startswith("or only its result file: docgrad probe --corpus MYDOCS --docs 0:4 --chunk 16")
                for ln in lines)
+
+
+def test_copies_never_count_towards_the_span_that_would_keep_enough_documents(tmp_path, capsys):
+    """Found trying /usr/share/common-licenses (GPL is a copy of GPL-3): the line said '--span-tokens 2048 would
+    keep 8' for the --span-tokens given, counting copies that can never be kept."""
+    folder = tmp_path / "licences"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"{i}.txt").write_text(words(200, i))
+    for i in range(2):
+        (folder / f"copy{i}.txt").write_text(words(200, i))          # byte-identical to 0.txt and 1.txt
+    capsys.readouterr()
+    assert add(tmp_path, "MYDOCS", folder, "--docs", "4") == 2
+    line = capsys.readouterr().err
+    assert "only 3 of 5 documents qualify" in line and "only 3 documents are distinct texts" in line
+    assert "pass --docs 3 or fewer" in line and "would keep 4" not in line

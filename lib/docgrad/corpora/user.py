@@ -347,6 +347,7 @@ def select(cands: list[Candidate], tok, name: str, n: int, rule: SpanRule) -> Se
     from tqdm import tqdm
 
     sel = Selection([], [], [], [], 0)
+    texts = set()                                  # sha256 of every text tokenized: copies counted once
     with tqdm(total=len(cands), desc=f"{name}: tokenizing", unit="doc", file=sys.stderr, disable=None,
               dynamic_ncols=True) as bar:
         for cand in cands:
@@ -354,10 +355,13 @@ def select(cands: list[Candidate], tok, name: str, n: int, rule: SpanRule) -> Se
                 break
             sel.tried += 1
             bar.update(1)
-            tokens = None
+            tokens, copy = None, False
             try:
                 text = cand.text()
                 tokens = tok.encode(text)
+                digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+                copy = digest in texts             # a copy never counts towards what other spans would keep
+                texts.add(digest)
                 entry, span = build.document_entry(tok, len(sel.documents), cand.title, cand.source, text, tokens,
                                                    rule)
             except DocumentError as e:
@@ -366,10 +370,12 @@ def select(cands: list[Candidate], tok, name: str, n: int, rule: SpanRule) -> Se
                             "reason": msg if msg.startswith(cand.title) else f"{cand.title}: {msg}"}
                 if tokens is not None:
                     rejected["tokens"] = len(tokens)
-                    sel.lengths.append(len(tokens))
+                    if not copy:
+                        sel.lengths.append(len(tokens))
                 sel.rejected.append(rejected)
                 continue
-            sel.lengths.append(len(tokens))
+            if not copy:
+                sel.lengths.append(len(tokens))
             same = next((d for d in sel.documents if d["span_sha256"] == entry["span_sha256"]), None)
             if same is not None:            # two copies of one text would be counted as two independent documents
                 sel.rejected.append({"title": cand.title, "source": cand.source, "tokens": len(tokens),
@@ -395,7 +401,8 @@ def _fits(lengths: list[int], k: int, rule: SpanRule) -> str:
 
 def too_few(name: str, given: str, sel: Selection, n: int, rule: SpanRule, tok_name: str) -> CorpusError:
     """The one line for a corpus with fewer than n qualifying documents: how many qualified, how many were
-    needed, the longest document's token count and span options that would fit."""
+    needed, the longest document's token count and span options that would fit (from the distinct texts' lengths:
+    a copy of a text never qualifies)."""
     k, texts = len(sel.documents), len(sel.lengths)
     if texts == 0:
         first = sel.rejected[0]["reason"] if sel.rejected else "no candidates"
@@ -407,7 +414,8 @@ def too_few(name: str, given: str, sel: Selection, n: int, rule: SpanRule, tok_n
     if texts >= n:
         return CorpusError(f"{msg}; {_fits(sel.lengths, n, rule)}")
     if texts >= MIN_DOCS:
-        return CorpusError(f"{msg}; only {texts} documents are text: pass --docs {texts} or fewer "
+        return CorpusError(f"{msg}; only {texts} documents are distinct texts (copies counted once): pass --docs "
+                           f"{texts} or fewer "
                            f"({_fits(sel.lengths, texts, rule)})")
     return CorpusError(f"{msg}; at least {MIN_DOCS} text documents are needed")
 

@@ -17,7 +17,7 @@ from docgrad.fileio import project_root
 # project. Paths given explicitly on the command line are relative to the current directory, as usual.
 DEFAULT_PATHS = {"manifest": "data/corpora/manifest.json", "cache": "data/corpora/cache",
                  "results": "data/results", "regime": "data/regime", "notebooks": "notebooks"}
-DEFAULT_OUT = {"probe": "data/results", "analyze": "data/report.json", "report": "report"}
+DEFAULT_OUT = {"probe": "data/results", "analyze": "data/report.json", "report": "report", "learning": "data/learning"}
 
 
 def _lazy(module: str, function: str):
@@ -290,6 +290,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output JSON path")
     p.add_argument("--overwrite", action="store_true", help="measure again and replace an earlier record")
     p.set_defaults(func=_lazy("runtime.spike_command", "cli_spikes"))
+
+    # --- learning -------------------------------------------------------------------------
+    p = sub.add_parser("learning", help="the training test: does R predict the steps a contiguous batch needs?",
+                       description="Trains a 4-layer width-128 Llama from scratch on 128-token chunks of the "
+                       "committed spans (documents 0-39; 40-47 held out), shuffled at 2-32 chunks a step and "
+                       "contiguous at 32, 3 seeds, recording the held-out loss every --eval-every steps "
+                       "(docs/methods.md, 'Does R predict learning?'). Resumable: each finished run is one JSON "
+                       "file under --out. --pilot times the arms and prints the hours the ladder takes.")
+    p.add_argument("--corpora", default="CODE,WEB", help="comma-separated corpora (default CODE,WEB)")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--steps", type=int, default=None, help="T, steps of every run (set by the pilot)")
+    p.add_argument("--eval-every", type=int, default=None, help="E, steps between held-out evaluations (pilot)")
+    p.add_argument("--chunk", type=int, default=128, help="chunk length C (default 128, the rule's)")
+    p.add_argument("--pilot", action="store_true", help="time the cheapest and dearest arms of the first corpus "
+                   "and print the ladder's hours at several T; writes --out/pilot.json")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--manifest", default=None, help="corpus manifest (default: the default model's)")
+    p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")
+    p.add_argument("--out", default=None, help="folder of the run records (default <root>/data/learning)")
+    p.set_defaults(func=_lazy("runtime.learning_command", "cli_learning"))
 
     # --- models ---------------------------------------------------------------------------
     p = sub.add_parser("models", help="list the offline models (wheels, file, sha256, licence, corpora)",

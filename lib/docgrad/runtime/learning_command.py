@@ -1,0 +1,122 @@
+"""`docgrad learning`: the training test's runs (docs/methods.md, "Does R predict learning?"), resumable.
+
+    docgrad learning --pilot                       # seconds a step of the slowest and fastest arms; T and E to set
+    docgrad learning --steps T --eval-every E      # every run of the ladder, each one JSON file under --out
+
+Each run writes <out>/<CORPUS>_<arm>_b<b>_s<seed>.json when it finishes (atomically); a run whose file holds the
+same configuration is skipped, one whose file holds another is refused (the file is kept). The shuffled b = 32
+run of seed 0 saves its model at steps T/10, T/2 and T under <out>/checkpoints/ (local model folders, git-ignored),
+which `docgrad probe --model <folder>` measures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from docgrad.corpora import build as corpora
+from docgrad.errors import DocgradError
+from docgrad.fileio import atomic_write_json, shown_path
+from docgrad.measure.learning import (CONTIGUOUS, HELD_OUT_DOCS, SHUFFLED, LearningData, RunConfig, RunRecord,
+                                      train_run)
+
+LADDER = (2, 4, 8, 16, 32)          # shuffled chunks per step
+CONTIGUOUS_B = 32                   # the contiguous arm: one aligned 4,096-token block of 128-token chunks
+PROBED_RUN = (SHUFFLED, 32, 0)      # the run whose checkpoints give R (arm, b, seed)
+PILOT_STEPS = 30
+
+
+def ladder(corpus: str, seeds, steps: int, eval_every: int) -> list[RunConfig]:
+    """Every run of one corpus: the shuffled ladder and the contiguous arm, per seed; the probed run carries its
+    checkpoints (T/10, T/2, T)."""
+    runs = []
+    for seed in seeds:
+        for arm, b in [*((SHUFFLED, b) for b in LADDER), (CONTIGUOUS, CONTIGUOUS_B)]:
+            marks = (steps // 10, steps // 2, steps) if (arm, b, seed) == PROBED_RUN else ()
+            runs.append(RunConfig(corpus, arm, b, seed, steps, eval_every, checkpoints=marks))
+    return runs
+
+
+def corpus_data(corpus: str, manifest, cache, chunk: int) -> LearningData:
+    """The corpus's committed spans (documents 0-47) under a vocabulary of their own."""
+    spans = corpora.load_spans(corpus, manifest, cache)
+    if len(spans) < HELD_OUT_DOCS[1]:
+        raise DocgradError(f"{corpus}: {len(spans)} documents in {manifest}; the training test needs "
+                           f"{HELD_OUT_DOCS[1]} (0-39 train, 40-47 held out): `docgrad corpora build --documents 48`")
+    return LearningData.from_spans([s.tokens for s in spans], chunk)
+
+
+def done(path: Path, config: RunConfig) -> bool:
+    """Whether `path` holds this run finished; a file holding another configuration is refused."""
+    if not path.exists():
+        return False
+    held = json.loads(path.read_text()).get("config")
+    if held != json.loads(json.dumps(asdict(config))):
+        raise DocgradError(f"{shown_path(path)} holds another run's configuration than this one; it is kept: move it "
+                           "away, or run with the settings it records")
+    return True
+
+
+def run_one(config: RunConfig, data: LearningData, out: Path) -> RunRecord:
+    with tqdm(total=config.steps, desc=config.name, unit="step", file=sys.stderr, dynamic_ncols=True) as bar:
+        def progress(step, held):
+            bar.update(1)
+            bar.set_postfix(held_out=f"{held:.3f}")
+        return train_run(config, data, out / "checkpoints", progress)
+
+
+def cli_learning(args) -> int:
+    corpora_names = [c.strip().upper() for c in args.corpora.split(",") if c.strip()]
+    seeds = [int(s) for s in str(args.seeds).split(",")]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    data = {c: corpus_data(c, args.manifest, args.cache, args.chunk) for c in corpora_names}
+    if args.pilot:
+        return pilot(data, out)
+    if args.steps is None or args.eval_every is None:
+        raise DocgradError("--steps and --eval-every: set them (docs/methods.md: by the pilot, `docgrad learning "
+                           "--pilot`)")
+    runs = [r for c in corpora_names for r in ladder(c, seeds, args.steps, args.eval_every)]
+    todo = [r for r in runs if not done(out / f"{r.name}.json", r)]
+    print(f"learning: {len(runs) - len(todo)} of {len(runs)} runs already in {shown_path(out)}; {len(todo)} to run",
+          file=sys.stderr)
+    for r in todo:
+        rec = run_one(r, data[r.corpus], out)
+        atomic_write_json(out / f"{r.name}.json", asdict(rec))
+        print(f"learning: {r.name}: held-out loss {rec.held_out[0]:.3f} -> {rec.held_out[-1]:.3f} in "
+              f"{rec.seconds / 60:.1f} min", file=sys.stderr)
+    return 0
+
+
+def pilot(data: dict, out: Path) -> int:
+    """Seconds a step of the cheapest and dearest arms (shuffled b = 2 and b = 32, contiguous b = 32) of the first
+    corpus, seed 0, over PILOT_STEPS steps, and the ladder's hours at a few T: what the rule lets the pilot set."""
+    corpus, d = next(iter(data.items()))
+    rows = {}
+    for arm, b in ((SHUFFLED, 2), (SHUFFLED, 32), (CONTIGUOUS, 32)):
+        cfg = RunConfig(corpus, arm, b, 0, steps=PILOT_STEPS, eval_every=PILOT_STEPS)
+        t0 = time.perf_counter()
+        rec = train_run(cfg, d)
+        rows[f"{arm} b={b}"] = {"seconds_per_step": (time.perf_counter() - t0) / PILOT_STEPS,
+                                "held_out": [rec.held_out[0], rec.held_out[-1]]}
+    per_step = {b: rows[f"{SHUFFLED} b=2"]["seconds_per_step"] + (rows[f"{SHUFFLED} b=32"]["seconds_per_step"] -
+                rows[f"{SHUFFLED} b=2"]["seconds_per_step"]) * (b - 2) / 30 for b in LADDER}
+    ladder_s = sum(per_step.values()) + rows[f"{CONTIGUOUS} b=32"]["seconds_per_step"]   # one seed, one corpus
+    record = {"corpus": corpus, "steps": PILOT_STEPS, "vocab_size": d.vocab_size, "arms": rows,
+              "seconds_per_step_interpolated": per_step, "torch_threads": torch.get_num_threads(),
+              "hours_for_36_runs_at_T": {T: 6 * ladder_s * T / 3600 for T in (500, 1000, 2000, 4000)}}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "pilot.json", record)
+    for k, v in rows.items():
+        print(f"pilot: {k}: {v['seconds_per_step']:.3f} s a step, held-out {v['held_out'][0]:.3f} -> "
+              f"{v['held_out'][1]:.3f} in {PILOT_STEPS} steps")
+    for T, h in record["hours_for_36_runs_at_T"].items():
+        print(f"pilot: T = {T}: the 36 runs take about {h:.1f} h on these cores")
+    return 0

@@ -1,0 +1,90 @@
+"""The training test (docs/methods.md, "Does R predict learning?"): its runs (measure.learning) and its reading
+(results.learning), on tiny inputs with known answers."""
+
+import numpy as np
+import pytest
+import torch
+from docgrad.measure import learning as lm
+from docgrad.results import learning as lr
+
+
+def spans(n=48, length=1024, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1000, 1100, length) for _ in range(n)]
+
+
+def test_the_vocabulary_is_the_ids_that_occur_remapped_and_held_out_documents_are_never_trained_on():
+    s = spans()
+    s[45][:3] = [7, 7, 99_999]                     # ids that occur only in a held-out document still map
+    d = lm.LearningData.from_spans(s, chunk=128)
+    assert d.train.shape == (40, 8, 128) and d.held_out.shape == (8, 8, 128)
+    assert d.vocab[d.held_out[5, 0, :3]].tolist() == [7, 7, 99_999]
+    assert np.array_equal(d.vocab[d.train[3].reshape(-1)], s[3])
+    assert d.vocab.tolist() == sorted(set(np.concatenate(s).tolist()))
+
+
+def test_shuffled_batches_cover_every_training_chunk_once_per_epoch_and_contiguous_ones_are_aligned_blocks():
+    order = lm.batch_order(lm.SHUFFLED, 4, n_docs=3, chunks_per_doc=8, seed=1)
+    epoch = np.concatenate([next(order) for _ in range(6)])           # 24 chunks = one epoch
+    assert sorted(map(tuple, epoch)) == [(d, k) for d in range(3) for k in range(8)]
+    order = lm.batch_order(lm.CONTIGUOUS, 4, n_docs=3, chunks_per_doc=8, seed=1)
+    blocks = [next(order) for _ in range(6)]
+    for blk in blocks:
+        assert len(set(blk[:, 0])) == 1 and blk[0, 1] % 4 == 0 and np.array_equal(np.diff(blk[:, 1]), [1, 1, 1])
+    assert sorted((int(b[0, 0]), int(b[0, 1])) for b in blocks) == [(d, k) for d in range(3) for k in (0, 4)]
+    with pytest.raises(ValueError, match="contiguous b=16 needs 16 chunks"):
+        next(lm.batch_order(lm.CONTIGUOUS, 16, 3, 8, 0))
+
+
+def test_the_schedule_warms_up_linearly_then_falls_by_cosine_to_a_tenth():
+    c = lm.RunConfig("X", lm.SHUFFLED, 2, 0, steps=105, eval_every=10)        # warm-up: round(0.05 T) = 5 steps
+    assert lm.learning_rate(0, c) == pytest.approx(1e-3 / 5) and lm.learning_rate(4, c) == pytest.approx(1e-3)
+    assert lm.learning_rate(5, c) == pytest.approx(1e-3) and lm.learning_rate(55, c) == pytest.approx(0.55e-3)
+    assert lm.learning_rate(105, c) == pytest.approx(1e-4)
+
+
+def test_a_run_is_deterministic_in_its_seed_learns_and_records_its_evaluations(tmp_path):
+    torch.set_num_threads(1)
+    periodic = [1000 + (np.arange(256) * 3 + doc) % 50 for doc in range(48)]     # learnable: next = this + 3
+    d = lm.LearningData.from_spans(periodic, chunk=32)
+    small = dict(steps=40, eval_every=20, chunk=32, layers=1, width=16, heads=2, mlp=32, checkpoints=(40,), lr=1e-2)
+    a = lm.train_run(lm.RunConfig("X", lm.SHUFFLED, 4, seed=3, **small), d, checkpoint_dir=tmp_path)
+    b = lm.train_run(lm.RunConfig("X", lm.SHUFFLED, 4, seed=3, **small), d)
+    assert a.eval_steps == [0, 20, 40] and a.held_out == b.held_out and a.train_loss == b.train_loss
+    assert a.held_out[-1] < a.held_out[0] - 0.5
+    assert (tmp_path / "X_shuffled_b4_s3_step40" / "config.json").exists()
+    c = lm.train_run(lm.RunConfig("X", lm.SHUFFLED, 4, seed=4, **small), d)
+    assert c.held_out != a.held_out
+
+
+def test_steps_to_target_interpolate_between_evaluations_and_a_run_that_never_reaches_it_has_none():
+    steps, loss = [0, 10, 20, 30], [5.0, 4.0, 3.0, 2.5]
+    assert lr.steps_to_target(steps, loss, 3.5) == pytest.approx(15.0)
+    assert lr.steps_to_target(steps, loss, 4.0) == 10.0 and lr.steps_to_target(steps, loss, 6.0) == 0.0
+    assert lr.steps_to_target(steps, loss, 2.0) is None
+    assert lr.target_loss([{"eval_steps": steps, "held_out": loss}], T=30) == pytest.approx(3.5)   # step 15
+
+
+def test_the_ladder_fit_recovers_s_min_and_b_noise_and_its_draws_resample_seeds_within_arms():
+    S_min, b_noise = 100.0, 16.0
+    ladder = {b: [S_min * (1 + b_noise / b) + e for e in (-2.0, 0.0, 2.0)] for b in (2, 4, 8, 16, 32)}
+    fit = lr.fit_ladder([b for b in ladder for _ in ladder[b]], [s for b in ladder for s in ladder[b]])
+    assert fit == pytest.approx((S_min, S_min * b_noise))
+    draws = lr.fit_draws(ladder, draws=300, seed=1)
+    assert draws.shape == (300, 2) and draws[:, 0].min() < S_min < draws[:, 0].max()
+    exact = {b: [S_min * (1 + b_noise / b)] * 3 for b in ladder}               # no seed spread: no fit spread
+    assert np.allclose(lr.fit_draws(exact, draws=20), [S_min, S_min * b_noise])
+
+
+def test_the_decision_reads_the_measured_contiguous_steps_against_both_predictions():
+    fit, fits = (100.0, 1600.0), np.tile([100.0, 1600.0], (200, 1))
+    pred = lr.predictions(fit, fits, R=3.0, R_draws=np.linspace(2.5, 3.5, 200), b=32)
+    assert pred["S_R"] == pytest.approx(250.0) and pred["S_1"] == pytest.approx(150.0)
+    assert pred["S_1_ci"] == pytest.approx([150.0, 150.0]) and pred["S_R_ci"][0] < 250 < pred["S_R_ci"][1]
+    assert lr.decide(250.0, pred) == lr.PREDICTS and lr.decide(150.0, pred) == lr.REFUTED
+    assert lr.decide(400.0, pred) == lr.NOT_RESOLVED
+    both = {"S_R_ci": [140, 160], "S_1_ci": [145, 155]}
+    assert lr.decide(150.0, both, control=True) == lr.CONSISTENT and lr.decide(150.0, both) == lr.NOT_RESOLVED
+    mean, ci = lr.measured([240.0, 250.0, 260.0])
+    assert mean == 250.0 and ci[0] < 240 and ci[1] > 260
+    assert lr.effective_batch(fit, 250.0) == pytest.approx(1600 / 150) and lr.effective_batch(fit, 90.0) is None

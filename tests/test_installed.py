@@ -75,7 +75,7 @@ def test_the_count_rule_of_each_checked_release():
 
 def test_the_installed_trainer_counts_as_the_pages_range_for_its_version_says(llama):
     """Fails when an installed transformers counts otherwise than the page says for its version."""
-    one = [R.causal_lm_labels(torch.arange(50), 0)[None]]                        # page 01, exercise 4
+    one = [R.causal_lm_labels(torch.arange(50), 0)[None]]                        # page 01a, exercise 2
     out = I.count_check(llama, one)
     assert out["agrees"], out
     assert (out["shifted_count"], out["unshifted_count"]) == (49, 50)
@@ -131,7 +131,8 @@ def _cites(read):
     return {k: (c["found"], c.get("cite")) for k, c in read.items()}
 
 
-@pytest.mark.parametrize("page,topics", [("01_loss_reduction", ("accumulation", "cross_entropy")),
+@pytest.mark.parametrize("page,topics", [("01_loss_reduction", ("cross_entropy",)),
+                                         ("01a_gradient_accumulation", ("accumulation",)),
                                          ("01b_real_trainers", ("accumulation", "data_parallel")),
                                          ("01c_packing_and_denominators", ("packing", "cross_entropy"))])
 def test_each_pages_history_box_quotes_the_installed_lines(page, topics):
@@ -139,14 +140,17 @@ def test_each_pages_history_box_quotes_the_installed_lines(page, topics):
         [(r["source"], r["found"], r.get("cite")) for r in H.rows(topics)]
 
 
-def test_page_01_states_the_installed_trainers_count(llama):
-    t = _twin("01_loss_reduction")
-    ex4 = t["exercises"]["4"]["installed_count"]
+def test_page_01a_states_the_installed_trainers_count(llama):
+    t = _twin("01a_gradient_accumulation")
+    ex2 = t["exercises"]["2"]["installed_count"]
     live = I.count_check(llama, [R.causal_lm_labels(torch.arange(50), 0)[None]])
-    assert {k: ex4[k] for k in ("version", "rule", "installed_count")} == \
+    assert {k: ex2[k] for k in ("version", "rule", "installed_count")} == \
         {k: live[k] for k in ("version", "rule", "installed_count")}
     assert t["installed_count"]["version"] == live["version"] and t["installed_count"]["agrees"]
-    assert _cites(t["pad_is_eos"]["source"]) == _cites(I.read_claims(I.PAD_CLAIMS))
+
+
+def test_page_01_quotes_the_installed_collators_mask():
+    assert _cites(_twin("01_loss_reduction")["pad_is_eos"]["source"]) == _cites(I.read_claims(I.PAD_CLAIMS))
 
 
 def test_page_01b_states_what_the_installed_trainer_does():

@@ -31,3 +31,14 @@ def test_other_settings_or_no_record_compute_live_and_leave_the_record_alone(tmp
     assert out == {"y": 3} and not (tmp_path / "missing.json").exists()
     (tmp_path / "bad.json").write_text("{not json")
     assert T.read_record("bad", {"a": 1}, tmp_path) is None
+
+
+def test_a_record_read_back_names_the_command_that_recomputes_it_now(tmp_path):
+    """A page split off another (01a from 01) reads the record the old page made: the line it shows names the
+    command that recomputes it today, not the one stored when it was made."""
+    T.recorded("r", {"a": 1}, lambda: {"x": 1}, rerun=True, command="docgrad run 01 -p rerun True",
+               directory=tmp_path)
+    _, prov = T.recorded("r", {"a": 1}, lambda: {"x": 2}, command="docgrad run 01a -p rerun True",
+                         directory=tmp_path)
+    assert prov["source"] == "record" and prov["command"] == "docgrad run 01a -p rerun True"
+    assert "`docgrad run 01a -p rerun True` recomputes it" in T.provenance_line("The run", prov)

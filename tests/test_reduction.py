@@ -214,18 +214,27 @@ def test_accumulation_growth_on_given_tokens_uses_them():
     assert max(r["rel_discrepancy_num_items"] for r in a) < 1e-5
 
 
-# --- the exercises of page 01: the values its worked solutions state ----------------------------------------
+# --- the exercises of pages 01 and 01a: the values their worked solutions state ------------------------------
 
-@pytest.fixture(scope="module")
-def page01_exercises():
+def _exercises(stem):
     import json
     from pathlib import Path
 
-    twin = Path(__file__).resolve().parents[1] / "figures" / "01_loss_reduction.json"
-    data = json.loads(twin.read_text())
+    twin = Path(__file__).resolve().parents[1] / "figures" / f"{stem}.json"
+    data = json.loads(twin.read_text()) if twin.exists() else {}
     if "exercises" not in data:
-        pytest.skip("page 01 has not been executed with its exercises")
+        pytest.skip(f"page {stem} has not been executed with its exercises")
     return data["exercises"]
+
+
+@pytest.fixture(scope="module")
+def page01_exercises():
+    return _exercises("01_loss_reduction")
+
+
+@pytest.fixture(scope="module")
+def page01a_exercises():
+    return _exercises("01a_gradient_accumulation")
 
 
 def test_page01_exercise_1_optima(page01_exercises):
@@ -242,34 +251,41 @@ def test_page01_exercise_2_padding(page01_exercises):
     assert page01_exercises["2"] == pytest.approx({"factor": 0.55, "padding_as_class0_p": 0.05}, rel=1e-5)
 
 
-def test_page01_exercise_3_accumulation(page01_exercises):
+def test_page01_exercise_3_pad_is_eos(page01_exercises):
+    out = R.pad_is_eos(["a b c d e", "f g"])
+    assert (out["targets_by_position"], out["transformers"]["targets"], out["trl"]["targets"]) == (7, 5, 7)
+    assert page01_exercises["3"] == {"words": [5, 2], "targets_by_position": 7, "targets_masked_by_id": 5,
+                                     "real_eos_lost": 2}
+
+
+def test_page01a_exercise_1_accumulation(page01a_exercises):
     w = R.microbatch_weights([20, 80])
     assert w["per_target_weight_ratio"] == 4.0 and w["total_variation"] == pytest.approx(0.3)
-    e = page01_exercises["3"]
+    e = page01a_exercises["1"]
     assert e["averaged"] == [0.5, 0.5] and e["token_mean"] == pytest.approx([0.2, 0.8])
     assert e["per_target_weight_ratio"] == 4.0 and e["total_variation"] == pytest.approx(0.3)
 
 
-def test_page01_exercise_4_target_counts(page01_exercises):
+def test_page01a_exercise_2_target_counts(page01a_exercises):
     assert R.count_targets(R.causal_lm_labels(torch.arange(50), 12)) == 38
     assert R.count_targets(R.causal_lm_labels(torch.arange(50), 0)) == 49
-    e = page01_exercises["4"]
+    e = page01a_exercises["2"]
     assert (e["with_prompt"], e["without_prompt"]) == (38, 49)
     assert (e["installed_count"]["shifted_count"], e["installed_count"]["unshifted_count"]) == (49, 50)
 
 
-def test_page01_exercise_5_effective_sample_size(page01_exercises):
+def test_page01a_exercise_3_effective_sample_size(page01a_exercises):
     from docgrad.teaching import effective_size as E
 
     rows = {r["objective"]: r for r in E.objective_effective_sizes(R.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
     exact = 1 / (2 / 9 + 98 / 294 ** 2)
     assert rows["document_mean"]["n_eff"] == pytest.approx(exact)
-    assert page01_exercises["5"] == pytest.approx({"token_mean": 100, "document_mean": exact}, rel=1e-5)
+    assert page01a_exercises["3"] == pytest.approx({"token_mean": 100, "document_mean": exact}, rel=1e-5)
 
 
-def test_page01_code_exercises_pass_with_their_solutions(page01_exercises):
-    assert page01_exercises["6"]["passed"] and page01_exercises["6"]["message"].startswith("correct")
-    assert page01_exercises["7"]["passed"] and page01_exercises["7"]["divisors"] == [76.0, 76.0, 76.0]
+def test_the_code_exercises_of_pages_01_and_01a_pass_with_their_solutions(page01_exercises, page01a_exercises):
+    assert page01_exercises["4"]["passed"] and page01_exercises["4"]["message"].startswith("correct")
+    assert page01a_exercises["4"]["passed"] and page01a_exercises["4"]["divisors"] == [76.0, 76.0, 76.0]
 
 
 def test_probability_targets_divide_by_the_rows_and_class_indices_by_the_targets_weights():

@@ -45,6 +45,16 @@ def test_page01_solutions_agree_with_the_library():
     eff = {r["objective"]: r["n_eff"] for r in E.objective_effective_sizes(R.make_batch([1, 1, 98], [1, 0, 1], [0, 0, 0]))}
     assert ne.values["document_mean"] == pytest.approx(eff["document_mean"]) and ne.values["token_mean"] == pytest.approx(eff["token_mean"])
 
+    pe = W.pad_eos_targets([5, 2])
+    run = R.pad_is_eos(["a b c d e", "f g"])
+    assert run["trl"]["targets"] == run["targets_by_position"]                  # TRL masks by position
+    assert pe.values == {"targets_by_position": run["targets_by_position"],
+                         "targets_masked_by_id": run["transformers"]["targets"],
+                         "real_eos_lost": run["n_real_eos"] - run["transformers"]["real_eos_labels_kept"]}
+    assert "$5 + 2 = 7$" in pe.markdown and "$7 - 2 = 5$" in pe.markdown
+    with pytest.raises(R.ReductionError):
+        W.pad_eos_targets([3, 0])
+
 
 def test_page01b_solutions_agree_with_the_library():
     ex = W.rank_weights([120, 480, 200, 200])

@@ -1,4 +1,4 @@
-"""What a weighting costs: Kish's effective sample size and the design effect (page 01, section 6).
+"""What a weighting costs: Kish's effective sample size and the design effect (page 01a, section 3).
 
 A weighted mean sum_i w_i x_i / sum_i w_i of n independent units with equal variance sigma^2 has variance
 sigma^2 sum w^2 / (sum w)^2, that of an unweighted mean of

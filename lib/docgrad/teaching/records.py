@@ -42,11 +42,12 @@ def read_record(name: str, settings: dict, directory: Path | None = None) -> dic
 def recorded(name: str, settings: dict, compute: Callable[[], Any], rerun: bool = False,
              command: str = "docgrad run 01b -p rerun True", directory: Path | None = None) -> tuple[Any, dict]:
     """(result, provenance): from the record when it matches and rerun is False, else computed now (and, with
-    rerun, written as the new record). provenance: source ('record' or 'computed now'), date, versions, command."""
+    rerun, written as the new record). provenance: source ('record' or 'computed now'), date, versions, and
+    `command`, the one that recomputes it now (a record made by a page since split or renamed names the old one)."""
     if not rerun:
         rec = read_record(name, settings, directory)
         if rec is not None:
-            return rec["result"], {k: rec[k] for k in ("date", "versions", "command")} | {"source": "record"}
+            return rec["result"], {k: rec[k] for k in ("date", "versions")} | {"command": command, "source": "record"}
     result = to_jsonable(compute())
     prov = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "versions": package_versions(["torch", "transformers"]), "command": command}

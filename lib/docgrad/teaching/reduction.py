@@ -737,7 +737,7 @@ def _token_mean_bugs(losses, mask) -> dict:
 
 
 def check_token_mean(token_mean, seed: int = 0) -> dict:
-    """Checker of page 01's first code exercise. `token_mean(losses, labels)` gets per-position losses and labels
+    """Checker of page 01's code exercise. `token_mean(losses, labels)` gets per-position losses and labels
     (-100 where nothing is supervised) and must return sum(m * losses) / sum(m) with m = (labels != -100), and
     raise an error when sum(m) = 0. Returns passed, a message naming the first wrong case (and the usual mistake
     it matches), and one row per case."""
@@ -755,7 +755,7 @@ def check_token_mean(token_mean, seed: int = 0) -> dict:
             ok = isinstance(got, str)
             want = "an error (0/0)"
             why = "" if ok else (f"it returned {got} for a batch without a supervised position; a mean over zero "
-                                 f"targets is undefined: raise an error (page 01, section 4)")
+                                 f"targets is undefined: raise an error (page 01, section 3)")
         else:
             want = float((c["losses"] * mask).sum() / mask.sum())
             ok = not isinstance(got, str) and abs(got - want) <= 1e-9 * abs(want)
@@ -794,7 +794,7 @@ def _normaliser_bugs(labels, k) -> dict:
 
 
 def check_normaliser(divisor, seed: int = 0, setup=NORMALISER_DOCS) -> dict:
-    """Checker of page 01's second code exercise. `divisor(labels, k)` gets the label tensors of all K microbatches
+    """Checker of page 01a's code exercise. `divisor(labels, k)` gets the label tensors of all K microbatches
     of one optimiser step (rows x positions, -100 at prompts and padding) and returns the number microbatch k's
     summed next-token loss must be divided by. Each microbatch's summed loss / divisor is back-propagated on a tiny
     causal LM and the accumulated gradient compared with the full batch's token mean."""

@@ -1,4 +1,4 @@
-"""Worked solutions and 3-significant-figure tables for the teaching pages (01, 01b, 01c, 01d).
+"""Worked solutions and 3-significant-figure tables for the teaching pages (01, 01a, 01b, 01c, 01d).
 
 A worked solution is the algebra a student would write: the general formula, the exercise's numbers put in,
 the result. Each function here returns a `Worked`: `markdown` (a few lines with LaTeX; every number in it is
@@ -87,7 +87,7 @@ def _positive_counts(name: str, counts) -> list[int]:
     return counts
 
 
-# --- page 01 -------------------------------------------------------------------------------------------------
+# --- pages 01 and 01a ---------------------------------------------------------------------------------------
 
 def optima(n_a: int, n_b: int) -> Worked:
     """Document A: n_a positions labelled 1; B: n_b labelled 0. Optima of the token and document means."""
@@ -119,6 +119,23 @@ def padding_factor(n_a: int, n_b: int, pad: int) -> Worked:
           rf"- Padding as label-0 data: every one of the $N_\text{{pad}} = {n_all}$ positions weighs the same and "
           rf"only A's {n_a} have $y = 1$, so $p^* = {frac(n_a, n_all)} = {sig(p)}$.")
     return Worked(md, {"factor": factor, "padding_as_class0_p": p})
+
+
+def pad_eos_targets(words) -> Worked:
+    """Texts of these numbers of tokens, each followed by EOS and right-padded into one batch with the EOS token as
+    pad token: the next-token targets by position, and what is left when the mask is taken from the token id."""
+    words = _positive_counts("words", words)
+    n = [w + 1 for w in words]                                  # each text's tokens and its EOS
+    by_position, lost = sum(v - 1 for v in n), len(words)
+    by_id = by_position - lost
+    md = (rf"A row of $n$ tokens gives $n - 1$ next-token targets, the last one its EOS: "
+          rf"${' + '.join(str(v - 1) for v in n)} = {by_position}$ by position (the padding adds none)."
+          "\n\n"
+          rf"- A mask taken from the token id cannot tell a real EOS from padding: it drops every text's EOS target "
+          rf"with the padding, ${by_position} - {lost} = {by_id}$ targets left, and the model is never trained to stop."
+          "\n"
+          rf"- A mask taken from the position (the collator knows which positions it added) keeps all {by_position}.")
+    return Worked(md, {"targets_by_position": by_position, "targets_masked_by_id": by_id, "real_eos_lost": lost})
 
 
 def microbatch_weights(counts, unit: str = "microbatch", size: str = "K", index: str = "k") -> Worked:

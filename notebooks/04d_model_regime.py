@@ -221,6 +221,17 @@ else:
     display(Markdown("*The second set of noise draws is not committed yet.*"))
 
 # %% [markdown]
+# ### Rounding with its draws
+#
+# What replaces the decision above (addendum 2026-12-07, section 5): three independent noise draws per $\lambda$
+# with common random numbers (the same draw scaled by $\sqrt\lambda$), CODE and WEB documents 0-7, and an interval
+# that resamples the documents and the draws.
+
+# %% tags=["hide-input"]
+crn_line = dg.regime.crn_sentence(readings[dg.model_regime.ROUNDING]["crn"])
+display(Markdown(crn_line))
+
+# %% [markdown]
 # ## R(W) and ρ by lag in each regime
 #
 # Each cell's $R(W)$ for every window and its correlation $\rho$ by lag, with 95% intervals over the same paired
@@ -261,7 +272,7 @@ numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model,
            "questions": dg.regime.reading_numbers(readings), "curves": curves,
            "simex_curves": simex.to_dict("records"), "start_token_parts": parts_table.to_dict("records"),
            "spikes": spike_reading, "first_tokens": first_tokens, "first_token_line": first_token_line,
-           "other_start_tokens": other_lines}
+           "other_start_tokens": other_lines, "crn_line": crn_line}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

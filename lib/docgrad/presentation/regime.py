@@ -131,6 +131,22 @@ def spike_clause(corpora: list[str]) -> str:
             "covariance holds")
 
 
+def crn_sentence(crn: dict) -> str:
+    """The rounding question by common random numbers (results.rounding; addendum 2026-12-07, section 5): how many
+    of its cells are committed, or per corpus the change of R(16K) with its Holm-level interval over documents and
+    draws, the decision, and each draw's own change (the interval understates the draws' variance with three)."""
+    if not crn.get("complete"):
+        cells = [k for k in crn["missing"] if k[1]]
+        return (f"Rounding with its draws: {len(crn['present'])} of {len(crn['present']) + len(cells)} "
+                "common-random-number cells committed (three noise draws per λ, CODE and WEB, documents 0-7); "
+                "the rounding decision waits for all of them.")
+    said = [f"{c} {signed_pct(r['delta'])} {interval_pct(r['ci'])} ({r['decision']}; each draw alone "
+            f"{', '.join(signed_pct(x) for x in crn['each_draw'][c])})" for c, r in crn["R"].items()]
+    return (f"Rounding with its draws ({crn['draws']} per λ, {crn['n_docs']} documents, Holm-level intervals "
+            f"over documents and draws): {'; '.join(said)}. With {crn['draws']} draws the interval understates the "
+            "draws' variance by about a third.")
+
+
 def withdrawn_lead(reading: dict) -> str:
     """The rounding question while its decision is withdrawn (addendum 2026-12-07, section 5): what its cells
     describe, and no decision."""
@@ -139,7 +155,10 @@ def withdrawn_lead(reading: dict) -> str:
     again = second_set({ROUNDING: reading})
     said = [f"{c} {signed_pct(r['delta'])}" + (f" (a second draw {signed_pct(again[c]['change'])})" if c in again
                                                  else "") for c, r in reading["R"].items()]
-    return f"rounding: not decided (one noise draw per \u03bb describes {', '.join(said)}; three draws per \u03bb to come)"
+    crn = reading.get("crn", {"present": [], "missing": []})
+    done = f"{len(crn['present'])} of {len(crn['present']) + len([k for k in crn['missing'] if k[1]])}"
+    return (f"rounding: not decided (one noise draw per \u03bb describes {', '.join(said)}; {done} cells of three "
+            "draws per \u03bb committed)")
 
 
 def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:

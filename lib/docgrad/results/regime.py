@@ -25,6 +25,7 @@ from docgrad.core.orderings import resolve_differences
 from docgrad.core.simex_fit import LAMBDAS, REGIME_MARGIN, extrapolant_weights, extrapolate, regime_decision
 from docgrad.models import get_offline, result_model
 from docgrad.results import regime_parts as RP
+from docgrad.results import rounding as RD
 from docgrad.results.cells import Cell, NoResultsError, load_cells
 from docgrad.results.format import ResultFileError, result_stem
 from docgrad.results.paired import check_same_documents, paired_counts, paired_rng, span_hashes
@@ -229,8 +230,23 @@ def read_question(question: str, found: dict, resamples: int, seed: int, alpha: 
 
 # docs/methods.md, Model regime, addendum 2026-12-07, section 5: the rounding decision of 2026-12-03 left the noise
 # draw out of its interval and is withdrawn; its cells are described, not decided, until the common-random-number
-# cells (three draws per lambda) are read.
-ROUNDING_WITHDRAWN = True
+# cells (three draws per lambda, results.rounding) are all committed and read in its place.
+
+
+def crn_reading(results_dir: str | Path, regime_dir: str | Path, found: dict, resamples: int, seed: int) -> dict:
+    """The rounding question by common random numbers (results.rounding) from the regime folder's cells of
+    documents 0-7 and the model as loaded in `found`; complete: "R" is its regime_reading (Holm over CODE and WEB,
+    margin 10%)."""
+    try:
+        crn = {(c.corpus, c.regime): c for c in load_cells(Path(regime_dir), groups=None, docs=RD.CRN_DOCS,
+                                                             regime=None).values() if c.regime}
+    except NoResultsError:
+        crn = {}
+    as_loaded = {c: found[(c, AS_LOADED)] for c in RD.CRN_CORPORA if (c, AS_LOADED) in found}
+    out = RD.read_crn_rounding(crn, as_loaded, resamples, seed)
+    if out["complete"]:
+        out["R"] = regime_reading(out.pop("changes"))
+    return out
 
 
 def read_model_regime(results_dir: str | Path, regime_dir: str | Path, model: str = "smollm2-135m",
@@ -239,14 +255,19 @@ def read_model_regime(results_dir: str | Path, regime_dir: str | Path, model: st
     question of QUESTIONS read from them: ({(corpus, regime): Cell}, {question: read_question}). The pages that
     state R(16K) (03-05) read it with the rule's 2,000 paired draws and seed, whatever their own resamples; page
     04d, which shows it all, with its parameters (the same by default). The rounding reading also carries
-    "second_draws" (second_draw_rows: a second set of noise draws, described, [] until committed) and "withdrawn"
-    (ROUNDING_WITHDRAWN); a complete start-token reading carries "parts" (regime_parts.start_token_parts per
+    "second_draws" (second_draw_rows: a second set of noise draws, described, [] until committed), "crn" (the
+    common-random-number reading, crn_reading) and "withdrawn" (until that reading is complete; then its "R" and
+    "linear" are the question's); a complete start-token reading carries "parts" (regime_parts.start_token_parts per
     corpus: R's change read through sigma^2, the long-lag covariance and the block noise)."""
     sub = get_offline(model).results_dir
     found = regime_cells(Path(results_dir) / sub, Path(regime_dir) / sub)
     readings = {q: read_question(q, found, resamples, seed) for q in QUESTIONS}
     readings[ROUNDING]["second_draws"] = second_draw_rows(found, resamples, seed)     # described beside it
-    readings[ROUNDING]["withdrawn"] = ROUNDING_WITHDRAWN
+    crn = crn_reading(Path(results_dir) / sub, Path(regime_dir) / sub, found, resamples, seed)
+    readings[ROUNDING]["crn"] = crn
+    readings[ROUNDING]["withdrawn"] = not crn["complete"]
+    if crn["complete"]:                        # the decision is the common-random-number reading's
+        readings[ROUNDING].update({"R": crn["R"], "linear": crn["linear"]})
     start = readings[START_TOKEN]
     if start["complete"]:                        # each change read through its numerator and denominator
         start["parts"] = {c: RP.start_token_parts(found[(c, AS_LOADED)], found[(c, r)], resamples, seed)

@@ -16,10 +16,10 @@
 # %% [markdown]
 # # Loss reduction in real trainers: data parallelism, accumulation, optimisers
 #
-# Page 01's arithmetic of means, in real training loops: data parallelism and gradient accumulation in the
-# `transformers.Trainer` (one process, then two), and what a loss factor does to SGD and Adam, on SmolLM2-135M
-# with real text. One class of about 45 minutes; page 01c takes packing and cross-entropy's denominators, page
-# 01d the normalisation of reinforcement-learning losses.
+# The arithmetic of means of pages 01 and 01a, in real training loops: data parallelism and gradient accumulation
+# in the `transformers.Trainer` (one process, then two), and what a loss factor does to SGD and Adam, on
+# SmolLM2-135M with real text. One class of about 45 minutes; page 01c takes packing and cross-entropy's
+# denominators, page 01d the normalisation of reinforcement-learning losses.
 #
 # *What the Trainer does changed over releases: the box "What changed when" at the end says when, and every
 # statement about it below is read from the installed source when the page runs.*
@@ -27,8 +27,8 @@
 # > **What to take away.**
 # > - Every reduction across devices, microbatches or rows must divide by the **global** count of what should weigh
 # >   equally (targets, or the sum of class weights), or weigh each part by its count; a mean of means is a
-# >   different objective. The installed `Trainer` does this with `num_items_in_batch` and
-# >   `average_tokens_across_devices` only for a model it decides accepts loss keyword arguments; the model class's
+# >   different objective. The installed `Trainer` does this (`num_items_in_batch`,
+# >   `average_tokens_across_devices`) only for a model it decides accepts loss keyword arguments; the class's
 # >   `accepts_loss_kwargs` attribute decides first, and dozens of classes set it to False. Custom losses
 # >   (`compute_loss_func`) must normalise themselves.
 # > - A constant loss factor is a learning-rate change for SGD and (nearly) nothing for Adam, unless gradients are
@@ -87,7 +87,7 @@ display(Markdown(f"{len(spans)} {corpus} spans of {len(spans[0].tokens):,} token
 # In *data parallelism* W processes (*ranks*, one per device) each back-propagate a loss on their own batch, and
 # DistributedDataParallel (DDP) **averages** the W gradients with an *all-reduce* (every rank receives the sum
 # over ranks), divided by W. If rank r's loss is its own token mean S_r / n_r (S_r the summed cross-entropy of its
-# n_r targets), every rank weighs 1/W whatever its n_r: page 01's average of K microbatch means, across devices.
+# n_r targets), every rank weighs 1/W whatever its n_r: page 01a's average of K microbatch means, across devices.
 # The global token mean needs rank r to divide its *sum* by the global count N = Σ_r n_r and multiply by W, which
 # the average then cancels.
 #
@@ -113,7 +113,7 @@ w_mm = dg.reduction.microbatch_weights(dp["targets_per_rank"])
 NUMBERS["data_parallel_weights"] = w_mm
 display(Markdown(f"A target of the smaller rank weighs {dg.sig(w_mm['per_target_weight_ratio'])} times one of the "
                  f"larger under the mean of rank means; the two weightings are {dg.sig(w_mm['total_variation'])} apart in "
-                 f"total variation (half the summed absolute difference of the weights, page 01). The gradients, "
+                 f"total variation (half the summed absolute difference of the weights, page 01a). The gradients, "
                  f"against the full batch's token mean:"))
 dg.sig_table([{"how": "mean of rank means", "rel": dp["rel_discrepancy_local_mean"],
                "cos": dp["cosine_local_mean_full"], "loss": dp["logged_loss_local_mean"]},
@@ -191,7 +191,7 @@ still multiplied by that factor, so the weights are a mean of means and the grad
 # The same Trainer in two CPU processes started by `torchrun` (PyTorch's launcher, one process per device)
 # that talk through *gloo* (PyTorch's communication backend for CPUs): one document per process, one step with
 # learning rate 0, with `average_tokens_across_devices` True and False. Exactness is the point, so the model is
-# page 01's tiny random Llama (two copies of SmolLM2 would double memory and loading time for the same check).
+# page 01a's tiny random Llama (two copies of SmolLM2 would double memory and loading time for the same check).
 
 # %%
 ddp, ddp_prov = dg.records.recorded("01b_torchrun", {"ddp_lengths": ddp_lengths, "seed": seed},

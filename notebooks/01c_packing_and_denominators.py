@@ -16,24 +16,23 @@
 # %% [markdown]
 # # Packed rows and what cross-entropy's mean divides by
 #
-# The second class after page 01: what packing several documents into one row does to the weights, the targets
-# and the context, how the installed collators of transformers and TRL prepare a packed batch, and what
-# `cross_entropy`'s mean divides by, on SmolLM2-135M with real text. The normalisation of reinforcement-learning
-# losses (per sequence, per token, per batch) is page 01d_rl_normalisation.
+# The fourth of five classes (01, 01a, 01b, 01c, 01d): what packing several documents into one row does to the
+# weights, the targets and the context, how the installed collators of transformers and TRL prepare a packed
+# batch, and what `cross_entropy`'s mean divides by, on SmolLM2-135M with real text. The normalisation of
+# reinforcement-learning losses (per sequence, per token, per batch) is page 01d_rl_normalisation, the fifth.
 #
 # *What the libraries do changed over releases: the box "What changed when" at the end says when, and every
 # statement about them below is read from the installed source when the page runs.*
 #
 # > **What to take away.**
 # > - Packing changes the weights (documents by length) and adds cross-document targets and context: drop each
-# >   document's first label, restart the positions and keep attention inside each document, then choose the
-# >   weighting.
-# > - Which attention stays inside a document depends on the implementation: eager and SDPA build a per-document
-# >   mask from restarting position ids (with no attention mask and no cache); FlashAttention needs the boundaries
-# >   as `cu_seq_lens`, or reads them from the position ids only when the batch is one row. TRL's padding-free
-# >   collator and `DataCollatorWithFlattening` flatten the batch into one row and mask each document's first label.
-# > - With class weights, PyTorch's mean divides by the sum of the targets' weights (class-index targets; the
-# >   plain mean when all weights are equal); probability targets divide by the number of rows.
+# >   document's first label, restart the positions, keep attention inside each document, then choose the weighting.
+# > - Keeping attention inside a document depends on the implementation: eager and SDPA build a per-document
+# >   mask from restarting position ids (with no attention mask and no cache); FlashAttention needs `cu_seq_lens`,
+# >   or reads the boundaries from position ids only in a one-row batch. TRL's padding-free collator and
+# >   `DataCollatorWithFlattening` flatten the batch into one row and mask each document's first label.
+# > - With class weights, PyTorch's mean divides by the sum of the targets' weights (class-index targets);
+# >   probability targets divide by the number of rows.
 #
 # Every number is computed by `docgrad.teaching` (tested), shown to three significant figures and saved to
 # `figures/01c_packing_and_denominators.json`. Other settings: `docgrad run 01c -p pack_lengths "[30, 10, 60]"`.

@@ -205,7 +205,8 @@ def test_no_teaching_page_carries_more_than_a_class_of_markdown():
             if n > TEACHING_MARKDOWN_WORDS and s not in TEACHING_PAGES_OVER_THE_LIMIT} == {}
 
 
-@pytest.mark.parametrize("stem", ["01_loss_reduction", "01a_gradient_accumulation"])
+@pytest.mark.parametrize("stem", ["01_loss_reduction", "01a_gradient_accumulation", "01b_real_trainers",
+                                  "01c_packing_and_denominators"])
 def test_a_teaching_page_opens_with_its_answer_in_a_short_box(stem):
     """The first cell holds the take-away box (a block quote) within a result box's word limit."""
     import jupytext

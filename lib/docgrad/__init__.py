@@ -12,7 +12,7 @@ Definitions: docs/methods.md. Packages, arrows pointing down only (a package imp
                  correlation, batch_reading, sketching (page 02, bf16 too), causal (each page's sentences and
                  result box), tables (frames, headline table), comparison (orderings in words), explorer (the
                  in-browser chart), charts
-  teaching/      the teaching pages: reduction, effective_size (page 01), trainers, optimisers (01b), packing,
+  teaching/      the teaching pages: reduction (page 01), effective_size (01a), trainers, optimisers (01b), packing,
                  cross_entropy (01c), rl_losses (01d), installed (the installed libraries' source, read when a page
                  runs), worked (worked solutions, tables), records (committed records of the expensive runs),
                  history (what changed when, with links and release ranges)

@@ -15,7 +15,7 @@ docgrad, and that everything gathered here is used by some page.
                      model_regime, spikes
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
                      explorer, regime, measurement (page 04e: your own documents)
-  teaching pages     reduction, effective_size (page 01), trainers, optimisers (01b), packing, cross_entropy (01c),
+  teaching pages     reduction (01), effective_size (01a), trainers, optimisers (01b), packing, cross_entropy (01c),
                      rl_losses (01d; imported on first use, it needs torch); installed (the installed libraries'
                      source), history, records, worked (and its sig, sig_table)
 """

@@ -2,7 +2,7 @@
 installed transformers.Trainer.
 
 W ranks each reduce their own batch; DDP then *averages* the W gradients. A per-rank mean followed by that average
-is a mean of means (rank r weighs 1/W instead of n_r / N), page 01's microbatch pitfall again. The fix is the
+is a mean of means (rank r weighs 1/W instead of n_r / N), page 01a's microbatch pitfall again. The fix is the
 global target count N = sum_r n_r: rank r's loss is S_r / N, multiplied by W to undo DDP's 1/W (what the Trainer
 does with `average_tokens_across_devices`; the installed lines: docgrad.teaching.installed.TRAINER_CLAIMS).
 

@@ -647,3 +647,42 @@ def test_a_cell_over_more_documents_gives_its_rows_and_is_never_probed_again(tin
     capsys.readouterr()
     main([*again, "--out", str(tmp_path / "mid"), "--reuse-from", str(tiny.results)])
     assert [c[c.index("--corpus") + 1] for c in calls] == ["CTRL"]
+
+
+def test_a_control_that_must_be_probed_is_probed_at_the_corpus_span_not_its_own(tmp_path, capsys):
+    """issue 50: with a local model, the WEB control at its 16K span was 80% of a run for a 2K-span corpus, though
+    R_rel reads it at 2K. A control that is not reused is probed over its first <span> tokens (a derived corpus
+    recorded in the manifest); --full-control probes all of it; a name taken by something else is refused."""
+    from docgrad.corpora import build
+    from docgrad.corpora.derived import prefix_corpus
+    from docgrad.corpora.build import CorpusError
+    from test_local_model import save_checkpoint
+
+    ckpt = save_checkpoint(tmp_path / "ckpt", seed=1)
+    manifest, cache = tmp_path / "manifest.json", tmp_path / "cache"
+    where = ["--manifest", str(manifest), "--cache", str(cache)]
+    for name, tokens, seed in (("MINE", "32", 1), ("CTRL", "64", 2)):
+        folder = text_folder(tmp_path / name.lower(), 4, seed)
+        assert main(["corpora", "add", name, "--from", str(folder), "--model", str(ckpt), "--span-start", "8",
+                     "--span-tokens", tokens, "--chunk", "16", "--docs", "4", *where]) == 0
+    measure = ["measure", "--model", str(ckpt), "--corpus", "MINE", "--control", "CTRL", "--docs", "0:4",
+               "--resamples", "100", "--no-page", *where]
+    capsys.readouterr()
+    assert main([*measure, "--out", str(tmp_path / "m")]) == 0
+    out, err = capsys.readouterr()
+    assert "measure: the control CTRL is probed at MINE's span, its first 32 of 64 tokens, as the corpus CTRLS32" in err
+    assert "plan: CTRLS32 documents 0-3 (2 chunks of 16 tokens each): probed" in err
+    assert [ln for ln in out.splitlines() if ln.startswith("R_rel")][0].startswith("R_rel(MINE / CTRLS32) at 32 = ")
+    man = build.read_manifest(manifest, complete=True)["corpora"]
+    full = build.load_spans("CTRL", manifest, cache)
+    prefix = build.load_spans("CTRLS32", manifest, cache)
+    assert man["CTRLS32"]["derived_from"] == {"corpus": "CTRL", "span_tokens": 32}
+    assert all(np.array_equal(p.tokens, f.tokens[:32]) for p, f in zip(prefix, full))     # the same documents
+    assert prefix_corpus("CTRL", 32, 16, manifest, cache) == "CTRLS32"                     # found, not rewritten
+    assert main([*measure, "--out", str(tmp_path / "full"), "--full-control", "--plan"]) == 0
+    assert "plan: CTRL documents 0-3 (4 chunks of 16 tokens each): probed" in capsys.readouterr().out
+    man_json = json.loads(manifest.read_text())
+    man_json["corpora"]["CTRLS16"] = man_json["corpora"]["MINE"]                       # a name taken by another
+    manifest.write_text(json.dumps(man_json))
+    with pytest.raises(CorpusError, match="holds a corpus CTRLS16 that is not the first 16 tokens of CTRL"):
+        prefix_corpus("CTRL", 16, 16, manifest, cache)

@@ -233,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "effect page), 03 (correlation by lag), comma-separated")
     p.add_argument("--plan", action="store_true", help="print what would be reused and what probed (chunks, "
                    "minutes, disk, memory) and stop")
+    p.add_argument("--full-control", action="store_true", help="probe the control at its own span even when the "
+                   "corpus's is shorter (default: a control that must be probed is probed at the corpus's span, its "
+                   "first tokens as the corpus <CONTROL>S<span>, since R_rel is read there)")
     p.add_argument("--reuse-from", default=None, metavar="DIR", help="results folder whose cells identical to a "
                    "planned probe (same model pin, corpus, span sha256s, chunk and every recorded probe setting) are "
                    "copied into --out instead of probed again (default <root>/data/results: the study's committed "

@@ -25,6 +25,7 @@ from pathlib import Path
 from docgrad import models
 from docgrad.core.constants import CORPORA, DOCS_PER_CORPUS
 from docgrad.corpora import build as corpora
+from docgrad.corpora.derived import prefix_corpus
 from docgrad.errors import DocgradError
 from docgrad.fileio import shown_path
 from docgrad.presentation.measurement import measured_analysis, measurement_lines
@@ -150,6 +151,28 @@ def check_plan(docs: tuple[int, int], chunk: int, corpus: str, control: str, rec
 MAX_CHUNKS_PER_DOCUMENT = 256
 
 
+def control_at_span(args, root: Path, results: Path, reuse_from: Path, corpus: str, control: str,
+                    recorded: dict) -> str:
+    """The control measure probes: the control itself when its cell is reused (a committed one, or rows of one)
+    or already measured, or when the corpus's span is as long as the control's, or with --full-control; else the
+    first <span> tokens of the control's spans (corpora.derived, `<CONTROL>S<span>`), since R_rel is read at the
+    corpus's span and the rest of the control's would cost chunks for nothing. One line says which."""
+    if args.full_control or corpus not in recorded or control not in recorded:    # one not built: its probe refuses
+        return control
+    tokens, full = corpora.span_rule(recorded[corpus]).tokens, corpora.span_rule(recorded[control]).tokens
+    if tokens >= full:
+        return control
+    own = plan_cell(probe_argv(args, root, results, control, exact_ref=True), results, reuse_from, args.no_reuse)
+    if own.action != PROBED:
+        return control
+    name = prefix_corpus(control, tokens, args.chunk, args.manifest, args.cache,
+                         command=f"docgrad measure --corpus {corpus} --control {control} (derived)")
+    print(f"measure: the control {control} is probed at {corpus}'s span, its first {tokens} of {full} tokens, as "
+          f"the corpus {name} of {shown_path(Path(args.manifest))} ({full // tokens}x fewer chunks; R_rel is read at "
+          f"{tokens} tokens either way; --full-control probes all of {control})", file=sys.stderr)
+    return name
+
+
 def cli_measure(args) -> int:
     root = nb.command_root(args)
     corpus, control = args.corpus.upper(), args.control.upper()
@@ -194,6 +217,7 @@ def cli_measure(args) -> int:
     reuse_from = Path(args.reuse_from).resolve() if args.reuse_from else root / DEFAULT_PATHS["results"]
     if args.reuse_from and not reuse_from.is_dir():
         raise DocgradError(f"--reuse-from {args.reuse_from}: no such folder (a results folder, e.g. data/results)")
+    control = control_at_span(args, root, results, reuse_from, corpus, control, recorded)
     plans = [plan_cell(probe_argv(args, root, results, name, exact_ref=name == control), results, reuse_from,
                        args.no_reuse) for name in (corpus, control)]     # 2. the plan, printed before any probe
     for p in plans:

@@ -467,7 +467,7 @@ def test_a_bad_input_is_one_line_with_exit_status_2_and_nothing_written(tmp_path
         third = sorted(lengths, reverse=True)[2]
         assert (f"MYDOCS: only 0 of 4 documents qualify and --docs 3 are needed: a document needs at least 72 tokens "
                 f"under the smollm2-135m tokenizer (span [8, 72)); the longest has {max(lengths)} tokens; "
-                f"--span-tokens {(third - 8) // 16 * 16} would keep 3") in line
+                f"--span-tokens {16 * 2 ** (((third - 8) // 16).bit_length() - 1)} would keep 3") in line
 
 
 def test_the_suggested_span_makes_the_corpus(tmp_path, capsys):
@@ -641,3 +641,10 @@ def test_copies_never_count_towards_the_span_that_would_keep_enough_documents(tm
     line = capsys.readouterr().err
     assert "only 3 of 5 documents qualify" in line and "only 3 documents are distinct texts" in line
     assert "pass --docs 3 or fewer" in line and "would keep 4" not in line
+
+
+@pytest.mark.parametrize("chunks,window", [(1, 1), (3, 2), (4, 4), (31, 16), (32, 32)])
+def test_the_suggested_span_is_a_power_of_two_chunks_a_window_the_study_controls_have(chunks, window):
+    from docgrad.corpora.user import whole_window
+
+    assert whole_window(chunks) == window

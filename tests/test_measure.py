@@ -66,7 +66,10 @@ def test_a_span_shorter_than_16k_is_read_at_the_span_and_r_rel_compares_both_cel
 
 
 def test_r_rel_is_not_computed_when_the_two_cells_have_no_window_in_common(short_and_web):
-    line = measurement_lines(short_and_web, "m", "ODD", "WEB")[2]     # a 12K span: WEB has R(8K), R(16K), no R(12K)
+    lines = measurement_lines(short_and_web, "m", "ODD", "WEB")         # a 12K span: WEB has R(8K), R(16K), no R(12K)
+    line = lines[2]
+    assert lines[3].startswith("Verdict: INCOMPLETE (no R_rel: the two cells have no R at one window")
+    assert "no R(16K)" not in lines[3]                                   # the corpus is read at its own span
     assert line == ("R_rel(ODD / WEB): not computed (the two cells have no R at one window: the shorter span is "
                     "12288 tokens; R_rel divides R at one window)")
 
@@ -468,7 +471,7 @@ def test_the_plan_says_which_cells_are_reused_and_what_a_probe_costs_before_anyt
     from docgrad import models
     from docgrad.runtime.cli import build_parser, resolve_default_paths
     from docgrad.runtime.measure_command import probe_argv
-    from docgrad.runtime.measure_plan import PROBED, SUBSET, plan_cell, plan_line, seconds_per_chunk
+    from docgrad.runtime.measure_plan import PROBED, SUBSET, busy_note, plan_cell, plan_line, seconds_per_chunk
     from docgrad.runtime.probe_command import resource_needs
 
     if not models.installed(models.SMOLLM2):
@@ -495,6 +498,7 @@ def test_the_plan_says_which_cells_are_reused_and_what_a_probe_costs_before_anyt
     assert s == pytest.approx((t["forward_backward_per_chunk_s"] + t["sketch_per_chunk_s"]) / 2)
     line = plan_line(p, (s, where))
     assert f"probed, 512 forward and backward passes on cpu, about {512 * s / 60:.0f} min at {s:.1f} s a chunk" in line
+    assert busy_note() in line                                    # said when the cores are busy now
     need = resource_needs(p.config)                               # 512 chunks x 4 groups x 2^17 float32 sketches
     assert line.endswith(f"{need['disk'] / 2**30:.1f} GiB of disk, {need['memory'] / 2**30:.1f} GiB of memory")
     assert need["disk"] == 512 * 4 * 2**17 * 4
@@ -681,8 +685,28 @@ def test_a_control_that_must_be_probed_is_probed_at_the_corpus_span_not_its_own(
     assert prefix_corpus("CTRL", 32, 16, manifest, cache) == "CTRLS32"                     # found, not rewritten
     assert main([*measure, "--out", str(tmp_path / "full"), "--full-control", "--plan"]) == 0
     assert "plan: CTRL documents 0-3 (4 chunks of 16 tokens each): probed" in capsys.readouterr().out
+    assert main([*measure, "--out", str(tmp_path / "full"), "--full-control"]) == 0
+    capsys.readouterr()
+    reuse = ["--reuse-from", str(tmp_path / "full" / "results"), "--plan"]
+    assert main([*measure, "--out", str(tmp_path / "r"), *reuse]) == 0        # CTRL measured whole: reused
+    out, err = capsys.readouterr()
+    assert "plan: CTRL documents 0-3 (4 chunks of 16 tokens each): reused" in out and "CTRLS" not in err
+    folder = text_folder(tmp_path / "three", 4, 3)                                # a span of 3 chunks: no block
+    assert main(["corpora", "add", "THREE", "--from", str(folder), "--model", str(ckpt), "--span-start", "8",
+                 "--span-tokens", "48", "--chunk", "16", "--docs", "4", *where]) == 0     # of 1, 2, 4 chunks has it
+    capsys.readouterr()
+    three = [a if a != "MINE" else "THREE" for a in measure]
+    assert main([*three, "--out", str(tmp_path / "t"), *reuse]) == 0
+    assert "its first 48 of 64 tokens, as the corpus CTRLS48" in capsys.readouterr().err
     man_json = json.loads(manifest.read_text())
     man_json["corpora"]["CTRLS16"] = man_json["corpora"]["MINE"]                       # a name taken by another
     manifest.write_text(json.dumps(man_json))
     with pytest.raises(CorpusError, match="holds a corpus CTRLS16 that is not the first 16 tokens of CTRL"):
         prefix_corpus("CTRL", 16, 16, manifest, cache)
+
+
+def test_the_plan_warns_that_busy_cores_make_a_probe_slower_than_its_measured_seconds():
+    from docgrad.runtime.measure_plan import busy_note
+
+    assert busy_note(5.24, 2) == ", on cores busy now (load 5.2 on 2): expect longer"
+    assert busy_note(1.5, 2) == ""

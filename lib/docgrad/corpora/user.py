@@ -388,15 +388,21 @@ def select(cands: list[Candidate], tok, name: str, n: int, rule: SpanRule) -> Se
     return sel
 
 
+def whole_window(chunks: int) -> int:
+    """The largest power of two at most `chunks`: a span of that many chunks is a window the study's 16K controls
+    are read at (blocks of 1, 2, 4, ... chunks), so a committed control cell can be reused for R_rel."""
+    return 1 << (int(chunks).bit_length() - 1)
+
+
 def _fits(lengths: list[int], k: int, rule: SpanRule) -> str:
     """What would let k of these documents qualify (the k-th longest decides): span options, or why none do."""
     kth = sorted(lengths, reverse=True)[k - 1]
     c = rule.chunk
-    if kth - rule.start >= c:
-        return f"--span-tokens {(kth - rule.start) // c * c} would keep {k}"
-    if kth >= c:
-        return f"--span-start 0 --span-tokens {kth // c * c} would keep {k}"
-    return f"the {k} longest are not all one chunk long ({c} tokens); a smaller --chunk is needed"
+    if kth - rule.start >= 2 * c:
+        return f"--span-tokens {whole_window((kth - rule.start) // c) * c} would keep {k}"
+    if kth >= 2 * c:
+        return f"--span-start 0 --span-tokens {whole_window(kth // c) * c} would keep {k}"
+    return f"the {k} longest are not all two chunks long ({2 * c} tokens); a smaller --chunk is needed"
 
 
 def too_few(name: str, given: str, sel: Selection, n: int, rule: SpanRule, tok_name: str) -> CorpusError:

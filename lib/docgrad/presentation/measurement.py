@@ -102,10 +102,13 @@ def read_measurement(a: Analysis, label: str, corpus: str, control: str) -> Meas
         why = ("" if val is not None else
                f"the two cells have no R at one window: the shorter span is {short} tokens" if W is None
                else f"the {control} cell's R({window_name(W)}) is 0 or undefined")
-    g = {"G1": gates.gate_g1([c, k]), "G2": gates.gate_g2([k], control, W or HEADLINE_WINDOW),
+    at = W or headline_window(c.all)          # without a common window, each gate at the corpus's own
+    g = {"G1": gates.gate_g1([c, k]), "G2": gates.gate_g2([k], control, W or headline_window(k.all)),
          "G3": gates.gate_g3([c, k])}
     rows = [RRel(c.model, c.revision, corpus, c.chunk, val, tuple(ci), c.n_docs, k.n_docs)] if val is not None else []
-    verdict, detail = gates.verdict(g, rows, [c, k], W or HEADLINE_WINDOW)
+    verdict, detail = gates.verdict(g, rows, [c] if W is None else [c, k], at)
+    if W is None:                              # nothing to compare the corpus with: not a measured R_rel
+        verdict = f"INCOMPLETE (no R_rel: {why}){'; ' + verdict if not verdict.startswith('MEASURED') else ''}"
     return Measurement(label, corpus, control, c, k, W, val, tuple(ci), why, g, verdict, tuple(detail))
 
 

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from docgrad import models
+from docgrad.core.bootstrap import block_sizes
 from docgrad.core.constants import CORPORA, DOCS_PER_CORPUS
 from docgrad.corpora import build as corpora
 from docgrad.corpora.derived import prefix_corpus
@@ -154,16 +155,19 @@ MAX_CHUNKS_PER_DOCUMENT = 256
 def control_at_span(args, root: Path, results: Path, reuse_from: Path, corpus: str, control: str,
                     recorded: dict) -> str:
     """The control measure probes: the control itself when its cell is reused (a committed one, or rows of one)
-    or already measured, or when the corpus's span is as long as the control's, or with --full-control; else the
-    first <span> tokens of the control's spans (corpora.derived, `<CONTROL>S<span>`), since R_rel is read at the
-    corpus's span and the rest of the control's would cost chunks for nothing. One line says which."""
+    or already measured and has R at the corpus's span, or when the corpus's span is as long as the control's, or
+    with --full-control; else the first <span> tokens of the control's spans (corpora.derived,
+    `<CONTROL>S<span>`), since R_rel is read at the corpus's span: the rest of the control's would cost chunks for
+    nothing, and a span of 3 chunks is no window of a 32-chunk control (R is read in blocks of 1, 2, 4, ... 32).
+    One line says which."""
     if args.full_control or corpus not in recorded or control not in recorded:    # one not built: its probe refuses
         return control
     tokens, full = corpora.span_rule(recorded[corpus]).tokens, corpora.span_rule(recorded[control]).tokens
     if tokens >= full:
         return control
+    has_window = tokens // args.chunk in block_sizes(full // args.chunk)     # R is read in blocks of 1, 2, 4, ... m
     own = plan_cell(probe_argv(args, root, results, control, exact_ref=True), results, reuse_from, args.no_reuse)
-    if own.action != PROBED:
+    if own.action != PROBED and has_window:
         return control
     name = prefix_corpus(control, tokens, args.chunk, args.manifest, args.cache,
                          command=f"docgrad measure --corpus {corpus} --control {control} (derived)")

@@ -10,6 +10,7 @@ chunks, the minutes they should take at the seconds per chunk measured for this 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,14 @@ def seconds_per_chunk(config: ProbeConfig, folders) -> tuple[float, Path] | None
     return None if best is None else best[:2]
 
 
+def busy_note(load: float | None = None, cores: int | None = None) -> str:
+    """', on cores busy now (load 5.2 on 2): expect longer' when the 1-minute load average exceeds the cores; the
+    seconds a chunk were measured on cores as free as they were then."""
+    load = os.getloadavg()[0] if load is None else load
+    cores = os.cpu_count() or 1 if cores is None else cores
+    return f", on cores busy now (load {load:.1f} on {cores}): expect longer" if load > cores else ""
+
+
 def plan_line(p: CellPlan, timing: tuple[float, Path] | None) -> str:
     """One line of the plan: the cell and what is done with it, why, and for a probe its size, time and needs."""
     c = p.config
@@ -101,7 +110,7 @@ def plan_line(p: CellPlan, timing: tuple[float, Path] | None) -> str:
     need = resource_needs(c)
     gib = lambda x: f"{x / 2**30:.1f} GiB"
     when = (f"about {need['chunks'] * timing[0] / 60:.0f} min at {timing[0]:.1f} s a chunk (measured in "
-            f"{shown_path(timing[1])})" if timing else
+            f"{shown_path(timing[1])}){busy_note()}" if timing else
             f"no timing of {c.model} on {c.device_type} yet: the progress bar gives one after the first chunks")
     return (f"plan: {cell}: probed, {need['chunks']} forward and backward passes on {c.device_type}, {when}; "
             f"{gib(need['disk'])} of disk, {gib(need['memory'])} of memory"

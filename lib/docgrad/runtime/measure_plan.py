@@ -4,7 +4,8 @@ A cell is, in this order: already measured (the very cell is in the measurement'
 same cell, every recorded setting equal, is under --reuse-from: the study's committed cells by default); a subset
 (a committed cell of the same settings over more documents: its rows, never probed again); or probed, with its
 chunks, the minutes they should take at the seconds per chunk measured for this model on this device type (the
-`timings` of earlier result files of the model, scaled by chunk length), and the disk and memory it needs.
+`timings` of the fastest earlier result file of the model, scaled by chunk length), and the disk and memory it
+needs.
 """
 
 from __future__ import annotations
@@ -66,9 +67,9 @@ def plan_cell(probe: list[str], results: Path, source: Path, no_reuse: bool = Fa
 
 
 def seconds_per_chunk(config: ProbeConfig, folders) -> tuple[float, Path] | None:
-    """(seconds of forward, backward and sketch per chunk, the file they were measured in) from the newest result
-    file of the same model, revision, context and dtype on the same device type under `folders`, scaled to this
-    chunk length
+    """(seconds of forward, backward and sketch per chunk, the file they were measured in) from the fastest result
+    file of the same model, revision, context and dtype on the same device type under `folders` (the speed of
+    free cores; busy_note says when they are not), scaled to this chunk length
     (the time of a chunk grows about linearly with its tokens); None when none records it."""
     best = None
     for folder in folders:
@@ -83,9 +84,9 @@ def seconds_per_chunk(config: ProbeConfig, folders) -> tuple[float, Path] | None
                 s = (t["forward_backward_per_chunk_s"] + t["sketch_per_chunk_s"]) * config.chunk / int(a["chunk"])
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if best is None or meta.get("created_utc", "") > best[2]:
-                best = (float(s), npz, meta.get("created_utc", ""))
-    return None if best is None else best[:2]
+            if best is None or s < best[0]:
+                best = (float(s), npz)
+    return best
 
 
 def busy_note(load: float | None = None, cores: int | None = None) -> str:

@@ -50,8 +50,9 @@ def test_the_kernel_package_imports_nothing_else_of_docgrad():
 
 
 def test_no_module_imports_docgrad_inside_a_function():
-    """One exception: the page namespace's PEP 562 __getattr__ gathers rl_losses on first use (it needs torch, a
-    second of import in every page kernel that does not use it); page is the top layer, nothing imports it."""
+    """One exception: the page namespace's PEP 562 __getattr__ gathers page 01d's modules (rl_losses, rl_trl,
+    rl_worked) on first use (they need torch and TRL, seconds of import in every page kernel that does not use
+    them); page is the top layer, nothing imports it."""
     lazy = {("docgrad.page", "docgrad.teaching")}
     bad = []
     for mod, tree in _modules():

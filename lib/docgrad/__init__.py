@@ -13,9 +13,10 @@ Definitions: docs/methods.md. Packages, arrows pointing down only (a package imp
                  result box), tables (frames, headline table), comparison (orderings in words), explorer (the
                  in-browser chart), charts
   teaching/      the teaching pages: reduction (page 01), effective_size (01a), trainers, optimisers (01b), packing,
-                 cross_entropy (01c), rl_losses (01d), installed (the installed libraries' source, read when a page
-                 runs), worked (worked solutions, tables), records (committed records of the expensive runs),
-                 history (what changed when, with links and release ranges)
+                 cross_entropy (01c), rl_losses, rl_trl, rl_worked (01d: the maths, the installed TRL run, the worked
+                 batch and exercises), installed (the installed libraries' source, read when a page runs), worked
+                 (worked solutions, tables), records (committed records of the expensive runs), history (what
+                 changed when, with links and release ranges)
   results/       result files: format (read, validate, write), cells (read once, pooled into block sums), stats (the
                  analysis as typed results, cached), study (Study: a results directory read once, answered to pages),
                  cell_decomposition (one cell's decomposition and bootstraps), paired (model vs model on shared

@@ -16,8 +16,8 @@ docgrad, and that everything gathered here is used by some page.
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
                      explorer, regime, measurement (page 04e: your own documents)
   teaching pages     reduction (01), effective_size (01a), trainers, optimisers (01b), packing, cross_entropy (01c),
-                     rl_losses (01d; imported on first use, it needs torch); installed (the installed libraries'
-                     source), history, records, worked (and its sig, sig_table)
+                     rl_losses, rl_trl, rl_worked (01d; imported on first use: they need torch and TRL);
+                     installed (the installed libraries' source), history, records, worked (and its sig, sig_table)
 """
 
 from docgrad import models
@@ -53,14 +53,20 @@ __all__ = [
     "explorer", "regime", "measurement",
     "reduction", "effective_size", "trainers", "optimisers", "packing", "cross_entropy", "installed", "worked", "sig",
     "sig_table", "records", "history",
-    "rl_losses",
+    "rl_losses", "rl_trl", "rl_worked",
 ]
 
 
 def __getattr__(name):
-    """rl_losses is imported on first use (PEP 562): it needs torch, a second of import in every page's kernel
-    that does not use it."""
+    """Page 01d's modules are imported on first use (PEP 562): they need torch and TRL, seconds of import in every
+    page's kernel that does not use them."""
     if name == "rl_losses":
         from docgrad.teaching import rl_losses
         return rl_losses
+    if name == "rl_trl":
+        from docgrad.teaching import rl_trl
+        return rl_trl
+    if name == "rl_worked":
+        from docgrad.teaching import rl_worked
+        return rl_worked
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

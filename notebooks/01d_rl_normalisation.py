@@ -23,7 +23,7 @@
 # GRPO samples a *group* of G completions per prompt and scores each with a reward; completion i's *advantage* A_i
 # is its reward minus its group's mean (`scale_rewards` chooses what divides it). Training pushes up the
 # log-probability of each token t of completion i in proportion to A_i · w_it; `loss_type` chooses the *weight*
-# w_it. Completion i has |o_i| active (unmasked) tokens; an optimiser step holds R completions; N counts the
+# w_it. Completion i has |o_i| active (unmasked) tokens; an optimiser step holds H completions; N counts the
 # active tokens of the *generation batch* (all processes); L is `max_completion_length`.
 #
 # Every number is computed by `docgrad.teaching` (tested against TRL's own code) and saved to
@@ -85,7 +85,7 @@ display(Markdown(RLT.answer_box(trl_table)))
 # (`beta` > 0) is added to l_it.
 #
 # How TRL cuts a step: each of P processes runs K = `gradient_accumulation_steps` micro-batches of
-# B = `per_device_train_batch_size` rows, R = P·K·B (DDP averages the processes' gradients); a generation batch is
+# B = `per_device_train_batch_size` rows, H = P·K·B (DDP averages the processes' gradients); a generation batch is
 # sampled once, shuffled and split into S = `steps_per_generation` micro-batches per process (S = K unless set).
 # The installed source, found by its text:
 
@@ -107,11 +107,11 @@ display(Markdown("\n\n".join(f"**{title}**, " + RLT.excerpt_markdown(src[key]) f
 #
 # | `loss_type` | a micro-batch's weights | a token's weight in the step (× c) | length bias |
 # |---|---|---|---|
-# | `grpo`, `sapo` | m_it / (\|o_i\|·B·K) | 1 / (R·\|o_i\|) | a short completion's tokens weigh more |
+# | `grpo`, `sapo` | m_it / (\|o_i\|·B·K) | 1 / (H·\|o_i\|) | a short completion's tokens weigh more |
 # | `bnpo` | m_it / (N_mb·K) | 1 / (P·K·N_mb) | none inside a micro-batch; between them, yes |
-# | `dr_grpo` | m_it / (B·L·K) | 1 / (R·L) | none; the gradient shrinks as L grows |
+# | `dr_grpo` | m_it / (B·L·K) | 1 / (H·L) | none; the gradient shrinks as L grows |
 # | `dapo`, `cispo`, `vespo` | m_it / ((N/P)·(K/S)) | S / (N·K): 1/N when S = K | none per token |
-# | `luspo` | m_it / (B·K) | 1 / R | none per token; grows with the lengths |
+# | `luspo` | m_it / (B·K) | 1 / H | none per token; grows with the lengths |
 #
 # A row whose every token is masked (a truncated completion under `mask_truncated_completions`) still counts in B.
 
@@ -125,28 +125,28 @@ display(Markdown("\n\n".join(f"**{title}**, " + RLT.excerpt_markdown(src[key]) f
 mask = RL.completion_mask(flat_lengths, max_completion_length)
 masks = RL.split_step(mask, rows_per_microbatch, num_processes)
 K = len(masks[0])
-R, N = len(flat_lengths), int(mask.sum())
+H, N = len(flat_lengths), int(mask.sum())
 completions = [{"completion": f"{i + 1}", "prompt": i // n_gen + 1, "process": i // (K * rows_per_microbatch) + 1,
                 "micro-batch": (i // rows_per_microbatch) % K + 1, "length": n, "reward": r,
                 **{f"A ({s})": adv[s][i] for s in RL.SCALE_REWARDS}}
                for i, (n, r) in enumerate(zip(flat_lengths, flat_rewards))]
-NUMBERS["step"] = {"R": R, "N": N, "K": K, "P": num_processes, "B": rows_per_microbatch, "advantages": adv}
-display(Markdown(f"R = {R} completions, N = {N} active tokens, P = {num_processes} process(es) × K = {K} "
+NUMBERS["step"] = {"H": H, "N": N, "K": K, "P": num_processes, "B": rows_per_microbatch, "advantages": adv}
+display(Markdown(f"H = {H} completions, N = {N} active tokens, P = {num_processes} process(es) × K = {K} "
                  f"micro-batch(es) of B = {rows_per_microbatch} rows, L = {max_completion_length}."))
 dg.sig_table(completions, index="completion")
 
 # %% [markdown]
 # The normaliser's weights (c = 1), from `rl_worked.family_table`: a token's weight × N (1 is the step's token
-# mean), then the completion's total Σ_t w_it × R (1 is an equal share per completion):
+# mean), then the completion's total Σ_t w_it × H (1 is an equal share per completion):
 
 # %%
 fam = RLW.family_table(flat_lengths, A, **step)
 NUMBERS["families"] = fam
-for key in ("per_token_x_N", "total_x_R"):
+for key in ("per_token_x_N", "total_x_H"):
     display(dg.sig_table([{"completion": c["completion"], "length": c["length"],
                            **{f["loss_types"]: f[key][i] for f in fam}} for i, c in enumerate(completions)],
                          index="completion").rename_axis(
-        "token weight × N" if key == "per_token_x_N" else "total weight × R", axis=1))
+        "token weight × N" if key == "per_token_x_N" else "total weight × H", axis=1))
 dg.sig_table([{"loss types": f["loss_types"], "short/long": f["short_over_long_per_token"],
                "depends": f["depends_on_other_lengths"]} for f in fam],
              {"loss types": "loss types", "short/long": "token weight, shortest / longest completion",
@@ -159,13 +159,13 @@ tot = pd.DataFrame([{**r, "segment": f"micro-batch {r['micro-batch']}, process {
                       if r["loss_type"] == "bnpo" else "all"} for r in totals])      # bnpo: one line per micro-batch
 x_dom = [min(flat_lengths) / 1.2, max(flat_lengths) * 1.2]
 x_ticks = sorted({min(flat_lengths), max(flat_lengths)} | {2 ** k for k in range(12) if x_dom[0] <= 2 ** k <= x_dom[1]})
-y_dom = [min(tot["total_x_R"].min(), 1) / 1.5, max(tot["total_x_R"].max(), 1) * 1.5]
+y_dom = [min(tot["total_x_H"].min(), 1) / 1.5, max(tot["total_x_H"].max(), 1) * 1.5]
 base = alt.Chart(tot).encode(
     x=alt.X("length:Q", scale=alt.Scale(type="log", domain=x_dom, nice=False), axis=alt.Axis(values=x_ticks),
             title="completion length |o_i| (log)"),
-    y=alt.Y("total_x_R:Q", scale=alt.Scale(type="log", domain=y_dom, nice=False),
-            title="completion's total weight × R (log)"),
-    tooltip=["loss_type", "completion", "length", "micro-batch", alt.Tooltip("total_x_R:Q", format=".3g")])
+    y=alt.Y("total_x_H:Q", scale=alt.Scale(type="log", domain=y_dom, nice=False),
+            title="completion's total weight × H (log)"),
+    tooltip=["loss_type", "completion", "length", "micro-batch", alt.Tooltip("total_x_H:Q", format=".3g")])
 lines = base.mark_line(color="#4c78a8").encode(detail="segment:N", order="length:Q")
 points = base.mark_point(filled=True, size=60).encode(
     color=alt.Color("micro-batch:N", scale=alt.Scale(range=["#4c78a8", "#f58518", "#54a24b", "#e45756"]),
@@ -175,8 +175,8 @@ equal = alt.Chart(tot).mark_rule(color="gray", strokeDash=[4, 3]).encode(y=alt.d
 total_chart = alt.layer(equal, lines, points).properties(width=170, height=150).facet(
     facet=alt.Facet("loss_type:N", sort=list(RL.LOSS_TYPES), title=None), columns=4).properties(title=alt.Title(
         "Each completion's share of a GRPOTrainer step, by its length",
-        subtitle=[f"TRL {RLT.trl_version()} at its defaults; {R} completions, {N} tokens; dashed: an equal share "
-                  f"(1/R each)", "flat: every completion weighs the same (short ones' tokens more); rising: every "
+        subtitle=[f"TRL {RLT.trl_version()} at its defaults; {H} completions, {N} tokens; dashed: an equal share "
+                  f"(1/H each)", "flat: every completion weighs the same (short ones' tokens more); rising: every "
                   "token weighs the same (long completions more)"]))
 dg.save_chart(total_chart, "01d_weight_by_length")
 
@@ -216,13 +216,13 @@ display(Markdown(
 # completions in micro-batches of every size that divides them (one process):
 
 # %%
-sizes = [b for b in range(R, 0, -1) if R % b == 0]
+sizes = [b for b in range(H, 0, -1) if H % b == 0]
 bnpo = RLW.bnpo_by_microbatch_size(flat_lengths, max_completion_length, sizes)
 NUMBERS["bnpo_by_microbatch_size"] = bnpo
 same = torch.allclose(RL.flat_step_weights(RL.split_step(mask, rows_per_microbatch, 1), "bnpo"),
-                      RL.flat_step_weights(RL.split_step(mask, rows_per_microbatch, R // rows_per_microbatch), "bnpo"))
+                      RL.flat_step_weights(RL.split_step(mask, rows_per_microbatch, H // rows_per_microbatch), "bnpo"))
 NUMBERS["processes_equal_accumulation"] = bool(same)
-display(Markdown(f"Cut over {R // rows_per_microbatch} processes instead of accumulation steps, `bnpo` gives "
+display(Markdown(f"Cut over {H // rows_per_microbatch} processes instead of accumulation steps, `bnpo` gives "
                  + ("the same weights: DDP's division by P and accumulation's by K play one role." if same else
                     "other weights.")))
 dg.sig_table([{"B": r["rows_per_microbatch"], "K": r["accumulation_steps"], "w": r["bnpo"],
@@ -237,7 +237,7 @@ dg.sig_table([{"B": r["rows_per_microbatch"], "K": r["accumulation_steps"], "w":
 # (S < K is exercise 3):
 
 # %%
-spans = (RLW.generation_batches(flat_lengths, max_completion_length, R // 2, 2, 1) if R % 2 == 0 else [])
+spans = (RLW.generation_batches(flat_lengths, max_completion_length, H // 2, 2, 1) if H % 2 == 0 else [])
 NUMBERS["generation_batches"] = spans
 if spans:
     display(dg.sig_table(spans, {"step": "optimiser step", "tokens": "its active tokens", "N": "N",

@@ -115,7 +115,7 @@ def test_trls_loss_is_not_minus_sum_a_w_for_sapo_cispo_and_vespo(table):
 
 
 def test_push_size_is_the_learning_rate_factor(table):
-    """dr_grpo's gradient is mean length / L of dapo's, luspo's N / R, cispo's at the defaults 0.2."""
+    """dr_grpo's gradient is mean length / L of dapo's, luspo's N / H, cispo's at the defaults 0.2."""
     mean_length = sum(LENGTHS) / len(LENGTHS)
     assert table["dapo"]["size_defaults"] == 1.0
     assert table["dr_grpo"]["size_defaults"] == pytest.approx(mean_length / 16, rel=1e-6)
@@ -192,16 +192,16 @@ def test_family_table_length_bias_and_scope_of_the_worked_batch():
     assert rows["sequence_mean"]["short_over_long_per_token"] == pytest.approx(16 / 3)
     assert all(rows[f]["short_over_long_per_token"] == pytest.approx(1.0)
                for f in ("constant", "global_token_mean", "sequence_sum"))
-    assert rows["global_token_mean"]["total_x_R"] == pytest.approx([8 * n / 72 for n in LENGTHS])
+    assert rows["global_token_mean"]["total_x_H"] == pytest.approx([8 * n / 72 for n in LENGTHS])
 
 
 def test_the_figures_totals_are_flat_for_grpo_and_proportional_to_length_for_dapo():
     rows = RLW.completion_totals(LENGTHS, **STEP)
-    by = {lt: [r["total_x_R"] for r in rows if r["loss_type"] == lt] for lt in RL.LOSS_TYPES}
+    by = {lt: [r["total_x_H"] for r in rows if r["loss_type"] == lt] for lt in RL.LOSS_TYPES}
     assert by["grpo"] == pytest.approx([1.0] * 8) and by["sapo"] == by["grpo"]
     assert by["dapo"] == pytest.approx([8 * n / 72 for n in LENGTHS])
     assert by["cispo"] == pytest.approx([0.2 * v for v in by["dapo"]])                  # TRL's defaults
-    assert [r["total_x_R"] for r in RLW.completion_totals(LENGTHS, page_settings=True, **STEP)
+    assert [r["total_x_H"] for r in RLW.completion_totals(LENGTHS, page_settings=True, **STEP)
             if r["loss_type"] == "cispo"] == pytest.approx(by["dapo"])
     assert by["luspo"] == pytest.approx([float(n) for n in LENGTHS])
 
@@ -336,6 +336,8 @@ def test_the_page_builds_its_box_from_trl_and_uses_k_for_accumulation():
     assert "RLT.answer_box(trl_table)" in text and "RLT.explained_matches_installed()" in text
     assert "dapo, cispo, vespo = 1/N" not in text and "G accumulation" not in text
     assert "K = `gradient_accumulation_steps`" in text
+    # R is the design effect R(W) on every other page: the step's completion count is H here
+    assert "H = P·K·B" in text and "R = P·K·B" not in text and "total_x_R" not in text and "1/R each" not in text
 
 
 def test_the_executed_page_opens_with_its_computed_box():

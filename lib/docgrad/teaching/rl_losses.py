@@ -14,7 +14,7 @@ so token t of completion i is pushed by c A_i w_it: `loss_type` chooses the weig
     P    processes (data-parallel ranks); DDP averages their gradients
     K    accumulation steps: micro-batches per process per step (TRL's `current_gradient_accumulation_steps`)
     S    `steps_per_generation`: micro-batches per process in one generation batch (TRL's default: S = K)
-    B    rows (completions) per micro-batch (`per_device_train_batch_size`); R = P K B rows in the step
+    B    rows (completions) per micro-batch (`per_device_train_batch_size`); H = P K B rows in the step
     m_it the completion mask (1 on an active token), |o_i| = sum_t m_it, N_mb = the micro-batch's sum of m
     N    `num_items_in_batch`: the active tokens of the generation batch, summed over all processes
     L    `max_completion_length`
@@ -23,15 +23,15 @@ One micro-batch's weights in training mode (TRL 1.16.0, `GRPOTrainer._compute_lo
 the step's gradient once DDP divides by P and accumulation sums the K micro-batches:
 
     family              loss_type             micro-batch w_it            in the step
-    sequence_mean       grpo, sapo            m / (|o_i| B K)             1 / (|o_i| R)
+    sequence_mean       grpo, sapo            m / (|o_i| B K)             1 / (|o_i| H)
     local_token_mean    bnpo                  m / (N_mb K)                1 / (N_mb K P)
-    constant            dr_grpo               m / (B L K)                 1 / (R L)
+    constant            dr_grpo               m / (B L K)                 1 / (H L)
     global_token_mean   dapo, cispo, vespo    m / ((N / P) (K / S))       S / (N K)  (= 1/N when S = K)
-    sequence_sum        luspo                 m / (B K)                   1 / R
+    sequence_sum        luspo                 m / (B K)                   1 / H
 
 `luspo`'s per-token loss is its completion's sequence loss (one ratio per completion, from the mean log-ratio), so
 its gradient reaches each of the |o_i| tokens divided by |o_i|; summed over the row's copies, each token's weight
-is the 1/R above. The installed-TRL comparison is in `rl_trl`; the page's worked-batch tables, worked solutions and
+is the 1/H above. The installed-TRL comparison is in `rl_trl`; the page's worked-batch tables, worked solutions and
 exercise checker in `rl_worked`.
 """
 
@@ -278,7 +278,7 @@ def step_weights(masks, name: str, *, max_completion_length: int | None = None,
 
 
 def completion_mask(lengths, max_completion_length: int) -> torch.Tensor:
-    """Right-padded (R, L) mask: row i has lengths[i] active tokens."""
+    """Right-padded (H, L) mask: row i has lengths[i] active tokens."""
     L = positive_int("max_completion_length", max_completion_length)
     n = [positive_int("lengths", v) for v in lengths]
     if max(n) > L:
@@ -287,7 +287,7 @@ def completion_mask(lengths, max_completion_length: int) -> torch.Tensor:
 
 
 def split_step(mask, rows_per_microbatch: int, num_processes: int = 1) -> list:
-    """masks[p][k] as TRL deals rows: process p takes the p-th contiguous block of R / P rows, split into micro-batches
+    """masks[p][k] as TRL deals rows: process p takes the p-th contiguous block of H / P rows, split into micro-batches
     of B rows in order (TRL shuffles the rows of a generation batch before splitting; here the order is kept)."""
     m = as_mask(mask)
     B, P = positive_int("rows_per_microbatch", rows_per_microbatch), positive_int("num_processes", num_processes)
@@ -299,7 +299,7 @@ def split_step(mask, rows_per_microbatch: int, num_processes: int = 1) -> list:
 
 
 def flat_step_weights(masks, name: str, **kw) -> torch.Tensor:
-    """step_weights stacked back into the (R, L) layout split_step came from."""
+    """step_weights stacked back into the (H, L) layout split_step came from."""
     return torch.cat([w for p in step_weights(masks, name, **kw) for w in p])
 
 

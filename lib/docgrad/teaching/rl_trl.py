@@ -267,7 +267,7 @@ def trl_step(lengths, adv, name: str, *, max_completion_length: int, rows_per_mi
              num_processes: int = 1, log_prob: float = -1.0, settings: dict | None = None) -> dict:
     """TRL's `_compute_loss` on every micro-batch of one step (completions of `lengths` with advantages `adv`, dealt
     as rl_losses.split_step does, S = K): the step's loss (1/P) sum_p sum_k loss_pk, whose gradient is the step's
-    (accumulation sums, DDP averages), and the (R, L) push on every token."""
+    (accumulation sums, DDP averages), and the (H, L) push on every token."""
     L = positive_int("max_completion_length", max_completion_length)
     a = torch.as_tensor(adv, dtype=torch.float64).reshape(-1)
     masks = split_step(completion_mask(lengths, L), rows_per_microbatch, num_processes)

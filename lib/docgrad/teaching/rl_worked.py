@@ -26,8 +26,8 @@ from docgrad.teaching.worked import Worked, sig
 def family_table(lengths, adv, *, max_completion_length: int, rows_per_microbatch: int,
                  num_processes: int = 1) -> list[dict]:
     """Per family, on one step of completions of `lengths` (dealt as split_step does) with advantages `adv`:
-    each completion's per-token weight × N (1 = the step's token mean), its total weight × R (1 = every completion
-    equal), its push A_i × total weight × R, the per-token weight of the shortest over the longest completion, and
+    each completion's per-token weight × N (1 = the step's token mean), its total weight × H (1 = every completion
+    equal), its push A_i × total weight × H, the per-token weight of the shortest over the longest completion, and
     whether a token's weight changes when another completion's length does (the longest one token shorter, or
     longer if it has one token)."""
     n = [positive_int("lengths", v) for v in lengths]
@@ -54,7 +54,7 @@ def family_table(lengths, adv, *, max_completion_length: int, rows_per_microbatc
         others = [i for i in range(R) if i != j]
         rows.append({"family": fam, "loss_types": ", ".join(family_members(fam)), "meaning": FAMILIES[fam],
                      "per_token_x_N": [float(v) * N for v in per_token],
-                     "total_x_R": [float(t) * R for t in total],
+                     "total_x_H": [float(t) * R for t in total],
                      "push": [float(ai * t) * R for ai, t in zip(a, total)],
                      "short_over_long_per_token": float(per_token[short] / per_token[j]),
                      "depends_on_other_lengths": bool((w_varied[others, 0] - per_token[others]).abs().max() > 1e-15)})
@@ -64,7 +64,7 @@ def family_table(lengths, adv, *, max_completion_length: int, rows_per_microbatc
 def completion_totals(lengths, *, max_completion_length: int, rows_per_microbatch: int, num_processes: int = 1,
                       page_settings: bool = False) -> list[dict]:
     """The figure's data: per loss type and completion, the completion's total push per unit advantage
-    c · sum_t w_it, × R (1 = an equal share of the step), at TRL's defaults or the page's settings."""
+    c · sum_t w_it, × H (1 = an equal share of the step), at TRL's defaults or the page's settings."""
     n = [positive_int("lengths", v) for v in lengths]
     L = positive_int("max_completion_length", max_completion_length)
     masks = split_step(completion_mask(n, L), rows_per_microbatch, num_processes)
@@ -74,7 +74,7 @@ def completion_totals(lengths, *, max_completion_length: int, rows_per_microbatc
         c = gradient_factor(name, settings_for(name, page_settings))
         total = flat_step_weights(masks, name, max_completion_length=L).sum(1) * c * len(n)
         out += [{"loss_type": name, "completion": i + 1, "length": v, "micro-batch": (i // B) % K + 1,
-                 "process": i // (B * K) + 1, "total_x_R": float(total[i])} for i, v in enumerate(n)]
+                 "process": i // (B * K) + 1, "total_x_H": float(total[i])} for i, v in enumerate(n)]
     return out
 
 
@@ -266,7 +266,7 @@ def check_dapo_normaliser(dapo_loss) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 def worked_two_completions(lengths, adv, max_completion_length: int) -> Worked:
-    """Two (or more) completions in one micro-batch, one process, one accumulation step (R = B, K = P = 1): the
+    """Two (or more) completions in one micro-batch, one process, one accumulation step (H = B, K = P = 1): the
     per-token weights under grpo, dapo and dr_grpo and which completion's tokens are pushed harder."""
     n = [positive_int("lengths", v) for v in lengths]
     a = [float(v) for v in adv]
@@ -278,16 +278,16 @@ def worked_two_completions(lengths, adv, max_completion_length: int) -> Worked:
     w = {lt: [float(x) for x in microbatch_weights(mask, lt, max_completion_length=L, num_items_in_batch=N)[:, 0]]
          for lt in ("grpo", "dapo", "dr_grpo")}
     push = {lt: [ai * wi for ai, wi in zip(a, w[lt])] for lt in w}
-    md = (rf"One micro-batch holds the whole step ($R = {R}$ rows, $N = {' + '.join(map(str, n))} = {N}$ tokens, "
+    md = (rf"One micro-batch holds the whole step ($H = {R}$ rows, $N = {' + '.join(map(str, n))} = {N}$ tokens, "
           rf"$L = {L}$)."
           "\n\n"
-          rf"- grpo: $w_i = 1/(|o_i|\,R)$ = " + ", ".join(f"$1/({v}\\cdot{R}) = {sig(1 / (v * R))}$" for v in n)
+          rf"- grpo: $w_i = 1/(|o_i|\,H)$ = " + ", ".join(f"$1/({v}\\cdot{R}) = {sig(1 / (v * R))}$" for v in n)
           + rf"; a token of the {min(n)}-token completion weighs {sig(max(n) / min(n))} times one of the "
             rf"{max(n)}-token one."
           "\n"
           rf"- dapo: $w = 1/N = {sig(1 / N)}$ for every token."
           "\n"
-          rf"- dr_grpo: $w = 1/(R\,L) = 1/({R}\cdot{L}) = {sig(1 / (R * L))}$ for every token."
+          rf"- dr_grpo: $w = 1/(H\,L) = 1/({R}\cdot{L}) = {sig(1 / (R * L))}$ for every token."
           "\n\n"
           "The push on a token is $A_i w_i$: under grpo " + ", ".join(
               f"{sig(p)} for the {v}-token completion" for p, v in zip(push["grpo"], n))

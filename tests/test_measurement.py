@@ -87,6 +87,14 @@ def test_the_page_box_carries_the_printed_r_rel_verdict_and_decision_within_its_
     assert "**Caveat:** MINE has 4 documents" in box and "more cautions below" in box
 
 
+def test_a_caveat_too_long_for_the_box_points_below_it_instead(cells):
+    a, _ = cells
+    m = ms.read_measurement(a, "m", "MINE", "CTRL")
+    box = ms.measurement_box(m, "word " * 100)
+    assert box.endswith("**Caveat:** cautions and the model's regime are below the box; read them before acting on "
+                        "the numbers.")
+
+
 def test_another_models_regime_is_said_unknown_and_the_studied_one_quotes_page_04d():
     other = ms.regime_lines("ckpt", "no start token, float32, weights as stored", "", False)
     assert other[0] == "ckpt ran with no start token, float32, weights as stored." and "not known" in other[1]

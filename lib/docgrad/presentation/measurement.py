@@ -177,8 +177,8 @@ def decision_sentence(m: Measurement) -> str:
     if not (np.isfinite(e.B_simple_shuf_tokens) and e.B_simple_shuf_tokens > 0) or (lo is not None and lo <= 0):
         return head + "; where that costs steps is not known here: the mean gradient is not resolved (gate G3)."
     crit = R * e.B_simple_shuf_tokens
-    return (head + f". Below a batch of about {rounded(crit)} tokens (B_simple of such blocks, R x "
-            f"{rounded(e.B_simple_shuf_tokens)}) that noise costs steps: put more documents in each batch.")
+    return (head + f". Below a batch of about {rounded(crit)} tokens (B_simple of such blocks) that noise costs "
+            "steps: put more documents in each batch; well above it, little.")
 
 
 def rounded(x: float, digits: int = 2) -> str:
@@ -210,8 +210,12 @@ def measurement_box(m: Measurement, regime: str) -> str:
     more = f" ({len(cautions) - 1} more cautions below.)" if len(cautions) > 1 else ""
     caveat = (cautions[0].removeprefix("Caution: ") + "." + more if cautions else
               regime or "one model, one chunk length; R is a property of these documents under this model.")
-    return result_box([decision_sentence(m), f"{r_rel_line(m, short=True)}; verdict {m.verdict}."],
-                      measured_line(m), caveat)
+    answer = [decision_sentence(m), f"{r_rel_line(m, short=True)}; verdict {m.verdict}."]
+    try:
+        return result_box(answer, measured_line(m), caveat)
+    except ValueError:                  # past the box's words: the caveat points to where it is said in full
+        return result_box(answer, measured_line(m), "cautions and the model's regime are below the box; read "
+                          "them before acting on the numbers.")
 
 
 def measurement_frame(m: Measurement) -> pd.DataFrame:

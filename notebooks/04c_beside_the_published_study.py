@@ -66,16 +66,16 @@ model_claims = [c for blk in model_cmp["between_models"] for c in dg.comparison.
 rep_page = page.within(replication, replication_models) if replication else None   # the unseen documents alone
 rep_orders = {m.label: rep_page.study.ordering(m, long_corpora, PUBLISHED_ORDER) for m in rep_page.models} \
     if rep_page else {}
-replicated = {lab: dg.design_effect.replication_verdicts(orderings[lab], o) for lab, o in rep_orders.items()
+replicated = {lab: dg.comparison.replication_verdicts(orderings[lab], o) for lab, o in rep_orders.items()
               if o["pairs"] and lab in pairs}
 doc_span = lambda r: "{}-{}".format(*(int(x) - i for i, x in enumerate(r.split(":"))))   # "16:48" -> "16-47"
 rep_docs = doc_span(replication) if replication else ""
 code = reports[label].cell("CODE")
-rho_claim = dg.design_effect.code_rho_claim(code.all.rho_long, code.all.interval("rho_long"), dg.published.cells()) \
+rho_claim = dg.comparison.code_rho_claim(code.all.rho_long, code.all.interval("rho_long"), dg.published.cells()) \
     if code else None
 
 # %% tags=["hide-input"]
-box = dg.design_effect.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs, replicated, rep_docs,
+box = dg.comparison.comparison_box(decisions, model_claims, rho_claim, PUBLISHED_ORDER, n_docs, replicated, rep_docs,
                                      pairs, {lab: o["pairs"] for lab, o in rep_orders.items()})
 display(Markdown(box))
 
@@ -91,8 +91,8 @@ display(Markdown(box))
 # ([docs/methods.md](../docs/methods.md#evidence-rules)).
 
 # %% tags=["hide-input"]
-published_R = dg.design_effect.published_R_claims(R_16K, final)
-display(Markdown(dg.evidence.claims_markdown(dg.design_effect.published_R_lines(published_R))))
+published_R = dg.comparison.published_R_claims(R_16K, final)
+display(Markdown(dg.evidence.claims_markdown(dg.comparison.published_R_lines(published_R))))
 
 # %% [markdown]
 # ## The orderings, pair by pair
@@ -131,7 +131,7 @@ for k, d in d0.items():
                   .get("documents", []) if doc["doc"] == d.doc_ids[i]), f"document {d.doc_ids[i]}")
     R_loo, loo_draws = dg.cell_decomposition.R_draws_without(study.cell(page_models[0], k), i, resamples, seed)
     loo[k] = {"title": title, "R": R_loo, "draws": loo_draws}
-order_claims = {lab: dg.design_effect.ordering_claims(pairs[lab], decomps[lab], loo if lab == label else None,
+order_claims = {lab: dg.comparison.ordering_claims(pairs[lab], decomps[lab], loo if lab == label else None,
                                                   decisions[lab]["incomplete"]) for lab in pairs}
 display(Markdown("\n\n".join(f"**{lab}**\n\n" + "\n".join(f"- {c}" for c in cl) for lab, cl in order_claims.items())))
 dg.tables.pair_order_frame(pairs, decisions)
@@ -146,7 +146,7 @@ dg.tables.pair_order_frame(pairs, decisions)
 # ([docs/methods.md](../docs/methods.md#the-48-document-cells-what-is-read-and-how-it-is-decided)).
 
 # %% tags=["hide-input"]
-rep_lines = {lab: dg.design_effect.replication_lines(orderings[lab], o, doc_span(documents), rep_docs,
+rep_lines = {lab: dg.comparison.replication_lines(orderings[lab], o, doc_span(documents), rep_docs,
                                                      o["n_docs"]) for lab, o in rep_orders.items() if lab in replicated}
 rep_sources = {lab: dg.design_effect.source_lines(rep_page.decomps[lab]) for lab in rep_lines}
 display(Markdown("\n\n".join(f"**{lab}**\n\n" + "\n".join(lines) + "\n\n" + " ".join(rep_sources[lab])
@@ -186,7 +186,7 @@ display(Markdown(f"- {rho_claim}" if rho_claim else "- no CODE cell"))
 lfl = dg.tables.like_for_like_frame(reports[label], dg.published.cells())
 lfl = lfl[lfl["corpus"].isin(order)].reset_index(drop=True)
 ctrl = reports[label].cell(dg.CONTROL)
-like_lines = dg.design_effect.like_for_like_lines(lfl, label, ctrl.all.R_16K, ctrl.all.R_16K_ci) if ctrl else []
+like_lines = dg.comparison.like_for_like_lines(lfl, label, ctrl.all.R_16K, ctrl.all.R_16K_ci) if ctrl else []
 display(Markdown("\n".join(f"- {s}" for s in like_lines)))
 dg.tables.three_significant(lfl.assign(block_noise_ratio=lfl["R_rel"] * lfl["sigma2_ratio"]))
 
@@ -218,7 +218,7 @@ display(dg.save_chart(chart_tt, "04c_published_through_training", figures_dir))
 tt_orders = {f"{g.iloc[0].model_label} {g.iloc[0].frac_training:.1%}":
              dg.tables.ordering(dict(zip(g["corpus"], g["R_16K"])))
              for _, g in tt.groupby(["model", "frac_training"], sort=True)}
-tt_lines = dg.design_effect.through_training_lines(tt_orders)
+tt_lines = dg.comparison.through_training_lines(tt_orders)
 display(Markdown("Ordered by R(16K) at each checkpoint (fraction of training):\n\n"
                  + "\n".join(f"- {s}" for s in tt_lines)))
 
@@ -230,7 +230,7 @@ numbers = {"results_dir": results_dir, "chunk": chunk, "resamples": resamples, "
            "pairs": pairs, "decisions": decisions, "n_docs": n_docs,
            "published_R_claims": {lab: [{"status": c.status, "text": c.text} for c in cs]
                                   for lab, cs in published_R.items()},
-           "published_R_lines": dg.design_effect.published_R_lines(published_R),
+           "published_R_lines": dg.comparison.published_R_lines(published_R),
            "leave_one_out": {k: {"title": v["title"], "R": v["R"]} for k, v in loo.items()},
            "ordering_claims": {lab: [c.text for c in cl] for lab, cl in order_claims.items()},
            "paired": {f"{a} vs {b}": {k: d.to_json() for k, d in v.items()} for (a, b), v in paired.items()},

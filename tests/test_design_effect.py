@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from docgrad.core.orderings import resolve_pairs
+from docgrad.presentation import comparison as cp
 from docgrad.presentation import design_effect as de
 from docgrad.presentation import evidence as ev
 from docgrad.results import stats
@@ -37,7 +38,7 @@ def test_ordering_claims_resolve_only_what_holm_resolves_and_follow_up_without_t
     pairs = resolve_pairs(points, draws, long)
     i = de.most_influential(decomps["BOOKS"])
     R, d = R_draws_without(cells["BOOKS"], i, 400, 0)
-    claims = de.ordering_claims(pairs, decomps, {"BOOKS": {"title": "doc X", "R": R, "draws": d}})
+    claims = cp.ordering_claims(pairs, decomps, {"BOOKS": {"title": "doc X", "R": R, "draws": d}})
     by_pair = {(p["a"], p["b"]): c for p, c in zip(pairs, claims)}
     assert by_pair[("BOOKS", "CODE")].status == ev.RESOLVED          # strongly correlated vs nearly not
     assert by_pair[("BOOKS", "CODE")].text.endswith("; this holds for these 8 BOOKS documents of 3 sources, not for "
@@ -190,7 +191,7 @@ def test_comparison_box_reports_the_decision_and_the_resolved_model_differences(
     dec = {"m": {"point_order": ["A", "B", "C"], "status": "not established", "resolved": [],
                  "against_published": "not compared"}}
     claims = [ev.Claim(ev.RESOLVED, "PAPERS: R(16K) is lower ..."), ev.Claim(ev.NOT_RESOLVED, "BOOKS: ...")]
-    box = de.comparison_box(dec, claims, ev.Claim(ev.NOT_RESOLVED, "x"), ["C", "B", "A"])
+    box = cp.comparison_box(dec, claims, ev.Claim(ev.NOT_RESOLVED, "x"), ["C", "B", "A"])
     assert "m resolves no pair." in box and "published direction" not in box and "differs" not in box
     assert "1 of 2 corpora differ after Holm (PAPERS)" in box
 
@@ -201,7 +202,7 @@ def test_claims_and_orders_of_incomplete_cells_are_provisional(study):
     _, decomps, _ = study
     long = ["BOOKS", "CODE", "PAPERS"]
     pairs = resolve_pairs({k: decomps[k].R for k in long}, {k: decomps[k].draws["doc"]["R"] for k in long}, long)
-    claims = de.ordering_claims(pairs, decomps, incomplete={"CODE": (6, 8)})
+    claims = cp.ordering_claims(pairs, decomps, incomplete={"CODE": (6, 8)})
     assert all(c.status == ev.PROVISIONAL and c.text.startswith("Provisional (CODE 6 of 8 documents): ")
                for c in claims)
     orders = tables.pair_order_frame({"m": pairs, "g": pairs}, {"m": {"incomplete": {"CODE": [6, 8]}},
@@ -215,7 +216,7 @@ def test_comparison_box_reads_no_ordering_of_a_model_whose_cells_lack_documents(
                  "against_published": "not compared", "incomplete": {"A": [32, 48]}},
            "g": {"point_order": ["A", "B"], "status": "established", "resolved": ["A > B"],
                  "against_published": "same direction", "incomplete": {}}}
-    box = de.comparison_box(dec, [], ev.Claim(ev.NOT_RESOLVED, "x"), ["A", "B"],
+    box = cp.comparison_box(dec, [], ev.Claim(ev.NOT_RESOLVED, "x"), ["A", "B"],
                             n_docs={"m": {"A": 32, "B": 48}, "g": {"A": 16, "B": 16}})
     assert "m's ordering is not read until every cell holds its documents (A 32 of 48 measured" in box
     m_clause = box.split("models): ")[1].split("; g ")[0]
@@ -224,7 +225,7 @@ def test_comparison_box_reads_no_ordering_of_a_model_whose_cells_lack_documents(
 
 
 def test_through_training_compares_only_the_corpora_measured_at_every_checkpoint():
-    lines = de.through_training_lines({"P 4.9%": "BOOKS > WEB", "P 100.0%": "CODE > BOOKS > WEB",
+    lines = cp.through_training_lines({"P 4.9%": "BOOKS > WEB", "P 100.0%": "CODE > BOOKS > WEB",
                                        "Q 1.0%": "A > B", "Q 100.0%": "B > A"})
     assert "P: BOOKS, WEB (measured at all 2 checkpoints) keep one ordering." in lines
     assert "Q: the ordering of A, B changes across its 2 checkpoints." in lines
@@ -234,9 +235,9 @@ def test_like_for_like_lines_give_the_factor_on_R_rel():
     lfl = pd.DataFrame([{"source": "ours", "corpus": "WEB", "control_R_16K": 1.0, "sigma2_ratio": 1.0},
                         {"source": "ours", "corpus": "BOOKS", "control_R_16K": 1.0, "sigma2_ratio": 1.1},
                         {"source": "P (published)", "corpus": "BOOKS", "control_R_16K": 1.4, "sigma2_ratio": 0.9}])
-    lines = de.like_for_like_lines(lfl, "ours", 1.0, [0.9, 1.1])
+    lines = cp.like_for_like_lines(lfl, "ours", 1.0, [0.9, 1.1])
     assert "1.40-1.40 times larger" in lines[0] and "P: BOOKS 0.900" in lines[1]
-    assert "no published control" in de.like_for_like_lines(lfl[lfl.source == "ours"], "ours", 1.0, None)[0]
+    assert "no published control" in cp.like_for_like_lines(lfl[lfl.source == "ours"], "ours", 1.0, None)[0]
 
 
 def test_decomposition_and_robustness_lines_name_the_source_term_only_where_sources_are_shared(study):
@@ -275,15 +276,15 @@ def test_ours_against_each_published_r16k_is_resolved_only_without_overlap_at_th
                           "R_16K": [2.0, 3.5, 1.4], "lo": [1.9, 3.0, 1.1], "hi": [2.1, 4.0, 1.7]})
     rng = np.random.default_rng(0)
     draws = {"BOOKS": 3.8 + 0.3 * rng.standard_normal(4000), "WEB": 1.0 + 0.01 * rng.standard_normal(4000)}
-    claims = de.published_R_claims({"m": ({"BOOKS": 3.8, "WEB": 1.0}, draws)}, final)["m"]
+    claims = cp.published_R_claims({"m": ({"BOOKS": 3.8, "WEB": 1.0}, draws)}, final)["m"]
     assert [c.status for c in claims] == [ev.RESOLVED, ev.NOT_RESOLVED, ev.RESOLVED]
     lo, hi = np.percentile(draws["BOOKS"], [100 * 0.05 / 6, 100 * (1 - 0.05 / 6)])   # Bonferroni over 3
     assert f"ours {ev.interval(3.8, [lo, hi])} against P1" in claims[0].text and "above" in claims[0].text
     assert "below" in claims[2].text and "P1 1.40 [1.10, 1.70]" in claims[2].text
-    lines = de.published_R_lines({"m": claims})
+    lines = cp.published_R_lines({"m": claims})
     assert lines[0].startswith("**m**: 2 of 3 comparisons resolved (ours at the Bonferroni level 98.33%")
     # a 95% interval would have resolved BOOKS against P2; the family's level does not
-    narrow = de.published_R_claims({"m": ({"BOOKS": 3.8}, {"BOOKS": 4.6 + 0.3 * rng.standard_normal(4000)})},
+    narrow = cp.published_R_claims({"m": ({"BOOKS": 3.8}, {"BOOKS": 4.6 + 0.3 * rng.standard_normal(4000)})},
                                    final[final.corpus == "BOOKS"])["m"]
     assert [c.status for c in narrow] == [ev.RESOLVED, ev.NOT_RESOLVED]
 
@@ -300,7 +301,7 @@ def test_a_pooled_pair_is_replicated_only_when_resolved_in_the_same_direction_on
     rep = {"decision": {"resolved": ["PAPERS > BOOKS"]},
            "pairs": [_pair("CODE", "PAPERS", -0.94, [-2.09, 0.28], False, 0.025),
                      _pair("BOOKS", "PAPERS", -1.49, [-2.52, -0.35], True, 0.05 / 3)]}
-    lines = de.replication_lines(pooled, rep, "0-47", "16-47", {"CODE": 32, "PAPERS": 32})
+    lines = cp.replication_lines(pooled, rep, "0-47", "16-47", {"CODE": 32, "PAPERS": 32})
     assert "partly exploratory" in lines[0] and "PAPERS > CODE resolved" in lines[0]
     assert "16-47 alone" in lines[1] and "CODE 32, PAPERS 32 documents" in lines[1]
     code = next(ln for ln in lines if ln.startswith("- pooled PAPERS − CODE"))
@@ -310,9 +311,9 @@ def test_a_pooled_pair_is_replicated_only_when_resolved_in_the_same_direction_on
     assert any(ln.endswith("→ not resolved (pooled)") for ln in lines)
     assert lines[-1].startswith("- resolved on the replication documents only: PAPERS > BOOKS")
     rep["pairs"][0] = _pair("CODE", "PAPERS", -0.94, [-2.0, -0.1], True)
-    assert de.replication_lines(pooled, rep, "0-47", "16-47", {})[2].endswith("→ replicated")
+    assert cp.replication_lines(pooled, rep, "0-47", "16-47", {})[2].endswith("→ replicated")
     rep["pairs"][0] = _pair("CODE", "PAPERS", 0.9, [0.1, 2.0], True)                 # resolved the other way
-    assert de.replication_lines(pooled, rep, "0-47", "16-47", {})[2].endswith("→ not replicated")
+    assert cp.replication_lines(pooled, rep, "0-47", "16-47", {})[2].endswith("→ not replicated")
 
 
 def test_the_comparison_box_says_whether_each_pooled_resolved_pair_replicated():
@@ -320,16 +321,16 @@ def test_the_comparison_box_says_whether_each_pooled_resolved_pair_replicated():
               "pairs": [_pair("CODE", "PAPERS", -1.27, [-2.49, -0.17], True), _pair("BOOKS", "CODE", 0.1, [-1, 1], False)]}
     rep = {"decision": {"resolved": []}, "pairs": [_pair("CODE", "PAPERS", -0.94, [-2.09, 0.28], False),
                                                    _pair("BOOKS", "CODE", -0.5, [-1.4, 0.4], False)]}
-    verdicts = de.replication_verdicts(pooled, rep)
+    verdicts = cp.replication_verdicts(pooled, rep)
     assert verdicts == {"PAPERS > CODE": "not replicated", "BOOKS vs CODE": "not resolved (pooled)"}
     dec = {"point_order": ["PAPERS", "BOOKS", "CODE"], "status": "partly established", "resolved": ["PAPERS > CODE"],
            "against_published": "differs"}
     rho = ev.Claim(ev.NOT_RESOLVED, "x")
-    box = de.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"], replicated={"M": verdicts},
+    box = cp.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"], replicated={"M": verdicts},
                             replication_docs="16-47")
     assert "; on documents 16-47 alone PAPERS > CODE is not replicated." in box
     assert " vs " not in ev.first_sentence(box)
-    assert "16-47" not in de.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"])
+    assert "16-47" not in cp.comparison_box({"M": dec}, [], rho, ["CODE", "PAPERS", "BOOKS"])
 
 
 def test_page_04c_box_opens_with_what_to_do_and_each_resolved_pair_with_its_holm_interval_and_replication():
@@ -339,7 +340,7 @@ def test_page_04c_box_opens_with_what_to_do_and_each_resolved_pair_with_its_holm
     dec = {"point_order": ["PAPERS", "BOOKS", "CODE"], "status": "partly established", "resolved": ["PAPERS > CODE"],
            "against_published": "differs"}
     none = {"point_order": ["A"], "status": "not established", "resolved": [], "against_published": "not compared"}
-    box = de.comparison_box({"M": dec, "G": none}, [], ev.Claim(ev.NOT_RESOLVED, "x"), ["CODE", "PAPERS", "BOOKS"],
+    box = cp.comparison_box({"M": dec, "G": none}, [], ev.Claim(ev.NOT_RESOLVED, "x"), ["CODE", "PAPERS", "BOOKS"],
                             replicated={"M": {"PAPERS > CODE": "not replicated"}}, replication_docs="16-47",
                             pairs={"M": pooled, "G": []}, replication_pairs={"M": rep})
     assert ev.first_sentence(box) == (

@@ -88,3 +88,43 @@ def test_the_decision_reads_the_measured_contiguous_steps_against_both_predictio
     mean, ci = lr.measured([240.0, 250.0, 260.0])
     assert mean == 250.0 and ci[0] < 240 and ci[1] > 260
     assert lr.effective_batch(fit, 250.0) == pytest.approx(1600 / 150) and lr.effective_batch(fit, 90.0) is None
+
+
+def test_the_pilot_times_steps_and_an_evaluation_and_writes_the_hours_it_would_take(tmp_path, capsys, monkeypatch):
+    import json
+
+    from docgrad.runtime import learning_command as lc
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(lc, "PILOT_STEPS", 2)
+    periodic = [1000 + (np.arange(4096) * 3 + doc) % 50 for doc in range(48)]     # 32 chunks of 128 a document
+    data = {"CODE": lm.LearningData.from_spans(periodic, chunk=128)}
+    assert lc.pilot(data, tmp_path) == 0
+    rec = json.loads((tmp_path / "pilot.json").read_text())
+    assert set(rec["arms"]) == {"shuffled b=2", "shuffled b=32", "contiguous b=32"}
+    assert rec["seconds_per_evaluation"] > 0 and rec["vocab_size"] == 50
+    assert rec["hours_for_36_runs"]["T=500, E=10"] > rec["hours_for_36_runs"]["T=500, E=50"] > 0
+    assert "pilot: one held-out evaluation:" in capsys.readouterr().out
+
+
+def test_a_run_file_holding_another_configuration_is_refused_and_kept(tmp_path):
+    import json
+
+    from dataclasses import asdict
+
+    from docgrad.errors import DocgradError
+    from docgrad.runtime import learning_command as lc
+
+    run = lm.RunConfig("CODE", lm.SHUFFLED, 2, 0, steps=10, eval_every=5)
+    path = tmp_path / f"{run.name}.json"
+    assert not lc.done(path, run)
+    path.write_text(json.dumps({"config": asdict(run)}))
+    assert lc.done(path, run)
+    other = lm.RunConfig("CODE", lm.SHUFFLED, 2, 0, steps=20, eval_every=5)
+    with pytest.raises(DocgradError, match="holds another run's configuration"):
+        lc.done(path, other)
+    assert json.loads(path.read_text())["config"]["steps"] == 10
+    names = [r.name for r in lc.ladder("CODE", [0, 1], 100, 10)]
+    assert len(names) == 12 and "CODE_contiguous_b32_s1" in names
+    probed = [r for r in lc.ladder("CODE", [0], 100, 10) if r.checkpoints]
+    assert [(r.arm, r.b, r.checkpoints) for r in probed] == [(lm.SHUFFLED, 32, (10, 50, 100))]

@@ -12,6 +12,7 @@ which `docgrad probe --model <folder>` measures.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -24,7 +25,7 @@ from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, shown_path
 from docgrad.measure.learning import (CONTIGUOUS, HELD_OUT_DOCS, SHUFFLED, LearningData, RunConfig, RunRecord,
-                                      train_run)
+                                      held_out_loss, make_model, train_run)
 
 LADDER = (2, 4, 8, 16, 32)          # shuffled chunks per step
 CONTIGUOUS_B = 32                   # the contiguous arm: one aligned 4,096-token block of 128-token chunks
@@ -97,26 +98,35 @@ def cli_learning(args) -> int:
 
 def pilot(data: dict, out: Path) -> int:
     """Seconds a step of the cheapest and dearest arms (shuffled b = 2 and b = 32, contiguous b = 32) of the first
-    corpus, seed 0, over PILOT_STEPS steps, and the ladder's hours at a few T: what the rule lets the pilot set."""
+    corpus, seed 0, over PILOT_STEPS steps, the seconds of one held-out evaluation, and the 36 runs' hours at a few
+    T and E: what the rule lets the pilot set (docs/methods.md, "Does R predict learning?")."""
     corpus, d = next(iter(data.items()))
     rows = {}
     for arm, b in ((SHUFFLED, 2), (SHUFFLED, 32), (CONTIGUOUS, 32)):
         cfg = RunConfig(corpus, arm, b, 0, steps=PILOT_STEPS, eval_every=PILOT_STEPS)
-        t0 = time.perf_counter()
         rec = train_run(cfg, d)
-        rows[f"{arm} b={b}"] = {"seconds_per_step": (time.perf_counter() - t0) / PILOT_STEPS,
-                                "held_out": [rec.held_out[0], rec.held_out[-1]]}
-    per_step = {b: rows[f"{SHUFFLED} b=2"]["seconds_per_step"] + (rows[f"{SHUFFLED} b=32"]["seconds_per_step"] -
-                rows[f"{SHUFFLED} b=2"]["seconds_per_step"]) * (b - 2) / 30 for b in LADDER}
-    ladder_s = sum(per_step.values()) + rows[f"{CONTIGUOUS} b=32"]["seconds_per_step"]   # one seed, one corpus
+        rows[f"{arm} b={b}"] = {"seconds": rec.seconds, "held_out": [rec.held_out[0], rec.held_out[-1]]}
+    model = make_model(RunConfig(corpus, SHUFFLED, 2, 0, steps=1, eval_every=1), d.vocab_size)
+    t0 = time.perf_counter()
+    held_out_loss(model, d.held_out)
+    evaluation = time.perf_counter() - t0
+    for r in rows.values():                        # each run evaluated twice (step 0 and its last step)
+        r["seconds_per_step"] = (r["seconds"] - 2 * evaluation) / PILOT_STEPS
+    lo, hi = rows[f"{SHUFFLED} b=2"]["seconds_per_step"], rows[f"{SHUFFLED} b=32"]["seconds_per_step"]
+    per_step = {b: lo + (hi - lo) * (b - 2) / 30 for b in LADDER}               # linear in the chunks a step
+    seed_corpus = sum(per_step.values()) + rows[f"{CONTIGUOUS} b=32"]["seconds_per_step"]   # the 6 runs' steps
+    hours = {f"T={T}, E={E}": 6 * (seed_corpus * T + 6 * (T // E + 1) * evaluation) / 3600
+             for T in (250, 500, 1000, 2000, 4000) for E in (10, 25, 50)}
     record = {"corpus": corpus, "steps": PILOT_STEPS, "vocab_size": d.vocab_size, "arms": rows,
-              "seconds_per_step_interpolated": per_step, "torch_threads": torch.get_num_threads(),
-              "hours_for_36_runs_at_T": {T: 6 * ladder_s * T / 3600 for T in (500, 1000, 2000, 4000)}}
+              "seconds_per_evaluation": evaluation, "seconds_per_step_interpolated": per_step,
+              "torch_threads": torch.get_num_threads(), "load_average": os.getloadavg(),
+              "hours_for_36_runs": hours}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "pilot.json", record)
     for k, v in rows.items():
         print(f"pilot: {k}: {v['seconds_per_step']:.3f} s a step, held-out {v['held_out'][0]:.3f} -> "
               f"{v['held_out'][1]:.3f} in {PILOT_STEPS} steps")
-    for T, h in record["hours_for_36_runs_at_T"].items():
-        print(f"pilot: T = {T}: the 36 runs take about {h:.1f} h on these cores")
+    print(f"pilot: one held-out evaluation: {evaluation:.1f} s")
+    for k, h in hours.items():
+        print(f"pilot: {k}: the 36 runs take about {h:.1f} h on these cores")
     return 0

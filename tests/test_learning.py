@@ -128,3 +128,29 @@ def test_a_run_file_holding_another_configuration_is_refused_and_kept(tmp_path):
     assert len(names) == 12 and "CODE_contiguous_b32_s1" in names
     probed = [r for r in lc.ladder("CODE", [0], 100, 10) if r.checkpoints]
     assert [(r.arm, r.b, r.checkpoints) for r in probed] == [(lm.SHUFFLED, 32, (10, 50, 100))]
+
+
+def test_a_run_cut_short_resumes_from_its_state_and_ends_as_the_run_uninterrupted(tmp_path):
+    torch.set_num_threads(1)
+    periodic = [1000 + (np.arange(256) * 3 + doc) % 50 for doc in range(48)]
+    d = lm.LearningData.from_spans(periodic, chunk=32)
+    cfg = lm.RunConfig("X", lm.SHUFFLED, 4, seed=2, steps=30, eval_every=10, chunk=32, layers=1, width=16, heads=2,
+                       mlp=32, lr=1e-2)
+    whole = lm.train_run(cfg, d)
+    state = tmp_path / "X.pt"
+
+    def stop(step, held):
+        if step == 20:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        lm.train_run(cfg, d, progress=stop, state_path=state, save_every=10)
+    assert state.exists()
+    resumed = lm.train_run(cfg, d, state_path=state, save_every=10)
+    assert resumed.eval_steps == whole.eval_steps and resumed.train_loss == pytest.approx(whole.train_loss)
+    assert resumed.held_out == pytest.approx(whole.held_out)
+    other = lm.RunConfig("X", lm.SHUFFLED, 4, seed=3, steps=30, eval_every=10, chunk=32, layers=1, width=16, heads=2,
+                         mlp=32, lr=1e-2)
+    with pytest.raises(ValueError, match="the partial state of another run"):
+        lm.train_run(other, d, state_path=state)
+    assert len(lm.data_sha256(d)) == 64 and len(lm.code_sha256()) == 64

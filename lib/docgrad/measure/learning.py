@@ -12,6 +12,7 @@ loss of a step is the mean over its chunks of each chunk's mean over its C - 1 t
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -163,18 +164,46 @@ class RunRecord:
     vocab_size: int = 0
 
 
+def data_sha256(data: LearningData) -> str:
+    """sha256 of the training and held-out ids and the vocabulary map: the data a run learned from."""
+    h = hashlib.sha256()
+    for a in (data.train.numpy(), data.held_out.numpy(), np.asarray(data.vocab)):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def code_sha256() -> str:
+    """sha256 of this module's source: the code a run was trained with."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
 def train_run(config: RunConfig, data: LearningData, checkpoint_dir: Path | None = None,
-              progress: Callable[[int, float], None] | None = None) -> RunRecord:
+              progress: Callable[[int, float], None] | None = None, state_path: Path | None = None,
+              save_every: int = 100) -> RunRecord:
     """Train one run of the ladder (module docstring) and return its record; with `checkpoint_dir`, the model after
-    each step of config.checkpoints is saved there as a local model folder (save_pretrained)."""
+    each step of config.checkpoints is saved there as a local model folder (save_pretrained). With `state_path`,
+    the model, optimiser and record are saved there every `save_every` steps and a run cut short resumes from
+    them (the batch order is replayed to the step reached, so a resumed run is the run uninterrupted)."""
     model = make_model(config, data.vocab_size)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
     order = batch_order(config.arm, config.b, data.train.shape[0], data.train.shape[1], config.seed)
     rec = RunRecord(asdict(config), vocab_size=data.vocab_size)
-    t0 = time.perf_counter()
-    rec.eval_steps.append(0)
-    rec.held_out.append(held_out_loss(model, data.held_out))
-    for step in range(config.steps):
+    start = 0
+    if state_path is not None and Path(state_path).exists():
+        state = torch.load(state_path, weights_only=False)
+        if state["config"] != rec.config or state["data_sha256"] != data_sha256(data):
+            raise ValueError(f"{state_path}: the partial state of another run or other data; delete it to start over")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        rec = RunRecord(**state["record"])
+        start = state["step"]
+        for _ in range(start):                 # the same batches from here on
+            next(order)
+    t0 = time.perf_counter() - rec.seconds
+    if start == 0:
+        rec.eval_steps.append(0)
+        rec.held_out.append(held_out_loss(model, data.held_out))
+    for step in range(start, config.steps):
         idx = next(order)
         for g in opt.param_groups:
             g["lr"] = learning_rate(step, config)
@@ -192,6 +221,13 @@ def train_run(config: RunConfig, data: LearningData, checkpoint_dir: Path | None
             path = Path(checkpoint_dir) / f"{config.name}_step{done}"
             model.save_pretrained(path)
             rec.checkpoints[str(done)] = str(path)
+        if state_path is not None and done % save_every == 0 and done < config.steps:
+            rec.seconds = time.perf_counter() - t0
+            Path(state_path).parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(f"{state_path}.tmp")
+            torch.save({"config": rec.config, "data_sha256": data_sha256(data), "step": done,
+                        "model": model.state_dict(), "optimizer": opt.state_dict(), "record": asdict(rec)}, tmp)
+            tmp.replace(state_path)
         if progress is not None:
             progress(done, rec.held_out[-1])
     rec.seconds = time.perf_counter() - t0

@@ -24,8 +24,8 @@ from tqdm import tqdm
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, shown_path
-from docgrad.measure.learning import (CONTIGUOUS, HELD_OUT_DOCS, SHUFFLED, LearningData, RunConfig, RunRecord,
-                                      held_out_loss, make_model, train_run)
+from docgrad.measure.learning import (CONTIGUOUS, HELD_OUT_DOCS, SHUFFLED, LearningData, RunConfig, code_sha256,
+                                      data_sha256, held_out_loss, make_model, train_run)
 
 LADDER = (2, 4, 8, 16, 32)          # shuffled chunks per step
 CONTIGUOUS_B = 32                   # the contiguous arm: one aligned 4,096-token block of 128-token chunks
@@ -64,12 +64,19 @@ def done(path: Path, config: RunConfig) -> bool:
     return True
 
 
-def run_one(config: RunConfig, data: LearningData, out: Path) -> RunRecord:
+def run_one(config: RunConfig, data: LearningData, out: Path) -> dict:
+    """One run, resumable from out/.partial/<name>.pt, as the record written to out/<name>.json: the run's record
+    with the data's and the code's sha256, the versions and threads it ran with."""
+    state = out / ".partial" / f"{config.name}.pt"
     with tqdm(total=config.steps, desc=config.name, unit="step", file=sys.stderr, dynamic_ncols=True) as bar:
         def progress(step, held):
-            bar.update(1)
+            bar.n = step
             bar.set_postfix(held_out=f"{held:.3f}")
-        return train_run(config, data, out / "checkpoints", progress)
+            bar.refresh()
+        rec = train_run(config, data, out / "checkpoints", progress, state_path=state)
+    state.unlink(missing_ok=True)
+    return {**asdict(rec), "data_sha256": data_sha256(data), "code_sha256": code_sha256(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads()}
 
 
 def cli_learning(args) -> int:
@@ -90,9 +97,9 @@ def cli_learning(args) -> int:
           file=sys.stderr)
     for r in todo:
         rec = run_one(r, data[r.corpus], out)
-        atomic_write_json(out / f"{r.name}.json", asdict(rec))
-        print(f"learning: {r.name}: held-out loss {rec.held_out[0]:.3f} -> {rec.held_out[-1]:.3f} in "
-              f"{rec.seconds / 60:.1f} min", file=sys.stderr)
+        atomic_write_json(out / f"{r.name}.json", rec)
+        print(f"learning: {r.name}: held-out loss {rec['held_out'][0]:.3f} -> {rec['held_out'][-1]:.3f} in "
+              f"{rec['seconds'] / 60:.1f} min", file=sys.stderr)
     return 0
 
 

@@ -30,6 +30,7 @@ resamples = 2000  # document-bootstrap resamples (0: no intervals)
 seed = 20261007  # bootstrap seed
 documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
 regime_dir = "data/regime"  # SmolLM2's model-regime cells (start token, SIMEX; page 04d)
+study_results_dir = "data/results"  # the study's results the regime cells are read beside (another results_dir too)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -175,7 +176,7 @@ display(Markdown("Each group's share of $S_\\text{cross}$ and of $\\sigma^2$ (th
 # model's regime is read below.
 
 # %% tags=["hide-input"]
-_, regime_readings = dg.model_regime.read_model_regime(results_dir, regime_dir)
+_, regime_readings = dg.model_regime.read_model_regime(study_results_dir, regime_dir)
 display(Markdown(dg.regime.limitation_line(regime_readings)))
 
 # %%

@@ -31,6 +31,7 @@ seed = 20261007  # bootstrap seed
 documents = "0:48"  # result files read: documents A:B (0:48 the 48-document cells of SmolLM2; Gemma has 0:16)
 published_documents = "0:16"  # the published design's documents, shown beside (a sub-range of documents)
 regime_dir = "data/regime"  # SmolLM2's model-regime cells (start token, SIMEX; page 04d)
+study_results_dir = "data/results"  # the study's results the regime cells are read beside (another results_dir too)
 figures_dir = "figures"  # where figures and the numbers file are written
 
 # %%
@@ -45,7 +46,7 @@ from IPython.display import Markdown, display
 page = dg.StudyPage(results_dir, models, corpora, documents, resamples, seed, chunk)   # reads the result files once
 design = page.within(published_documents)   # the published design's documents, from the same files
 page_models, study, reports, decomps = page.models, page.study, page.reports, page.decomps
-_, regime_readings = dg.model_regime.read_model_regime(results_dir, regime_dir)
+_, regime_readings = dg.model_regime.read_model_regime(study_results_dir, regime_dir)
 regime_note = dg.regime.headline_note(regime_readings, dg.models.model_label(dg.models.get_offline("smollm2-135m")
                                                                             .model))
 
@@ -58,7 +59,7 @@ display(Markdown(box))
 R16 = {lab: {c.corpus: c.all.R_16K for c in r.cells} for lab, r in reports.items()}
 final = dg.published.final_checkpoints()
 own = models[0] == "smollm2-135m"        # the regime cells are SmolLM2's: read beside its numbers only
-training = (dg.model_regime.read_training_regime_of(results_dir, regime_dir, models[0], resamples, seed)
+training = (dg.model_regime.read_training_regime_of(study_results_dir, regime_dir, models[0], resamples, seed)
             if own else {})
 answers = [dg.regime.corpus_answer(dg.regime.answer_facts(
     c, R16, regime_readings[dg.model_regime.START_TOKEN] if own else {}, training,

@@ -100,3 +100,16 @@ def test_another_models_regime_is_said_unknown_and_the_studied_one_quotes_page_0
     assert other[0] == "ckpt ran with no start token, float32, weights as stored." and "not known" in other[1]
     assert ms.regime_lines("S", "x", "S: it falls (page 04d)", True)[1] == \
         "In other regimes (page 04d): S: it falls (page 04d)."
+
+
+def test_a_control_whose_span_has_no_long_lag_is_gated_on_its_r_alone(tmp_path):
+    """Found measuring /usr/share/common-licenses: a 1,536-token control has no lag of 2,048 tokens, so rho_long is
+    NaN, and `NaN < 0.01` failed gate G2 for a control with R(1536) = 0.987."""
+    from docgrad.core import gates
+
+    syn.write_cell(tmp_path, model="o/m", revision="r", corpus="CTRL", profile=syn.DEFAULT_PROFILES["WEB"], m=3)
+    c = analyze(tmp_path, resamples=100, seed=1, docs=(0, 16)).cell("CTRL")
+    assert not np.isfinite(c.all.rho_long) and c.all.R[1536] < 1.2
+    g = gates.gate_g2([c], "CTRL", 1536)
+    assert g["pass"] is True and "no rho_long (the span has no lag of 2,048 tokens or more: R decides alone)" in \
+        g["summary"]

@@ -87,11 +87,12 @@ def gate_g2(cells: list, control: str = CONTROL, window: int = HEADLINE_WINDOW) 
         R = c.all.R.get(window)
         R_ci, rho_ci = list(c.all.interval("R", window)), list(c.all.interval("rho_long"))
         undefined = R is None or not np.isfinite(R) or (c.resamples > 0 and R_ci[0] is None)
+        no_long = not np.isfinite(c.all.rho_long)     # a span with no lag of 2,048 tokens: R(W) decides alone
         rows.append({"model": c.model, "revision": c.revision, "chunk": c.chunk, "R_16K": R,
                      "R_16K_ci": R_ci, "rho_long": c.all.rho_long, "rho_long_ci": rho_ci,
                      "straddles": _straddles(R_ci, G2_R) or _straddles(rho_ci, G2_RHO),
-                     "pass": None if undefined else bool(R < G2_R and c.all.rho_long < G2_RHO),
-                     "not_estimable": not_estimable(c, window)})
+                     "pass": None if undefined else bool(R < G2_R and (no_long or c.all.rho_long < G2_RHO)),
+                     "no_long_lags": no_long, "not_estimable": not_estimable(c, window)})
     ok = None if any(r["pass"] is None for r in rows) and all(r["pass"] is not False for r in rows) \
         else all(r["pass"] for r in rows)
 
@@ -100,8 +101,9 @@ def gate_g2(cells: list, control: str = CONTROL, window: int = HEADLINE_WINDOW) 
             return (f"{r['model']} {r['revision']}: R({W}) or its interval undefined ("
                     f"{'; '.join(r['not_estimable']) or 'not estimable'}), so the gate cannot pass on it")
         ci = (lambda v: f" [{v[0]:.3g}, {v[1]:.3g}]" if v[0] is not None else "")
-        return (f"{r['model']} {r['revision']}: R({W}) {r['R_16K']:.3f}{ci(r['R_16K_ci'])}, rho_long "
-                f"{r['rho_long']:+.4f}{ci(r['rho_long_ci'])}"
+        rho = ("no rho_long (the span has no lag of 2,048 tokens or more: R decides alone)" if r["no_long_lags"] else
+               f"rho_long {r['rho_long']:+.4f}{ci(r['rho_long_ci'])}")
+        return (f"{r['model']} {r['revision']}: R({W}) {r['R_16K']:.3f}{ci(r['R_16K_ci'])}, {rho}"
                 + ("; an interval straddles its threshold: decided on the point estimate only" if r["straddles"]
                    else ""))
     return {"status": {True: "pass", False: "FAIL", None: "not evaluated"}[ok], "pass": ok, "cells": rows,

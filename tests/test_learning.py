@@ -154,3 +154,18 @@ def test_a_run_cut_short_resumes_from_its_state_and_ends_as_the_run_uninterrupte
     with pytest.raises(ValueError, match="the partial state of another run"):
         lm.train_run(other, d, state_path=state)
     assert len(lm.data_sha256(d)) == 64 and len(lm.code_sha256()) == 64
+
+
+@pytest.mark.parametrize("extra,needle", [(["--steps", "0", "--eval-every", "1"], "need 1 <= E <= T"),
+                                          (["--seeds", "a,b"], "--seeds a,b: comma-separated"),
+                                          (["--out", "notebooks"], "inside the project only under"),
+                                          (["--out", "."], "inside the project only under")])
+def test_bad_learning_arguments_are_one_line_before_any_data_is_read(extra, needle, capsys, monkeypatch):
+    from pathlib import Path
+
+    from docgrad.runtime.cli import main
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    assert main(["learning", "--corpora", "CODE", *extra]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
-from docgrad.fileio import atomic_write_json, shown_path
+from docgrad.fileio import atomic_write_json, project_root, shown_path
 from docgrad.measure.learning import (CONTIGUOUS, HELD_OUT_DOCS, SHUFFLED, LearningData, RunConfig, code_sha256,
                                       data_sha256, held_out_loss, make_model, train_run)
 
@@ -79,12 +79,30 @@ def run_one(config: RunConfig, data: LearningData, out: Path) -> dict:
             "torch": torch.__version__, "torch_threads": torch.get_num_threads()}
 
 
-def cli_learning(args) -> int:
+def check_arguments(args, root: Path) -> tuple[list[str], list[int], Path]:
+    """(corpora, seeds, out), or one DocgradError naming the option: seeds are non-negative integers, T and E
+    positive with E <= T, and --out inside the project only under data/learning (never over committed pages)."""
     corpora_names = [c.strip().upper() for c in args.corpora.split(",") if c.strip()]
-    seeds = [int(s) for s in str(args.seeds).split(",")]
+    try:
+        seeds = [int(s) for s in str(args.seeds).split(",")]
+    except ValueError:
+        raise DocgradError(f"--seeds {args.seeds}: comma-separated non-negative integers, e.g. 0,1,2") from None
+    if not corpora_names or any(s < 0 for s in seeds):
+        raise DocgradError(f"--corpora {args.corpora} --seeds {args.seeds}: name at least one corpus, seeds >= 0")
+    if args.steps is not None and args.eval_every is not None and not 1 <= args.eval_every <= args.steps:
+        raise DocgradError(f"--steps {args.steps} --eval-every {args.eval_every}: need 1 <= E <= T")
+    out, home = Path(args.out).resolve(), (root / "data" / "learning").resolve()
+    if out.is_relative_to(root) and not out.is_relative_to(home) or root.is_relative_to(out):
+        raise DocgradError(f"--out {out}: inside the project only under {home}, where no committed page or result "
+                           "can be written over; or give a folder outside the project")
+    return corpora_names, seeds, out
+
+
+def cli_learning(args) -> int:
+    root = Path(args.root).resolve() if getattr(args, "root", None) else project_root()
+    corpora_names, seeds, out = check_arguments(args, root.resolve())
     if args.threads:
         torch.set_num_threads(args.threads)
-    out = Path(args.out)
     data = {c: corpus_data(c, args.manifest, args.cache, args.chunk) for c in corpora_names}
     if args.pilot:
         return pilot(data, out)

@@ -103,16 +103,18 @@ def span_hashes(cell: Cell) -> dict[int, str]:
     return out
 
 
-def check_same_documents(cells: list[Cell]) -> None:
-    """Refuse cells that did not measure the same documents over the same spans (names the cell and documents)."""
+def check_same_documents(cells: list[Cell], docs: list[int] | None = None) -> None:
+    """Refuse cells that did not measure the same documents over the same spans (names the cell and documents);
+    with `docs`, only those documents, which every cell must hold (cells over more documents read on a subset)."""
     first = cells[0]
     hashes = span_hashes(first)
     for c in cells[1:]:
-        if list(c.doc_ids) != list(first.doc_ids):
+        if docs is None and list(c.doc_ids) != list(first.doc_ids):
             raise ResultFileError(f"{c.name} holds documents {c.doc_ids}, {first.name} {first.doc_ids}: a regime "
                                   "comparison needs the same documents")
         other = span_hashes(c)
-        differ = [d for d in first.doc_ids if hashes.get(d) is None or hashes.get(d) != other.get(d)]
+        differ = [d for d in (first.doc_ids if docs is None else docs)
+                  if hashes.get(d) is None or hashes.get(d) != other.get(d)]
         if differ:
             raise ResultFileError(f"{c.name} and {first.name}: the span sha256 of documents {differ} differ or are "
                                   "missing; a regime comparison needs the same spans")

@@ -22,7 +22,7 @@ from docgrad.core.constants import ALL, HEADLINE_WINDOW
 from docgrad.core.decomposition import window_column
 from docgrad.core.simex_fit import extrapolate
 from docgrad.results.cells import Cell
-from docgrad.results.paired import paired_rng, span_hashes
+from docgrad.results.paired import check_same_documents, paired_rng
 
 CRN_SEEDS = (11, 12, 13)
 CRN_CORPORA = ("CODE", "WEB")
@@ -55,23 +55,13 @@ def document_counts(cell: Cell, docs: list[int], counts: np.ndarray) -> np.ndarr
     return out
 
 
-def check_same_spans(cells: list[Cell], docs: list[int]) -> None:
-    """Every cell holds the same spans for `docs` (the same documents, not only the same numbers)."""
-    ref = span_hashes(cells[0])
-    for c in cells[1:]:
-        h = span_hashes(c)
-        bad = [d for d in docs if h.get(d) != ref.get(d)]
-        if bad:
-            raise ValueError(f"{c.name} and {cells[0].name} hold other spans for documents {bad}")
-
-
 def crn_R(base: Cell, by_regime: dict[str, Cell], resamples: int, seed: int,
           window: int = HEADLINE_WINDOW) -> tuple[np.ndarray, np.ndarray]:
     """(R_0 of shape (1 + resamples,), R of shape (1 + resamples, 2, 3): lambda 1 and 2 by draw) on the same
     document counts, row 0 every document of CRN_DOCS once."""
     docs = list(range(*CRN_DOCS))
     cells = [by_regime[r] for _, _, r in crn_regimes()]
-    check_same_spans([base, *cells], docs)
+    check_same_documents([base, *cells], docs)
     n = len(docs)
     draws = (bs.counts_from_indices(bs.resample_indices(paired_rng(seed, base.corpus), n, resamples), n)
              if resamples else np.zeros((0, n)))

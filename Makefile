@@ -9,7 +9,7 @@ MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
-.PHONY: report test browser relock corpora probe probe-48 probe-causal probe-bf16 probe-regime probe-regime-parts analyze venv clean-report
+.PHONY: report test browser relock corpora probe probe-48 probe-causal probe-bf16 probe-regime probe-regime-parts learning learning-pilot analyze venv clean-report
 
 venv: $(STAMP)
 
@@ -189,6 +189,21 @@ probe-bf16: $(MODEL_STAMP)
 	test -f data/precision/$(MODEL)_bfloat16.json || $(BIN)/docgrad precision --model $(MODEL) --out data/precision/$(MODEL)_bfloat16.json
 	R=data/results/$$($(BIN)/docgrad models $(MODEL) --get results-dir) || exit 1; \
 	test -f $$R/$(CORPUS)_c512_d0-16_bfloat16.json || $(BIN)/docgrad probe --model $(MODEL) --corpus $(CORPUS) --docs 0:16 --chunk 512 --dtype bfloat16
+
+# The training test (docs/methods.md, "Does R predict learning?"): `make learning-pilot` times the arms and prints
+# every run's hours at several T and E (data/learning/pilot.json); `make learning` trains every arm, 3 seeds, with
+# the T and E the pilot set (500 and 50: about 6 hours on 2 idle cores), each finished run one JSON file under
+# data/learning/ (a run already there is skipped: a killed make resumes at the next run). glibc keeps freed blocks
+# here (each b = 32 step allocates ~0.4 GB of logits; 1.6x faster, benchmarks/learning_speed.py).
+LEARNING_T ?= 500
+LEARNING_E ?= 50
+LEARNING_MALLOC = GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296
+learning-pilot: $(STAMP)
+	$(BIN)/docgrad corpora build --missing-only
+	$(LEARNING_MALLOC) $(BIN)/docgrad learning --pilot
+learning: $(STAMP)
+	$(BIN)/docgrad corpora build --missing-only
+	$(LEARNING_MALLOC) $(BIN)/docgrad learning --steps $(LEARNING_T) --eval-every $(LEARNING_E)
 
 analyze: $(STAMP)
 	$(BIN)/docgrad analyze --results data/results --out data/report.json

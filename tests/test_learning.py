@@ -98,13 +98,20 @@ def test_the_pilot_times_steps_and_an_evaluation_and_writes_the_hours_it_would_t
     torch.set_num_threads(1)
     monkeypatch.setattr(lc, "PILOT_STEPS", 2)
     periodic = [1000 + (np.arange(4096) * 3 + doc) % 50 for doc in range(48)]     # 32 chunks of 128 a document
-    data = {"CODE": lm.LearningData.from_spans(periodic, chunk=128)}
+    wider = [1000 + (np.arange(4096) * 7 + doc) % 90 for doc in range(48)]
+    data = {"CODE": lm.LearningData.from_spans(periodic, chunk=128), "WEB": lm.LearningData.from_spans(wider, 128)}
     assert lc.pilot(data, tmp_path) == 0
     rec = json.loads((tmp_path / "pilot.json").read_text())
-    assert set(rec["arms"]) == {"shuffled b=2", "shuffled b=32", "contiguous b=32"}
-    assert rec["seconds_per_evaluation"] > 0 and rec["vocab_size"] == 50
-    assert rec["hours_for_36_runs"]["T=500, E=10"] > rec["hours_for_36_runs"]["T=500, E=50"] > 0
-    assert "pilot: one held-out evaluation:" in capsys.readouterr().out
+    assert set(rec["corpora"]) == {"CODE", "WEB"} and rec["runs"] == 36
+    code, web = rec["corpora"]["CODE"], rec["corpora"]["WEB"]
+    assert set(code["arms"]) == {"shuffled b=2", "shuffled b=32", "contiguous b=32"}
+    assert code["seconds_per_evaluation"] > 0 and code["vocab_size"] == 50 and web["vocab_size"] == 90
+    hours = rec["hours_for_all_runs"]
+    assert hours["T=500, E=10"] > hours["T=500, E=50"] > 0
+    one = lc.pilot_hours({"CODE": code}, 500, 50) + lc.pilot_hours({"WEB": web}, 500, 50)
+    assert hours["T=500, E=50"] == pytest.approx(one)      # the hours add over corpora, each at its own costs
+    printed = capsys.readouterr().out
+    assert "pilot: CODE one held-out evaluation (50 ids)" in printed and "pilot: WEB" in printed
 
 
 def test_a_run_file_holding_another_configuration_is_refused_and_kept(tmp_path):

@@ -306,8 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="T, steps of every run (set by the pilot)")
     p.add_argument("--eval-every", type=int, default=None, help="E, steps between held-out evaluations (pilot)")
     p.add_argument("--chunk", type=int, default=128, help="chunk length C (default 128, the rule's)")
-    p.add_argument("--pilot", action="store_true", help="time the cheapest and dearest arms of the first corpus "
-                   "and print the ladder's hours at several T; writes --out/pilot.json")
+    p.add_argument("--pilot", action="store_true", help="time the cheapest and dearest arms of every corpus "
+                   "and print all runs' hours at several T and E; writes --out/pilot.json")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--manifest", default=None, help="corpus manifest (default: the default model's)")
     p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")

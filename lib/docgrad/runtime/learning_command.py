@@ -103,6 +103,9 @@ def cli_learning(args) -> int:
     corpora_names, seeds, out = check_arguments(args, root.resolve())
     if args.threads:
         torch.set_num_threads(args.threads)
+    if "mmap_threshold" not in os.environ.get("GLIBC_TUNABLES", ""):
+        print("learning: glibc's malloc returns each step's logits to the kernel here: steps take about 1.6x longer "
+              "than under `make learning` (GLIBC_TUNABLES, benchmarks/learning_speed.py)", file=sys.stderr)
     data = {c: corpus_data(c, args.manifest, args.cache, args.chunk) for c in corpora_names}
     if args.pilot:
         return pilot(data, out)
@@ -121,37 +124,50 @@ def cli_learning(args) -> int:
     return 0
 
 
-def pilot(data: dict, out: Path) -> int:
-    """Seconds a step of the cheapest and dearest arms (shuffled b = 2 and b = 32, contiguous b = 32) of the first
-    corpus, seed 0, over PILOT_STEPS steps, the seconds of one held-out evaluation, and the 36 runs' hours at a few
-    T and E: what the rule lets the pilot set (docs/methods.md, "Does R predict learning?")."""
-    corpus, d = next(iter(data.items()))
+def pilot_corpus(corpus: str, d: LearningData, steps: int) -> dict:
+    """One corpus's costs: seconds a step of the cheapest and dearest arms (shuffled b = 2 and b = 32, contiguous
+    b = 32), seed 0, over `steps` steps, less their two evaluations; the seconds of one held-out evaluation; the
+    ladder's per-step seconds interpolated linearly in the chunks a step."""
     rows = {}
     for arm, b in ((SHUFFLED, 2), (SHUFFLED, 32), (CONTIGUOUS, 32)):
-        cfg = RunConfig(corpus, arm, b, 0, steps=PILOT_STEPS, eval_every=PILOT_STEPS)
-        rec = train_run(cfg, d)
+        rec = train_run(RunConfig(corpus, arm, b, 0, steps=steps, eval_every=steps), d)
         rows[f"{arm} b={b}"] = {"seconds": rec.seconds, "held_out": [rec.held_out[0], rec.held_out[-1]]}
     model = make_model(RunConfig(corpus, SHUFFLED, 2, 0, steps=1, eval_every=1), d.vocab_size)
     t0 = time.perf_counter()
     held_out_loss(model, d.held_out)
     evaluation = time.perf_counter() - t0
     for r in rows.values():                        # each run evaluated twice (step 0 and its last step)
-        r["seconds_per_step"] = (r["seconds"] - 2 * evaluation) / PILOT_STEPS
+        r["seconds_per_step"] = (r["seconds"] - 2 * evaluation) / steps
     lo, hi = rows[f"{SHUFFLED} b=2"]["seconds_per_step"], rows[f"{SHUFFLED} b=32"]["seconds_per_step"]
-    per_step = {b: lo + (hi - lo) * (b - 2) / 30 for b in LADDER}               # linear in the chunks a step
-    seed_corpus = sum(per_step.values()) + rows[f"{CONTIGUOUS} b=32"]["seconds_per_step"]   # the 6 runs' steps
-    hours = {f"T={T}, E={E}": 6 * (seed_corpus * T + 6 * (T // E + 1) * evaluation) / 3600
-             for T in (250, 500, 1000, 2000, 4000) for E in (10, 25, 50)}
-    record = {"corpus": corpus, "steps": PILOT_STEPS, "vocab_size": d.vocab_size, "arms": rows,
-              "seconds_per_evaluation": evaluation, "seconds_per_step_interpolated": per_step,
-              "torch_threads": torch.get_num_threads(), "load_average": os.getloadavg(),
-              "hours_for_36_runs": hours}
+    per_step = {b: lo + (hi - lo) * (b - 2) / 30 for b in LADDER}
+    return {"vocab_size": d.vocab_size, "arms": rows, "seconds_per_evaluation": evaluation,
+            "seconds_per_step_interpolated": per_step,
+            "seconds_per_seed_steps": sum(per_step.values()) + rows[f"{CONTIGUOUS} b=32"]["seconds_per_step"]}
+
+
+def pilot_hours(costs: dict, T: int, E: int, seeds: int = 3) -> float:
+    """Hours of every run (per corpus, `seeds` x the 6 arms): T steps each plus T // E + 1 evaluations each."""
+    runs = len(LADDER) + 1
+    return sum(seeds * (c["seconds_per_seed_steps"] * T + runs * (T // E + 1) * c["seconds_per_evaluation"])
+               for c in costs.values()) / 3600
+
+
+def pilot(data: dict, out: Path) -> int:
+    """The pilot of docs/methods.md ("Does R predict learning?"): every corpus's costs (`pilot_corpus`) and the
+    hours of all 3 x 6 runs per corpus at a few T and E, which is what the rule lets the pilot set."""
+    costs = {}
+    for corpus, d in data.items():
+        costs[corpus] = c = pilot_corpus(corpus, d, PILOT_STEPS)
+        for k, v in c["arms"].items():
+            print(f"pilot: {corpus} {k}: {v['seconds_per_step']:.3f} s a step, held-out {v['held_out'][0]:.3f} -> "
+                  f"{v['held_out'][1]:.3f} in {PILOT_STEPS} steps")
+        print(f"pilot: {corpus} one held-out evaluation ({c['vocab_size']:,} ids): {c['seconds_per_evaluation']:.1f} s")
+    runs = len(data) * 3 * (len(LADDER) + 1)
+    hours = {f"T={T}, E={E}": pilot_hours(costs, T, E) for T in (250, 500, 1000, 2000, 4000) for E in (10, 25, 50)}
+    record = {"steps": PILOT_STEPS, "corpora": costs, "runs": runs, "torch_threads": torch.get_num_threads(),
+              "load_average": os.getloadavg(), "hours_for_all_runs": hours}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "pilot.json", record)
-    for k, v in rows.items():
-        print(f"pilot: {k}: {v['seconds_per_step']:.3f} s a step, held-out {v['held_out'][0]:.3f} -> "
-              f"{v['held_out'][1]:.3f} in {PILOT_STEPS} steps")
-    print(f"pilot: one held-out evaluation: {evaluation:.1f} s")
     for k, h in hours.items():
-        print(f"pilot: {k}: the 36 runs take about {h:.1f} h on these cores")
+        print(f"pilot: {k}: the {runs} runs take about {h:.1f} h on these cores")
     return 0

@@ -169,6 +169,37 @@ display(Markdown("\n".join(other_lines) or "*No cell with another start token is
 # $\sigma^2$ inflated by these chunks, while the noise of a whole 16K block rises.
 
 # %% [markdown]
+# ## The training regime, read through its parts
+#
+# Long-context training puts one document in a sequence with `<|endoftext|>` at its position 0 only, and every
+# chunk sees the chunks before it. The causal windows of page 06 ($W = 4096$, documents 0-15), without and with
+# that start token, beside the window's chunks run alone, without and with the start token ahead of each chunk:
+# each regime's $R(4\text{K})$ and the parts it is made of, on the same documents, with the decision the rule
+# stated before these cells existed (addendum 2026-12-07, section 4).
+
+# %% tags=["hide-input"]
+training = dg.model_regime.read_training_regime_of(results_dir, regime_dir, model, resamples, seed)
+training_table = pd.DataFrame(dg.regime.training_rows(training))
+try:
+    spans = {c: {int(s.doc): s.tokens for s in dg.corpora_build.load_spans(c)} for c in training.get("norms", {})}
+    training_spikes = dg.regime.training_spike_sentence(
+        training, lambda c, d, k: tokenizer.decode([int(spans[c][d][k * training["chunk"]])]))
+except (OSError, dg.corpora_build.CorpusError) as e:   # no span cache: `make report` builds it first
+    training_spikes = f"*The span caches are not built, so the spiking windows' first tokens are not read ({e}).*"
+display(Markdown("\n".join(dg.regime.training_lines(training)) + "\n\n" + training_spikes))
+if len(training_table):
+    display(training_table.round(3))
+
+# %% [markdown]
+# **What the training regime's spikes are.** A causal window begins where its document's span begins, inside the
+# document ([docs/methods.md](../docs/methods.md#corpora-and-spans)), so `<|endoftext|>` at position 0 stands
+# ahead of a token from the middle of a text: the window's first chunk is then exactly the first chunk of the
+# standalone start-token cell, the same input, and it spikes as it does there. Training puts the token ahead of a
+# document's own first token, which these cells do not measure. So the training answer reads the causal windows
+# without the start token, and beside them the windows with it through their parts: where $R(4\text{K})$ falls,
+# it falls through $\sigma^2$ of a few windows' first chunk, and the noise of a whole block rises.
+
+# %% [markdown]
 # ## The SIMEX curves
 #
 # $R(16\text{K})$ and the mean-gradient share measured at $\lambda = 0$ (the model as loaded), 1 and 2 (points,
@@ -272,7 +303,9 @@ numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model,
            "questions": dg.regime.reading_numbers(readings), "curves": curves,
            "simex_curves": simex.to_dict("records"), "start_token_parts": parts_table.to_dict("records"),
            "spikes": spike_reading, "first_tokens": first_tokens, "first_token_line": first_token_line,
-           "other_start_tokens": other_lines, "crn_line": crn_line}
+           "other_start_tokens": other_lines, "crn_line": crn_line,
+           "training_regime": dg.regime.training_lines(training), "training_table": training_table.to_dict("records"),
+           "training_spikes": training_spikes}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

@@ -53,6 +53,7 @@ from docgrad import page as dg
 ROOT = dg.setup()
 
 import altair as alt
+import pandas as pd
 from IPython.display import Markdown, display
 
 page_model = dg.models.result_model(model)
@@ -199,6 +200,8 @@ regime_readings = (dg.model_regime.read_model_regime(standalone_dir, regime_dir)
                    if model == "smollm2-135m" else {})    # the regime cells are SmolLM2's
 regime_line = dg.regime.limitation_line(regime_readings) if regime_readings else ""
 display(Markdown("\n".join(dg.regime.training_lines(training)) + "\n\n" + regime_line))
+if dg.regime.training_rows(training):     # each regime's R(4K) beside its parts (page 04d reads them too)
+    display(pd.DataFrame(dg.regime.training_rows(training)).round(3))
 
 # %%
 numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone_dir, "model": model,

@@ -104,3 +104,21 @@ def test_a_causal_cell_against_itself_is_robust_and_the_standalone_window_is_its
     assert sa.m == 8 and sa.sqnorm.shape == (16, 8)                        # chunks 0-7: the window's tokens
     assert reading["values"]["CODE"]["standalone"]["R"] == pytest.approx(
         RP.parts(sa, np.ones((1, 16)), 4096)["R"][0])
+
+
+def test_the_training_table_gives_every_regime_of_every_corpus_its_parts_and_norms():
+    from docgrad.presentation import regime as PR
+
+    reading = RG.read_training_regime(dict(training()), resamples=50, seed=1)
+    assert reading["complete"], reading["missing"]
+    rows = PR.training_rows(reading)
+    assert len(rows) == len(RP.TRAINING_CORPORA) * len(RP.TRAINING_KINDS)
+    for row in rows:
+        kind = next(k for k, name in PR.KIND_NAMES.items() if name == row["regime"])
+        cell = training()[(row["corpus"], kind)]
+        assert row["4K block's noise"] == pytest.approx(row["\u03c3\u00b2"] * row["R(4K)"] / (4096 // cell.chunk))
+        nd = RP.norm_distribution(cell)
+        assert (row["median |g|\u00b2"], row["chunks > 10\u00d7 median"]) == (nd["median"], nd["n_spiking"])
+        lo, hi = (float(x) for x in row["its 95% interval"].strip("[]").split(", "))
+        assert lo <= row["4K block's noise"] <= hi
+    assert PR.training_rows({"complete": False, "present": [], "missing": []}) == []

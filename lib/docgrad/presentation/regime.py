@@ -405,6 +405,59 @@ def training_lines(reading: dict) -> list[str]:
     return lines
 
 
+def training_rows(reading: dict) -> list[dict]:
+    """Page 04d's and 06's table of the training regime (results.regime.read_training_regime), one row per corpus
+    and kind: R(W) and the W-token block's noise with their 95% intervals, sigma^2, the long-lag covariance, and
+    the cell's per-chunk squared norms (median, largest, chunks above 10x the median, the five largest's share).
+    [] until every cell is committed."""
+    if not reading.get("complete"):
+        return []
+    w = reading["window"] // 1024
+    rows = []
+    for corpus, by_kind in reading["values"].items():
+        for kind, v in by_kind.items():
+            nd = reading["norms"][corpus][kind]
+            rows.append({"corpus": corpus, "regime": KIND_NAMES[kind], f"R({w}K)": v["R"],
+                         "95% interval": f"[{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]", "\u03c3\u00b2": v["sigma2"],
+                         "long-lag covariance": v["long_cov"], f"{w}K block's noise": v["block_noise"],
+                         "its 95% interval": f"[{v['block_ci'][0]:.3g}, {v['block_ci'][1]:.3g}]",
+                         "median |g|\u00b2": nd["median"], "largest |g|\u00b2": nd["largest"],
+                         "chunks > 10\u00d7 median": nd["n_spiking"], "top-5 share": nd["top_share"]})
+    return rows
+
+
+def training_spike_sentence(reading: dict, first_token) -> str:
+    """Where the causal windows with <|endoftext|> at position 0 spike (results.regime.read_training_regime,
+    described): how many windows of each corpus have a spiking chunk, which chunk of the window it is, the token it
+    begins with (first_token(corpus, doc, chunk) -> its text), and R(W) on the windows with none. "" until every
+    cell is committed."""
+    if not reading.get("complete"):
+        return ""
+    rows = [(c, r) for c in reading["norms"] for r in reading["norms"][c]["causal_bos"]["spiking"]]
+    n = reading["n_docs"]
+    per = ", ".join(f"{c} {len({r['doc'] for r in reading['norms'][c]['causal_bos']['spiking']})}"
+                    for c in reading["norms"])
+    text = (f"With <|endoftext|> at position 0, {len({(c, r['doc']) for c, r in rows})} of the "
+            f"{n * len(reading['norms'])} causal windows have a spiking chunk ({per} of {n})")
+    if rows:
+        where = sorted({r["chunk"] for _, r in rows})
+        tokens: dict[str, int] = {}
+        for c, r in rows:
+            t = first_token(c, r["doc"], r["chunk"])
+            tokens[t] = tokens.get(t, 0) + 1
+        top = max(sorted(tokens), key=tokens.get)
+        text += ("; every one is the window's first chunk, right after the token" if where == [0] else
+                 f"; they are chunks {', '.join(map(str, where))} of their windows")
+        text += f", and {tokens[top]} of the {len(rows)} spiking chunks begin with {top!r}"
+    free = [f"{c} {signed_pct(v['change'])} ({len(v['docs'])} documents)"
+            for c, v in reading["spike_free"].items() if v["change"] is not None]
+    if free:
+        w = reading["window"] // 1024
+        text += (f". On the windows with no spiking chunk, R({w}K) with the token against without changes by "
+                 + ", ".join(free) + " (described: no interval)")
+    return text + "."
+
+
 def spike_free_sentence(reading: dict) -> str:
     """The spike-free sensitivity of the start-token question (regime_parts.spike_free_change, described): per
     corpus the change of R(16K) on the documents with no spiking chunk, and how many documents that is."""
@@ -438,8 +491,10 @@ def answer_facts(corpus: str, R16: dict, start: dict, training: dict, published:
                           "n_docs": start.get("n_docs")}
     if training.get("complete") and corpus in training["values"]:
         v = training["values"][corpus]
+        p = (training.get("parts") or {}).get(corpus) or {}
         facts["training"] = {"window": training["window"], "causal": v["causal"]["R"], "bos": v["causal_bos"]["R"],
-                             "standalone": v["standalone"]["R"], "decision": training["R"][corpus]["decision"]}
+                             "standalone": v["standalone"]["R"], "decision": training["R"][corpus]["decision"],
+                             "side": p.get("side"), "block": (p.get("block_noise") or {}).get("ratio")}
     elif any(c == corpus for c, _ in training.get("present", [])):
         facts["training"] = {"missing": sorted(k for c, k in training.get("missing", []) if c == corpus)}
     return facts
@@ -466,7 +521,13 @@ def corpus_answer(f: dict) -> str:
         text = (f"**{f['corpus']}**: a 16K-token sequence of one document carries the gradient noise of about "
                 f"{worth:.0f} independent {f['chunk']}-token chunks, not {m} ({numbers})")
     t = f.get("training")
-    if t and "missing" not in t:
+    if t and "missing" not in t and t["decision"] == MOVES and t.get("side") == "denominator":
+        w = t["window"] // 1024
+        text += (f"; in {w}K causal windows, as training sees them, R({w}K) {t['causal']:.2f} without a start token, "
+                 f"and <|endoftext|> at position 0 lowers it to {t['bos']:.2f} only through a few windows' first "
+                 f"chunk's \u03c3\u00b2, while a {w}K block's noise rises \u00d7{t['block']:.1f} (chunks run alone "
+                 f"{t['standalone']:.2f})")
+    elif t and "missing" not in t:
         w = t["window"] // 1024
         text += (f"; in {w}K causal windows, as training sees them, R({w}K) {t['causal']:.2f} without a start token "
                  f"and {t['bos']:.2f} with <|endoftext|> at position 0 ({t['decision']}; chunks run alone "

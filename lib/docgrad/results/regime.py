@@ -280,27 +280,35 @@ def read_training_regime(found: dict, resamples: int, seed: int, alpha: float = 
     """The training-regime question (addendum 2026-12-07, section 4) from training_cells: while a cell is missing
     {"complete": False, "present", "missing"} and nothing else. Complete: "R", the regime_reading of
     delta = R_causal+bos(window) / R_causal(window) - 1 (Holm over the corpora, margin 10%); "values": per corpus
-    and kind R(window) with its 95% paired interval and the block noise; "parts": per corpus the paired parts of
-    causal+bos against causal with `side`; "norms": the causal+bos cell's norm distribution."""
+    and kind R(window), sigma^2, the long-lag covariance and the block noise (R and the block noise with their
+    95% paired intervals, "ci" and "block_ci"); "parts": per corpus the paired parts of causal+bos against causal
+    with `side`; "norms": per corpus and kind the cell's norm distribution (regime_parts.norm_distribution, its
+    spiking chunks' rows included); "spike_free": per corpus causal+bos against causal on the documents whose
+    causal+bos window has no spiking chunk (regime_parts.spike_free_change, described)."""
     needed = [(c, k) for c in corpora for k in RP.TRAINING_KINDS]
     out = {"question": "training regime", "present": [k for k in needed if k in found],
            "missing": [k for k in needed if k not in found]}
     out["complete"] = not out["missing"]
     if not out["complete"]:
         return out
-    changes, values, parts_of, norms = {}, {}, {}, {}
+    changes, values, parts_of, norms, spike_free = {}, {}, {}, {}, {}
     for corpus in corpora:
         cells = [found[(corpus, k)] for k in RP.TRAINING_KINDS]
         counts = paired_counts(cells, resamples, seed)
         p = [RP.parts(c, counts, window) for c in cells]
         changes[corpus] = relative_change(p[0]["R"], p[1]["R"])
         values[corpus] = {k: {"R": float(x["R"][0]), "ci": bs.percentile_ci(x["R"][1:], 1 - alpha),
-                              "block_noise": float(x["block_noise"][0])} for k, x in zip(RP.TRAINING_KINDS, p)}
+                              "sigma2": float(x["sigma2"][0]), "long_cov": float(x["long_cov"][0]),
+                              "block_noise": float(x["block_noise"][0]),
+                              "block_ci": bs.percentile_ci(x["block_noise"][1:], 1 - alpha)}
+                          for k, x in zip(RP.TRAINING_KINDS, p)}
         pp = RP.paired_parts(cells[0], cells[1], window, resamples, seed, alpha)
         parts_of[corpus] = {**pp, "side": RP.through_its_parts(pp)}
-        norms[corpus] = {k: v for k, v in RP.norm_distribution(cells[1]).items() if k != "spiking"}
-    out.update(R=regime_reading(changes), values=values, parts=parts_of, norms=norms,
-               n_docs=len(found[(corpora[0], "causal")].doc_ids), window=window)
+        norms[corpus] = {k: RP.norm_distribution(c) for k, c in zip(RP.TRAINING_KINDS, cells)}
+        spike_free[corpus] = RP.spike_free_change(cells[0], cells[1], window)
+    out.update(R=regime_reading(changes), values=values, parts=parts_of, norms=norms, spike_free=spike_free,
+               n_docs=len(found[(corpora[0], "causal")].doc_ids), window=window,
+               chunk=found[(corpora[0], "causal")].chunk)
     return out
 
 

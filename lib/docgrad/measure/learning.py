@@ -13,6 +13,7 @@ loss of a step is the mean over its chunks of each chunk's mean over its C - 1 t
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -24,6 +25,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 SHUFFLED, CONTIGUOUS = "shuffled", "contiguous"
+VOCAB_FILE = "docgrad_vocab.json"       # beside a checkpoint's weights: {"tokenizer_ids": the id of each row}
 TRAIN_DOCS, HELD_OUT_DOCS = (0, 40), (40, 48)
 
 
@@ -182,7 +184,8 @@ def train_run(config: RunConfig, data: LearningData, checkpoint_dir: Path | None
               progress: Callable[[int, float], None] | None = None, state_path: Path | None = None,
               save_every: int = 100) -> RunRecord:
     """Train one run of the ladder (module docstring) and return its record; with `checkpoint_dir`, the model after
-    each step of config.checkpoints is saved there as a local model folder (save_pretrained). With `state_path`,
+    each step of config.checkpoints is saved there as a local model folder (save_pretrained, with its vocabulary map
+    VOCAB_FILE: measure.checkpoint_probe reads both). With `state_path`,
     the model, optimiser and record are saved there every `save_every` steps and a run cut short resumes from
     them (the batch order is replayed to the step reached, so a resumed run is the run uninterrupted)."""
     model = make_model(config, data.vocab_size)
@@ -221,6 +224,7 @@ def train_run(config: RunConfig, data: LearningData, checkpoint_dir: Path | None
         if checkpoint_dir is not None and done in config.checkpoints:
             path = Path(checkpoint_dir) / f"{config.name}_step{done}"
             model.save_pretrained(path)
+            (path / VOCAB_FILE).write_text(json.dumps({"tokenizer_ids": [int(v) for v in data.vocab]}))
             rec.checkpoints[str(done)] = str(path)
         if state_path is not None and done % save_every == 0 and done < config.steps:
             rec.seconds = time.perf_counter() - t0

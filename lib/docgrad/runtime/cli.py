@@ -300,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "committed spans (documents 0-39; 40-47 held out), shuffled at 2-32 chunks a step and "
                        "contiguous at 32, 3 seeds, recording the held-out loss every --eval-every steps "
                        "(docs/methods.md, 'Does R predict learning?'). Resumable: each finished run is one JSON "
-                       "file under --out. --pilot times the arms and prints the hours the ladder takes.")
+                       "file under --out. --pilot times the arms and prints the hours the ladder takes; --probe measures R "
+                       "of the trained model's checkpoints.")
     p.add_argument("--corpora", default="CODE,WEB", help="comma-separated corpora (default CODE,WEB)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     p.add_argument("--steps", type=int, default=None, help="T, steps of every run (set by the pilot)")
@@ -308,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk", type=int, default=128, help="chunk length C (default 128, the rule's)")
     p.add_argument("--pilot", action="store_true", help="time the cheapest and dearest arms of every corpus "
                    "and print all runs' hours at several T and E; writes --out/pilot.json")
+    p.add_argument("--probe", action="store_true", help="R(4096) of the shuffled b=32 seed-0 run's checkpoints (T/10, "
+                   "T/2, T; needs --steps T) on training documents 0-15; writes --out/R_<CORPUS>.json")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--manifest", default=None, help="corpus manifest (default: the default model's)")
     p.add_argument("--cache", default=None, help="corpus span cache directory (default: <root>/data/corpora/cache)")

@@ -2,11 +2,14 @@
 
     docgrad learning --pilot                       # seconds a step of the slowest and fastest arms; T and E to set
     docgrad learning --steps T --eval-every E      # every run of the ladder, each one JSON file under --out
+    docgrad learning --steps T --probe             # R of the probed run's checkpoints: <out>/R_<CORPUS>.json
 
 Each run writes <out>/<CORPUS>_<arm>_b<b>_s<seed>.json when it finishes (atomically); a run whose file holds the
 same configuration is skipped, one whose file holds another is refused (the file is kept). The shuffled b = 32
 run of seed 0 saves its model at steps T/10, T/2 and T under <out>/checkpoints/ (local model folders, git-ignored),
-which `docgrad probe --model <folder>` measures.
+which --probe measures (measure.checkpoint_probe: the probe's kernel on the documents' ids mapped through the
+checkpoint's vocabulary; result files under <out>/probe/, git-ignored, regenerated from the checkpoints) and reads
+into <out>/R_<CORPUS>.json (results.learning.checkpoint_R), the file page 07 reads.
 """
 
 from __future__ import annotations
@@ -24,13 +27,19 @@ from tqdm import tqdm
 from docgrad.corpora import build as corpora
 from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, project_root, shown_path
+from docgrad.measure.checkpoint_probe import probe_checkpoint
 from docgrad.measure.learning import (CONTIGUOUS, HELD_OUT_DOCS, SHUFFLED, LearningData, RunConfig, code_sha256,
                                       data_sha256, held_out_loss, make_model, train_run)
+from docgrad.results import learning as reading
+from docgrad.results.cells import load_cells
 
 LADDER = (2, 4, 8, 16, 32)          # shuffled chunks per step
 CONTIGUOUS_B = 32                   # the contiguous arm: one aligned 4,096-token block of 128-token chunks
 PROBED_RUN = (SHUFFLED, 32, 0)      # the run whose checkpoints give R (arm, b, seed)
 PILOT_STEPS = 30
+PROBE_DOCS = (0, 16)                # training documents the checkpoints are probed on
+PROBE_WINDOW = 4096                 # R(W) at the contiguous arm's block, W = 32 x 128
+PROBE_RESAMPLES, PROBE_SEED = 2000, 20261207
 
 
 def ladder(corpus: str, seeds, steps: int, eval_every: int) -> list[RunConfig]:
@@ -109,6 +118,14 @@ def cli_learning(args) -> int:
     data = {c: corpus_data(c, args.manifest, args.cache, args.chunk) for c in corpora_names}
     if args.pilot:
         return pilot(data, out)
+    if args.probe:
+        if args.steps is None:
+            raise DocgradError("--probe --steps T: the T the runs were trained with (their checkpoints are at T/10, "
+                               "T/2 and T)")
+        for c in corpora_names:
+            spans = corpora.load_spans(c, args.manifest, args.cache)
+            probe_run(c, spans, args.steps, args.chunk, out)
+        return 0
     if args.steps is None or args.eval_every is None:
         raise DocgradError("--steps and --eval-every: set them (docs/methods.md: by the pilot, `docgrad learning "
                            "--pilot`)")
@@ -171,3 +188,29 @@ def pilot(data: dict, out: Path) -> int:
     for k, h in hours.items():
         print(f"pilot: {k}: the {runs} runs take about {h:.1f} h on these cores")
     return 0
+
+
+def probe_run(corpus: str, spans, steps: int, chunk: int, out: Path) -> dict:
+    """R of the probed run (PROBED_RUN) of one corpus: its checkpoints at T/10, T/2 and T probed on training
+    documents PROBE_DOCS (a result already there is kept), read by results.learning.checkpoint_R and written to
+    out/R_<corpus>.json with the result files' sha256s."""
+    run = next(r for r in ladder(corpus, [PROBED_RUN[2]], steps, steps) if (r.arm, r.b, r.seed) == PROBED_RUN)
+    folders = [out / "checkpoints" / f"{run.name}_step{k}" for k in run.checkpoints]
+    missing = [shown_path(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise DocgradError(f"{', '.join(missing)}: no such checkpoint; `docgrad learning --steps {steps} ...` saves "
+                           f"them while it trains {run.name} (rerun it after deleting {run.name}.json to regenerate "
+                           "them bit for bit)")
+    found = []
+    for f in folders:
+        path = probe_checkpoint(f, corpus, spans, out / "probe", chunk, PROBE_DOCS)
+        found.append(next(iter(load_cells(path.parent, groups=None, docs=PROBE_DOCS).values())))
+        print(f"learning: probed {shown_path(f)} -> {shown_path(path)}", file=sys.stderr)
+    R = reading.checkpoint_R(found, PROBE_WINDOW, PROBE_RESAMPLES, PROBE_SEED)
+    record = {"corpus": corpus, "run": run.name, "checkpoint_steps": list(run.checkpoints), "docs": list(PROBE_DOCS),
+              "chunk": chunk, "resamples": PROBE_RESAMPLES, "seed": PROBE_SEED, **R}
+    atomic_write_json(out / f"R_{corpus}.json", record)
+    print(f"learning: {corpus} R({PROBE_WINDOW}) of {run.name} at steps {run.checkpoints}: "
+          + ", ".join(f"{c['R']:.2f}" for c in R["checkpoints"]) + f"; their mean {R['R']:.2f} "
+          f"[{R['ci'][0]:.2f}, {R['ci'][1]:.2f}]", file=sys.stderr)
+    return record

@@ -9,7 +9,7 @@ MODEL ?= smollm2-135m
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.docgrad-installed
 
-.PHONY: report test browser relock corpora probe probe-48 probe-causal probe-bf16 probe-regime probe-regime-parts learning learning-pilot analyze venv clean-report
+.PHONY: report test browser relock corpora probe probe-48 probe-causal probe-bf16 probe-regime probe-regime-parts learning learning-pilot learning-probe analyze venv clean-report
 
 venv: $(STAMP)
 
@@ -204,6 +204,9 @@ learning-pilot: $(STAMP)
 learning: $(STAMP)
 	$(BIN)/docgrad corpora build --missing-only
 	$(LEARNING_MALLOC) $(BIN)/docgrad learning --steps $(LEARNING_T) --eval-every $(LEARNING_E)
+# R of the trained model (after `make learning`): its checkpoints probed, data/learning/R_<CORPUS>.json (page 07)
+learning-probe: $(STAMP)
+	$(BIN)/docgrad learning --steps $(LEARNING_T) --probe
 
 analyze: $(STAMP)
 	$(BIN)/docgrad analyze --results data/results --out data/report.json

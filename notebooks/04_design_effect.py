@@ -221,6 +221,9 @@ display(Markdown(estimator_note))
 #   document or the choice of resampling unit moves it, and the mean gradient ($B_\text{simple}$).
 # - **04c, beside the published study**: which orderings of the corpora the data resolve, model against model
 #   on the same documents, and what can and cannot be compared with Pythia and OLMo.
+# - **07, does R predict learning?**: a small model trained from scratch with shuffled and document-contiguous
+#   batches, and whether the contiguous ones train like $b/R$ shuffled chunks
+#   ([07](07_does_R_predict_learning.html)).
 #
 # **Limitations.** Each 512-token chunk was run as its own sequence; page 06 measures gradients with the
 # preceding context over the first 4,096 tokens. The models are small, 4-bit quantised and may have seen

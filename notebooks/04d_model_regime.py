@@ -305,7 +305,8 @@ numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model,
            "spikes": spike_reading, "first_tokens": first_tokens, "first_token_line": first_token_line,
            "other_start_tokens": other_lines, "crn_line": crn_line,
            "training_regime": dg.regime.training_lines(training), "training_table": training_table.to_dict("records"),
-           "training_spikes": training_spikes}
+           "training_spikes": training_spikes, "training_decisions": training.get("R"),
+           "training_spike_free": training.get("spike_free")}
 _ = dg.save_numbers("04d_model_regime", numbers, figures_dir)
 
 # %% [markdown]

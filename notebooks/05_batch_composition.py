@@ -188,7 +188,8 @@ display(Markdown(dg.evidence.claims_markdown(reading)))
 # ## What was measured, and what not
 #
 # - **Chunks at fixed weights.** A batch is made of measured chunks, each a standalone sequence through the model
-#   at fixed weights: the noise of one step, not training, momentum or the study's optimizer.
+#   at fixed weights: the noise of one step, not training, momentum or the study's optimizer. Whether that noise
+#   changes how a model learns is page 07's question ([Does R predict learning?](07_does_R_predict_learning.html)).
 # - **Surprise on the cell.** Token frequencies are counted over the cell's own chunks; the study counted its whole
 #   training stream and batched packed rows of many documents.
 # - **Documents, not sources.** BOOKS's documents share a few sources (Bible books, Austen novels): its intervals

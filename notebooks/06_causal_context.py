@@ -200,8 +200,9 @@ regime_readings = (dg.model_regime.read_model_regime(standalone_dir, regime_dir)
                    if model == "smollm2-135m" else {})    # the regime cells are SmolLM2's
 regime_line = dg.regime.limitation_line(regime_readings) if regime_readings else ""
 display(Markdown("\n".join(dg.regime.training_lines(training)) + "\n\n" + regime_line))
-if dg.regime.training_rows(training):     # each regime's R(4K) beside its parts (page 04d reads them too)
-    display(pd.DataFrame(dg.regime.training_rows(training)).round(3))
+training_table = pd.DataFrame(dg.regime.training_rows(training))   # each regime's R(4K) beside its parts (as 04d)
+if len(training_table):
+    display(training_table.round(3))
 
 # %%
 numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone_dir, "model": model,
@@ -215,6 +216,8 @@ numbers = {"parameters": {"causal_dir": causal_dir, "standalone_dir": standalone
            "result_box": box_facts, "positions": position_facts, "corpus_readings": reading_facts,
            "readings": {k: dg.causal.window_facts(c) for k, c in comps.items()},
            "training_regime": dg.regime.training_lines(training), "regime_line": regime_line,
+           "training_table": training_table.to_dict("records"),
+           "training_decisions": training.get("R"), "training_spike_free": training.get("spike_free"),
            "model_regime": dg.regime.reading_numbers(regime_readings)}
 _ = dg.save_numbers("06_causal_context", numbers, figures_dir)
 

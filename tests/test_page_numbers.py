@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("03_correlation_by_lag", "03b_documents_and_sources", "04_design_effect", "04b_what_drives_R",
-         "04c_beside_the_published_study", "04e_your_documents", "05_batch_composition", "06_causal_context")
+         "04c_beside_the_published_study", "04e_your_documents", "05_batch_composition", "06_causal_context",
+         "07_does_R_predict_learning")
 
 # a decimal (with a point), a percentage, or an integer with thousands separators; not part of a word, a
 # version string ("0.28.1") or a name ("SmolLM2-135M", "16K", "Q4_1")

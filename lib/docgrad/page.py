@@ -12,9 +12,9 @@ docgrad, and that everything gathered here is used by some page.
   the method         decomposition, groups, sketch (docgrad.core)
   the inputs         models (offline models, loading), corpora_build, provenance, model_facts, probe_bench
   the results        published, precision_checks, stats, batching, positions, cell_decomposition, profiles,
-                     model_regime, spikes
+                     model_regime, spikes, learning_runs (page 07: the training test's runs and its reading)
   what pages say     tables, design_effect, correlation, comparison, evidence, batch_reading, causal, sketching,
-                     explorer, regime, measurement (page 04e: your own documents)
+                     explorer, regime, measurement (page 04e: your own documents), learning (page 07)
   teaching pages     reduction (01), effective_size (01a), trainers, optimisers (01b), packing, cross_entropy (01c),
                      rl_losses, rl_trl, rl_worked (01d; imported on first use: they need torch and TRL);
                      installed (the installed libraries' source), history, records, worked (and its sig, sig_table)
@@ -28,9 +28,10 @@ from docgrad.corpora import provenance
 from docgrad.errors import AnalysisError
 from docgrad.measure import model_facts, probe_bench
 from docgrad.presentation import (batch_reading, causal, comparison, correlation, design_effect, evidence, explorer,
-                                  measurement, regime, sketching, tables)
+                                  learning, measurement, regime, sketching, tables)
 from docgrad.presentation.charts import corpus_color, forest_chart, highlight, legend_pick
 from docgrad.results import batching, cell_decomposition, positions, precision_checks, profiles, published, stats
+from docgrad.results import learning as learning_runs
 from docgrad.results import regime as model_regime
 from docgrad.results import spikes
 from docgrad.results.format import parse_docs
@@ -48,9 +49,9 @@ __all__ = [
     "decomposition", "groups", "sketch",
     "models", "corpora_build", "provenance", "model_facts", "probe_bench",
     "published", "precision_checks", "stats", "batching", "positions", "cell_decomposition", "profiles",
-    "model_regime", "spikes",
+    "model_regime", "spikes", "learning_runs",
     "tables", "design_effect", "correlation", "comparison", "evidence", "batch_reading", "causal", "sketching",
-    "explorer", "regime", "measurement",
+    "explorer", "regime", "measurement", "learning",
     "reduction", "effective_size", "trainers", "optimisers", "packing", "cross_entropy", "installed", "worked", "sig",
     "sig_table", "records", "history",
     "rl_losses", "rl_trl", "rl_worked",

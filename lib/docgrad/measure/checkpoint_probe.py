@@ -1,5 +1,5 @@
-"""R of the training test's own model: the probe run on a checkpoint of a `docgrad learning` run (docs/methods.md,
-"Does R predict learning?", "Which R").
+"""R of the training test's own model: the probe run on a checkpoint of a `docgrad learning` run
+(docs/methods.md, "Does R predict learning?", "Which R").
 
 A checkpoint is a local model folder (save_pretrained) whose vocabulary is the corpus's own: row i of its
 embedding is tokenizer id vocab[i] (measure.learning.VOCAB_FILE beside the weights). So the documents' tokenizer ids are mapped

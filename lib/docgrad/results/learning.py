@@ -18,6 +18,8 @@ in its prediction draws is read first, at 1 - alpha/2, the next at 1 - alpha onc
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -215,4 +217,40 @@ def read_learning(steps: Mapping[str, Mapping], R: Mapping[str, Mapping], alpha:
             level = 1 - alpha / (len(order) - k)
         out[c] = read_corpus(steps[c], R[c], level, b, c in controls, draws, seed)
         open_ = open_ and out[c]["decision"] in (PREDICTS, REFUTED)
+    return out
+
+
+def load_runs(folder: str | Path) -> dict[str, list[dict]]:
+    """Every finished run record under folder (<CORPUS>_<arm>_b<b>_s<seed>.json, what `docgrad learning` writes),
+    by corpus; {} for a folder with none."""
+    out: dict[str, list[dict]] = {}
+    for path in sorted(Path(folder).glob("*_b*_s*.json")):
+        rec = json.loads(path.read_text())
+        if isinstance(rec, dict) and "config" in rec and "held_out" in rec:
+            out.setdefault(rec["config"]["corpus"], []).append(rec)
+    return out
+
+
+def load_R(folder: str | Path) -> dict[str, dict]:
+    """R of each corpus's trained model (R_<CORPUS>.json, `docgrad learning --probe`), by corpus."""
+    return {p.stem[2:]: json.loads(p.read_text()) for p in sorted(Path(folder).glob("R_*.json"))}
+
+
+def read_page(folder: str | Path, corpora: Sequence[str], seeds: int = 3, arms: int = 6,
+              controls: Sequence[str] = ("WEB",)) -> dict:
+    """What page 07 reads: the runs and R of each corpus, and the rule's reading (read_learning) only when every
+    corpus has all its runs (seeds x arms, one T) and its R; until then {"complete": False} with what is there.
+    {"complete", "runs" (by corpus), "R", "expected", "present", "T", "readings", "steps"}."""
+    runs, R = load_runs(folder), load_R(folder)
+    runs = {c: runs.get(c, []) for c in corpora}
+    present = {c: len(runs[c]) for c in corpora}
+    Ts = {r["config"]["steps"] for rs in runs.values() for r in rs}
+    out = {"runs": runs, "R": {c: R[c] for c in corpora if c in R}, "expected": seeds * arms, "present": present,
+           "T": max(Ts) if Ts else None, "complete": False, "readings": None, "steps": None}
+    if len(Ts) > 1:
+        raise ValueError(f"{folder}: runs of different T ({sorted(Ts)}): one T per test")
+    if all(present[c] == seeds * arms and c in R for c in corpora):
+        steps = {c: run_steps(runs[c], out["T"]) for c in corpora}
+        out.update(complete=True, steps=steps, readings=read_learning(steps, {c: R[c] for c in corpora},
+                                                                       controls=controls))
     return out

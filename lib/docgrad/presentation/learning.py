@@ -1,0 +1,98 @@
+"""What page 07 ("Does R predict learning?") says, from results.learning.read_page, in the words of its rule
+(docs/methods.md, "Does R predict learning?"): one sentence per corpus, the answer box, and the rows its charts
+draw. Nothing is decided before every run and every R is committed."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from docgrad.presentation import evidence as ev
+from docgrad.results.learning import CONSISTENT, NOT_RESOLVED, PREDICTS, REFUTED
+
+DECISION_WORDS = {PREDICTS: "R predicts learning", REFUTED: "refuted, it trained like its shuffled batch",
+                  NOT_RESOLVED: "not resolved", CONSISTENT: "consistent, as the control should be"}
+
+
+def _ci(ci, fmt: str = ".1f") -> str:
+    return "[–]" if ci is None or ci[0] is None else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
+
+
+def corpus_answer(corpus: str, r: Mapping, b: int = 32, window: int = 4096) -> str:
+    """One sentence: what a contiguous batch of b chunks of one document trained like (b_eff with its interval),
+    what R predicted (b / R), and the decision with the measured steps against both predictions."""
+    if r["b_eff"] is None:
+        like = "reached L* no slower than the fitted curve's largest batch (b_eff not defined)"
+    else:
+        like = f"trained like {r['b_eff']:.1f} {_ci(r['b_eff_ci'])} shuffled chunks"
+    lvl = f"{r['level']:.1%}".replace(".0%", "%")
+    return (f"**{corpus}**: a batch of {b} consecutive chunks of one document {like}; R({window // 1024}K) of the "
+            f"trained model, {r['R']:.2f} {_ci(r['R_ci'], '.2f')}, predicted {b} / R = {r['b_over_R']:.1f} "
+            f"{_ci(r['b_over_R_ci'])}: {DECISION_WORDS[r['decision']]} ({r['measured']:.0f} steps to L* against "
+            f"{r['S_R']:.0f} {_ci(r['S_R_ci'], '.0f')} predicted with R and {r['S_1']:.0f} {_ci(r['S_1_ci'], '.0f')} "
+            f"without, {lvl} intervals).")
+
+
+def progress_line(page: Mapping) -> str:
+    """What is committed while the test is not complete: runs per corpus and which corpora have R."""
+    runs = ", ".join(f"{c} {n} of {page['expected']}" for c, n in page["present"].items())
+    noR = [c for c in page["present"] if c not in page["R"]]
+    return (f"Runs committed: {runs}; R of the trained model: "
+            + (f"missing for {', '.join(noR)}" if noR else "every corpus") + ".")
+
+
+def result_box(page: Mapping, b: int = 32) -> str:
+    """Page 07's answer (evidence.result_box): per corpus the decision with b_eff against b / R; or, until every
+    run and R is committed, that nothing is decided yet and what is there."""
+    if not page["complete"]:
+        answer = ["Not measured yet: nothing is read before every run and the trained model's R are committed "
+                  "(`make learning`, then `make learning-probe`). " + progress_line(page)]
+    else:
+        answer = [f"{c}: {DECISION_WORDS[r['decision']]}; b_eff {r['b_eff']:.1f} against {b} / R = "
+                  f"{r['b_over_R']:.1f}." if r["b_eff"] is not None else
+                  f"{c}: {DECISION_WORDS[r['decision']]}; b_eff not defined, {b} / R = {r['b_over_R']:.1f}."
+                  for c, r in page["readings"].items()]
+    measured = (f"a 4-layer width-128 Llama trained from scratch on CPU, 128-token chunks, {page['expected']} runs "
+                "per corpus (5 shuffled batch sizes and one contiguous, 3 seeds each), held-out documents 40-47; "
+                "Holm over the corpora.")
+    caveat = "a tiny model and standalone 4K blocks: a test of the mechanism, not a long-context training recipe."
+    return ev.result_box(answer, measured, caveat)
+
+
+def loss_rows(runs: Mapping[str, list]) -> list[dict]:
+    """Held-out loss against tokens seen, one row per evaluation of every run: corpus, arm ('shuffled b=8'),
+    seed, step, tokens (step x b x C), held_out."""
+    rows = []
+    for corpus, rs in runs.items():
+        for r in rs:
+            c = r["config"]
+            for step, loss in zip(r["eval_steps"], r["held_out"]):
+                rows.append({"corpus": corpus, "arm": f"{c['arm']} b={c['b']}", "seed": c["seed"], "step": step,
+                             "tokens": step * c["b"] * c["chunk"], "held_out": loss})
+    return rows
+
+
+def ladder_rows(page: Mapping, grid=(2, 3, 4, 6, 8, 12, 16, 24, 32)) -> list[dict]:
+    """Steps to L* against b: every shuffled and contiguous run (kind 'shuffled' / 'contiguous'), the fitted
+    curve S_min (1 + b_noise / b) on a grid of b (kind 'fit'), and the two predictions at the contiguous b
+    (kinds 'S_R', 'S_1', with lo and hi). [] until the test is complete."""
+    if not page["complete"]:
+        return []
+    rows = []
+    for c, st in page["steps"].items():
+        r = page["readings"][c]
+        for b, xs in st["shuffled"].items():
+            rows += [{"corpus": c, "b": int(b), "steps": x, "kind": "shuffled"} for x in xs]
+        rows += [{"corpus": c, "b": 32, "steps": x, "kind": "contiguous"} for x in st["contiguous"]]
+        rows += [{"corpus": c, "b": b, "steps": r["fit"]["S_min"] + r["fit"]["slope"] / b, "kind": "fit"}
+                 for b in grid]
+        for k in ("S_R", "S_1"):
+            rows.append({"corpus": c, "b": 32, "steps": r[k], "lo": r[f"{k}_ci"][0], "hi": r[f"{k}_ci"][1],
+                         "kind": k})
+    return rows
+
+
+def R_rows(R: Mapping[str, Mapping]) -> list[dict]:
+    """R(W) of each probed checkpoint through training (corpus, step, R, lo, hi, B_simple_tokens)."""
+    return [{"corpus": c, "step": step, "R": cp["R"], "lo": cp["ci"][0], "hi": cp["ci"][1],
+             "B_simple_tokens": cp["B_simple_tokens"]}
+            for c, rec in R.items() for step, cp in zip(rec["checkpoint_steps"], rec["checkpoints"])]

@@ -178,6 +178,10 @@ def test_forest_chart_draws_a_point_per_row_and_a_bar_per_interval_in_one_panel_
     assert rule["encoding"]["x"]["datum"] == 1
     assert bars["encoding"]["x"]["field"] == "lo" and bars["encoding"]["x2"]["field"] == "hi"
     assert points["encoding"]["x"]["field"] == "R" and points["encoding"]["x"]["title"] == "R(16K)"
+    assert spec["title"]["text"].startswith("R(16K) per corpus")
+    short = de.forest_frame([({"m": sub}, {"m": decomps})]).assign(W=2048)       # a corpus of 2K spans
+    spec = charts.forest_chart(short).to_dict()
+    assert spec["title"]["text"].startswith("R at each row's headline window") and "16K" not in spec["title"]["text"]
     labels = {r["label"] for r in spec["datasets"][spec["data"]["name"]]}
     assert "m, 8 documents (3 sources: no interval over 3 clusters)" in labels
 

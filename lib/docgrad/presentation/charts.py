@@ -35,14 +35,18 @@ def highlight(pick, on: float = 1.0, off: float = 0.12):
 FOREST_KINDS = ["ours", "by source", "published"]
 
 
-def forest_chart(frame, order=CORPORA, title: str = "R(16K) per corpus, model and design, with 95% intervals"):
+def forest_chart(frame, order=CORPORA, title: str | None = None):
     """A forest plot of design_effect.forest_frame: one row per (corpus, model/design), its point and 95% interval
     (none where the frame gives none: its `note` says why, in the row's label and the tooltip), one panel per
     corpus in `order`, and the line R = 1 (a block worth as many independent chunks as it holds) for reference.
-    The x axis is R(16K) when every row is read at 16K, else R at each row's headline window W."""
+    The x axis and the default title say R(16K) when every row is read at 16K, else R at each row's headline
+    window W (a corpus of one's own with shorter spans)."""
     df = frame.assign(label=[f"{r} ({n})" if n else r for r, n in zip(frame["row"], frame["note"])])
     y = alt.Y("label:N", title=None, sort=list(dict.fromkeys(df["label"])), axis=alt.Axis(labelLimit=360))
-    x_title = "R(16K)" if set(df["W"]) <= {HEADLINE_WINDOW} else "R(W), W the headline window of each row"
+    at_16k = set(df["W"]) <= {HEADLINE_WINDOW}
+    x_title = "R(16K)" if at_16k else "R(W), W the headline window of each row"
+    title = title or ("R(16K)" if at_16k else "R at each row's headline window") + \
+        " per corpus, model and design, with 95% intervals"
     x = alt.X("R:Q", title=x_title, scale=alt.Scale(zero=False))
     kind = alt.Shape("kind:N", title=None, sort=FOREST_KINDS, scale=alt.Scale(domain=FOREST_KINDS))
     tip = ["corpus:N", "row:N", "W:Q", alt.Tooltip("R:Q", format=".3f"),

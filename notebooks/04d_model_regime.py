@@ -164,7 +164,8 @@ display(Markdown("\n".join(other_lines) or "*No cell with another start token is
 # chunk's squared norm, the float64 model gives the same value, and the same chunk moved one token on, or without
 # the start token, does not spike. So the spike is an artefact of putting a start token ahead of chunks cut from
 # the middle of documents, not a property of the text or of the rounding. In training a start token heads a whole
-# document, at its real first token: the causal windows of page 06 measure that regime. The report therefore reads
+# document, at its real first token; the causal windows below put it ahead of a window that begins inside its
+# document, so their first chunk can spike the same way (one chunk a window, not every chunk). The report reads
 # $R(16\text{K})$ as loaded as its measurement; the start-token cells' lower $R$ is their denominator
 # $\sigma^2$ inflated by these chunks, while the noise of a whole 16K block rises.
 

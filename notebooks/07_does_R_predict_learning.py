@@ -44,8 +44,7 @@ test = dg.learning_runs.read_page(ROOT / learning_dir, corpora)
 
 # %% tags=["hide-input"]
 box = dg.learning.result_box(test)
-answers = ([dg.learning.corpus_answer(c, r) for c, r in test["readings"].items()] if test["complete"]
-           else [dg.learning.progress_line(test)])
+answers = [dg.learning.corpus_answer(c, r) for c, r in test["readings"].items()] if test["complete"] else []
 display(Markdown(box + "\n\n" + "\n\n".join(answers)))
 
 # %% [markdown]

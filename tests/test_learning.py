@@ -283,3 +283,15 @@ def test_probing_before_the_checkpoints_exist_names_them_and_how_to_make_them(tm
 
     with pytest.raises(DocgradError, match=r"CODE_shuffled_b32_s0_step50.*no such checkpoint.*--steps 500"):
         lc.probe_run("CODE", [], 500, 128, tmp_path)
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_any_training(tmp_path):
+    from docgrad.errors import DocgradError
+    from docgrad.runtime import learning_command as lc
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(DocgradError, match=r"--out .*a-file/out: cannot write there"):
+        lc.check_writable(blocker / "out")
+    lc.check_writable(tmp_path / "new" / "out")
+    assert list((tmp_path / "new" / "out").iterdir()) == []

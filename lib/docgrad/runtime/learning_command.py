@@ -115,6 +115,7 @@ def cli_learning(args) -> int:
     if "mmap_threshold" not in os.environ.get("GLIBC_TUNABLES", ""):
         print("learning: glibc's malloc returns each step's logits to the kernel here: steps take about 1.6x longer "
               "than under `make learning` (GLIBC_TUNABLES, benchmarks/learning_speed.py)", file=sys.stderr)
+    check_writable(out)                # before minutes of training, not after them
     data = {c: corpus_data(c, args.manifest, args.cache, args.chunk) for c in corpora_names}
     if args.pilot:
         return pilot(data, out)
@@ -139,6 +140,18 @@ def cli_learning(args) -> int:
         print(f"learning: {r.name}: held-out loss {rec['held_out'][0]:.3f} -> {rec['held_out'][-1]:.3f} in "
               f"{rec['seconds'] / 60:.1f} min", file=sys.stderr)
     return 0
+
+
+def check_writable(out: Path) -> None:
+    """--out exists (made if missing) and takes a file, or one DocgradError naming it."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".docgrad-write-check"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise DocgradError(f"--out {shown_path(out)}: cannot write there ({e.strerror or e}); give a folder you "
+                           "can write") from None
 
 
 def pilot_corpus(corpus: str, d: LearningData, steps: int) -> dict:

@@ -12,7 +12,6 @@ itself: the folder has no tokenizer, and its ids are not the tokenizer's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -22,9 +21,11 @@ import torch
 from transformers import LlamaForCausalLM
 
 from docgrad.errors import DocgradError
+from docgrad.fileio import file_sha256
 from docgrad.measure.learning import VOCAB_FILE
 from docgrad.measure.probe import run_probe
 from docgrad.measure.probe_config import ProbeConfig, as_doc_spans
+from docgrad.models import digest_lines
 from docgrad.results.format import result_stem
 
 MODEL_PREFIX = "docgrad-learning/"       # the model id a checkpoint's results are filed under
@@ -54,14 +55,12 @@ def map_tokens(tokens: np.ndarray, vocab: np.ndarray, where: str) -> np.ndarray:
 
 
 def weights_sha256(folder: Path) -> str:
-    """sha256 over the folder's safetensors weight files, in name order."""
-    h = hashlib.sha256()
+    """The digest of the folder's safetensors weight files by the rule of a local model directory's pin
+    (models.digest_lines over each file's sha256)."""
     files = sorted(Path(folder).glob("*.safetensors"))
     if not files:
         raise DocgradError(f"{folder}: no .safetensors weights (a checkpoint is saved with save_pretrained)")
-    for f in files:
-        h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
-    return h.hexdigest()
+    return digest_lines([(f.name, file_sha256(f)) for f in files])
 
 
 def checkpoint_id(folder: Path) -> tuple[str, str]:

@@ -55,9 +55,11 @@ display(Markdown(box + "\n\n" + "\n\n".join(details)))
 # gradient is that of the same text with one token of context. *Rounding*: independent Gaussian noise with the
 # variance of each weight's own rounding error is added once ($\lambda = 1$) and twice ($\lambda = 2$); the
 # quadratic through $\lambda = 0, 1, 2$ is read at $\lambda = -1$, the weights without rounding error
-# (simulation-extrapolation, SIMEX). One noise draw per $\lambda$: the interval covers the documents, not the
-# draw, which is why the rounding decision is withdrawn until three draws per $\lambda$ are in (addendum
-# 2026-12-07). Every comparison is paired: the same 16 documents, the same bootstrap counts for every regime of a
+# (simulation-extrapolation, SIMEX). Its first reading (2026-12-03) used one noise draw per $\lambda$ on 16
+# documents, with an interval over the documents and not the draw; it is withdrawn (addendum 2026-12-07, section
+# 5). Rounding is decided by three draws per $\lambda$ with common random numbers on documents 0-7, with an
+# interval over documents and draws ("Rounding with its draws" below), and by nothing while one of those cells is
+# missing. Every comparison is paired: the same documents, the same bootstrap counts for every regime of a
 # corpus.
 
 # %% tags=["hide-input"]
@@ -201,8 +203,9 @@ if len(training_table):
 # it falls through $\sigma^2$ of a few windows' first chunk, and the noise of a whole block rises.
 
 # %% [markdown]
-# ## The SIMEX curves
+# ## The SIMEX curves of the first draw
 #
+# The first reading's cells (one noise draw per $\lambda$, 16 documents; described, its decision withdrawn):
 # $R(16\text{K})$ and the mean-gradient share measured at $\lambda = 0$ (the model as loaded), 1 and 2 (points,
 # 95% paired intervals), the quadratic through them (solid, with the 95% band of the quadratic fitted to every
 # paired draw) and the linear least-squares line (dashed, the sensitivity check), both read at $\lambda = -1$,
@@ -237,7 +240,7 @@ else:
 # %% [markdown]
 # ### A second set of noise draws, described
 #
-# The decision rests on one noise draw per $\lambda$. A second, independent set for WEB ($\lambda = 1$ seed 3,
+# The first reading rested on one noise draw per $\lambda$. A second, independent set for WEB ($\lambda = 1$ seed 3,
 # $\lambda = 2$ seed 4), added after the rounding was read
 # ([docs/methods.md](../docs/methods.md#model-regime)), shows how far the draw alone moves the extrapolant, alone
 # and averaged with the first draw at each $\lambda$. Described, not decided.
@@ -255,13 +258,30 @@ else:
 # %% [markdown]
 # ### Rounding with its draws
 #
-# What replaces the decision above (addendum 2026-12-07, section 5): three independent noise draws per $\lambda$
-# with common random numbers (the same draw scaled by $\sqrt\lambda$), CODE and WEB documents 0-7, and an interval
-# that resamples the documents and the draws.
+# What decides rounding (addendum 2026-12-07, section 5): three independent noise draws per $\lambda$ with common
+# random numbers (the same draw scaled by $\sqrt\lambda$), CODE and WEB documents 0-7, and an interval that
+# resamples the documents and the draws. The figure gives $R(16\text{K})$ at $\lambda$ = 0, 1, 2 for each draw
+# (thin) and for their mean $\theta_\lambda$ (thick), each quadratic read at $\lambda = -1$ (diamonds): how far
+# the draws alone move the extrapolant.
 
 # %% tags=["hide-input"]
-crn_line = dg.regime.crn_sentence(readings[dg.model_regime.ROUNDING]["crn"])
+crn = readings[dg.model_regime.ROUNDING]["crn"]
+crn_line = dg.regime.crn_sentence(crn)
 display(Markdown(crn_line))
+crn_rows = crn.get("curves", [])
+if crn_rows:
+    d = pd.DataFrame(crn_rows)
+    base = alt.Chart().encode(x=alt.X("lambda:Q", title="λ (added variance / rounding's)"),
+                              y=alt.Y("R:Q", title="R(16K)", scale=alt.Scale(zero=False)),
+                              detail="draw:N", color=dg.corpus_color(),
+                              size=alt.condition(alt.datum.draw == "mean", alt.value(3), alt.value(1)))
+    chart = alt.layer(base.mark_line(), base.transform_filter(alt.datum.kind == "measured").mark_point(filled=True),
+                      base.transform_filter(alt.datum.kind == "unrounded").mark_point(shape="diamond", size=90)
+                      .encode(tooltip=["corpus", "draw", "R"]),
+                      data=d).properties(width=260, height=180).facet(column=alt.Column("corpus:N", title=None))
+    display(dg.save_chart(chart.resolve_scale(y="independent").properties(
+        title="Rounding with common random numbers: each draw and their mean, extrapolated to λ = −1"),
+        "04d_crn", figures_dir))
 
 # %% [markdown]
 # ## R(W) and ρ by lag in each regime
@@ -293,7 +313,9 @@ for q, cv in curves.items():
 # %% tags=["hide-input"]
 described = {q: dg.regime.described_rows(r) for q, r in readings.items() if r["complete"]}
 for q, rws in described.items():
-    display(Markdown(f"**{q.capitalize()}**"), pd.DataFrame(rws))
+    first = readings[q].get("first_draw")
+    display(Markdown(f"**{q.capitalize()}**" + (f" (its first draw, {first['n_docs']} documents)" if first else "")),
+            pd.DataFrame(rws))
 if not described:
     display(Markdown("*Nothing to describe until a question's cells are all committed.*"))
 
@@ -304,7 +326,7 @@ numbers = {"results_dir": results_dir, "regime_dir": regime_dir, "model": model,
            "questions": dg.regime.reading_numbers(readings), "curves": curves,
            "simex_curves": simex.to_dict("records"), "start_token_parts": parts_table.to_dict("records"),
            "spikes": spike_reading, "first_tokens": first_tokens, "first_token_line": first_token_line,
-           "other_start_tokens": other_lines, "crn_line": crn_line,
+           "other_start_tokens": other_lines, "crn_line": crn_line, "crn_curves": crn_rows,
            "training_regime": dg.regime.training_lines(training), "training_table": training_table.to_dict("records"),
            "training_spikes": training_spikes, "training_decisions": training.get("R"),
            "training_spike_free": training.get("spike_free")}

@@ -452,7 +452,8 @@ def test_the_committed_rounding_reading_carries_the_second_set_of_draws_beside_t
     _, readings = RG.read_model_regime(root / "results", root / "regime", resamples=20, seed=1)
     rows = readings[RG.ROUNDING]["second_draws"]
     assert [(r["corpus"], r["draws"]) for r in rows] == [("WEB", d) for d in (RG.FIRST_SET, RG.SECOND_SET, RG.AVERAGED)]
-    assert rows[0]["change"] == pytest.approx(readings[RG.ROUNDING]["R"]["WEB"]["delta"])   # the decided set itself
+    first = readings[RG.ROUNDING].get("first_draw", readings[RG.ROUNDING])    # kept once three draws decide
+    assert rows[0]["change"] == pytest.approx(first["R"]["WEB"]["delta"])       # the first set itself
     assert "second_draws" not in readings[RG.START_TOKEN]
 
 
@@ -466,7 +467,7 @@ def test_the_second_draw_sentence_gives_each_set_with_its_interval_or_nothing_be
     s = PR.second_draw_sentence(rows)
     assert s.startswith("Described, not decided") and "+5.0% [\u22125.0%, +25.0%] with the second set" in s
     assert "by \u221210.0% [\u221220.0%, +10.0%] with both draws averaged" in s
-    assert "(the decided set: \u221227.0% [\u221237.0%, \u22127.0%], here at 95%)" in s
+    assert "(the first set: \u221227.0% [\u221237.0%, \u22127.0%], here at 95%)" in s
 
 
 def test_the_described_sentence_gives_each_statistic_per_corpus_with_its_interval():
@@ -773,3 +774,40 @@ def test_the_training_spike_sentence_says_which_windows_spike_where_and_on_which
     reading["norms"]["BOOKS"] = norms([(8, 3)])
     assert "they are chunks 3 of their windows" in PR.training_spike_sentence(reading, lambda c, d, k: "x")
     assert PR.training_spike_sentence({"complete": False}, None) == ""
+
+
+def test_a_complete_common_random_number_reading_decides_rounding_with_each_draw_beside_it():
+    """addendum 2026-12-07, section 5: once its cells are in, the rounding question is the common-random-number
+    reading's (8 documents, three draws): no page calls it withdrawn, the second set of the old draws is no longer
+    beside it, and the caveat says the interval understates the draws' variance."""
+    from docgrad.presentation import evidence as ev
+    from docgrad.presentation import regime as PR
+    from docgrad.results import regime as RG
+
+    crn = {"complete": True, "draws": 3, "n_docs": 8, "each_draw": {"CODE": [0.1, -0.05, 0.2], "WEB": [0.0, 0.3, -0.1]}}
+    start = {"question": RG.START_TOKEN, "complete": True, "present": [], "missing": [], "n_docs": 16,
+             "R": {"CODE": {"decision": "robust", "delta": 0.01, "ci": [-0.05, 0.06], "level": 0.05}}}
+    rounded = {"question": RG.ROUNDING, "complete": True, "withdrawn": False, "present": [], "missing": [], "n_docs": 8,
+               "R": {"CODE": {"decision": "moves", "delta": 0.3, "ci": [0.12, 0.5], "level": 0.025},
+                     "WEB": {"decision": "not resolved", "delta": 0.05, "ci": [-0.2, 0.3], "level": 0.05}},
+               "linear": {"CODE": 0.2, "WEB": 0.01}, "crn": crn,
+               "second_draws": [{"corpus": "WEB", "draws": RG.SECOND_SET, "change": 0.064, "ci": [-0.16, 0.24]}]}
+    readings = {RG.START_TOKEN: start, RG.ROUNDING: rounded}
+    assert PR.headline_note(readings, "S") == ("S's R(16K) moves extrapolated to unrounded weights: +30.0% [+12.0%, "
+                                               "+50.0%] (CODE; linear +20.0%; each draw alone +10.0%, \u22125.0%, "
+                                               "+20.0%) (Holm-level, page 04d)")
+    box = PR.result_box(readings, "M")
+    assert "waits" not in box and "second set" not in box
+    assert "unrounded weights (SIMEX, quadratic): moves for CODE (+30.0% [+12.0%, +50.0%]; linear extrapolant +20.0%)" \
+        in ev.first_sentence(box)
+    assert "each question's regimes (start token 16, rounding 8)" in box
+    assert box.endswith("**Caveat:** with 3 noise draws per \u03bb (each alone: CODE +10.0%, \u22125.0%, +20.0%; WEB "
+                        "+0.0%, +30.0%, \u221210.0%) the rounding interval understates their variance by about a third.")
+    line = PR.limitation_line(readings)
+    assert "second set" not in line and line.endswith(
+        "Rounding is read with 3 common-random-number noise draws per \u03bb on 8 documents; each draw alone gives "
+        "CODE +10.0%, \u22125.0%, +20.0%; WEB +0.0%, +30.0%, \u221210.0% (described).")
+    head = PR.question_lines(rounded)[0]
+    assert head.startswith("**R(16K) extrapolated to unrounded weights (SIMEX, quadratic)**, against the same 8 "
+                           "documents as loaded, 3 common-random-number noise draws per \u03bb, intervals over "
+                           "documents and draws (Holm over 2 corpora):")

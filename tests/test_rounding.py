@@ -63,3 +63,15 @@ def test_the_page_says_how_many_draw_cells_are_in_then_each_corpus_with_its_draw
                                   "documents and draws): WEB \u22125.0% [\u221220.0%, +12.0%] (not resolved; each draw "
                                   "alone +10.0%, +0.0%, \u221210.0%). With 3 draws the interval understates the "
                                   "draws' variance by about a third.")
+
+
+def test_the_figure_rows_extrapolate_each_draw_and_their_mean_to_the_deltas_the_reading_decides_on():
+    values = {"CODE": {"lambda0": 2.0, "lambda1": [1.8, 1.9, 2.0], "lambda2": [1.6, 1.7, 1.8]}}
+    rows = rd.crn_curve_rows(values)
+    unrounded = {r["draw"]: r["R"] for r in rows if r["kind"] == "unrounded"}
+    assert sorted(unrounded) == ["mean", "seed 11", "seed 12", "seed 13"]
+    each = [unrounded[f"seed {s}"] / 2.0 - 1 for s in rd.CRN_SEEDS]
+    assert each == pytest.approx([0.1, 0.0, -0.1])                      # crn_change's own each-draw deltas
+    assert unrounded["mean"] == pytest.approx(3 * 2.0 - 3 * 1.9 + 1.7)
+    measured = [r for r in rows if r["draw"] == "seed 12" and r["kind"] == "measured"]
+    assert [(r["lambda"], r["R"]) for r in measured] == [(0, 2.0), (1, 1.9), (2, 1.7)]

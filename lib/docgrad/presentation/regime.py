@@ -52,8 +52,11 @@ def question_lines(reading: dict) -> list[str]:
         return [f"**{q.capitalize()}**: {len(reading['present'])} of {n} cells committed (missing: "
                 f"{', '.join(cell_name(k) for k in reading['missing'])}); nothing of this question is read until "
                 "every cell is committed."]
-    head = f"**R(16K) {WHAT_CHANGES[q]}**, against the same {reading['n_docs']} documents as loaded (Holm over " \
-           f"{len(reading['R'])} corpora):"
+    crn = crn_draws({q: reading}) if q == ROUNDING else None
+    draws = (f", {crn['draws']} common-random-number noise draws per \u03bb, intervals over documents and draws"
+             if crn else "")
+    head = f"**R(16K) {WHAT_CHANGES[q]}**, against the same {reading['n_docs']} documents as loaded{draws} (Holm " \
+           f"over {len(reading['R'])} corpora):"
     if reading.get("withdrawn"):
         head = head[:-1] + f", described, not decided ({WITHDRAWN_WHY}):"
         return [head] + [f"- {c}: {signed_pct(r['delta'])} {interval_pct(r['ci'])} (one noise draw; the interval "
@@ -83,13 +86,35 @@ def _committed(reading: dict) -> str:
 def change_text(reading: dict, corpus: str, linear_name: str = "linear extrapolant",
                 again: dict | None = None) -> tuple[str, list[str]]:
     """A corpus's decided change of R(16K) with its Holm-level interval, and what to put beside it: for rounding
-    the linear extrapolant's change (the sensitivity check) and, where `again` (second_set) holds the corpus, the
-    second set of noise draws': ('−27.2% [−55.9%, −0.4%]', ['linear extrapolant +7.7%'])."""
+    the linear extrapolant's change (the sensitivity check) and, where `again` (draws_beside) holds the corpus,
+    what the noise draws say: ('−27.2% [−55.9%, −0.4%]', ['linear extrapolant +7.7%', 'second draw +6.4%'])."""
     r = reading["R"][corpus]
     beside = [f"{linear_name} {signed_pct(reading['linear'][corpus])}"] if corpus in reading.get("linear", {}) else []
     if again and corpus in again:
-        beside.append(f"second draw {signed_pct(again[corpus]['change'])}")
+        beside.append(again[corpus])
     return f"{signed_pct(r['delta'])} {interval_pct(r['ci'])}", beside
+
+
+def crn_draws(readings: dict) -> dict | None:
+    """The common-random-number rounding reading (results.regime.crn_reading) once complete, when it decides the
+    rounding question (addendum 2026-12-07, section 5); None before."""
+    crn = readings.get(ROUNDING, {}).get("crn") or {}
+    return crn if crn.get("complete") else None
+
+
+def each_draw_text(crn: dict, corpus: str) -> str:
+    """'+3.1%, −2.0%, +8.4%': each common-random-number draw's own change of R(16K) for a corpus."""
+    return ", ".join(signed_pct(x) for x in crn["each_draw"][corpus])
+
+
+def draws_beside(readings: dict) -> dict[str, str]:
+    """What the rounding decision carries beside it about its noise draws, per corpus: each common-random-number
+    draw alone once that reading decides ('each draw alone +3.1%, −2.0%, +8.4%'); before, the second set of draws
+    where committed ('second draw +6.4%')."""
+    crn = crn_draws(readings)
+    if crn:
+        return {c: f"each draw alone {each_draw_text(crn, c)}" for c in crn["each_draw"]}
+    return {c: f"second draw {signed_pct(r['change'])}" for c, r in second_set(readings).items()}
 
 
 WITHDRAWN_WHY = ("its first reading's interval left out the noise draw, and a second draw gives the other sign; "
@@ -213,10 +238,18 @@ def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str
         answer = [f"Whether R(16K) is a property of the text or of this 4-bit model's start token and rounding is not "
                   f"known yet: nothing is read before every cell of a question is committed ({counts})."]
     n = next((f"{r['n_docs']} " for r in done), "")
-    measured = (f"{label}, the same {n}documents per corpus in every regime; paired document bootstrap; Holm over "
-                f"each question's corpora; margin \u00b1{margin:.0%}.")
+    crn = crn_draws(readings)
+    counts = ", ".join(f"{QUESTION_NAMES[r['question']]} {r['n_docs']}" for r in done)
+    same = (f"the same documents per corpus in each question's regimes ({counts})" if crn
+            else f"the same {n}documents per corpus in every regime")
+    measured = (f"{label}, {same}; paired document bootstrap; Holm over each question's corpora; margin "
+                f"\u00b1{margin:.0%}.")
     if readings.get(ROUNDING, {}).get("withdrawn"):     # its lead already gives the second draw
         caveat = "the rounding decision waits for three noise draws per \u03bb (docs/methods.md, addendum 2026-12-07)."
+    elif crn:
+        each = "; ".join(f"{c} {each_draw_text(crn, c)}" for c in crn["each_draw"])
+        caveat = (f"with {crn['draws']} noise draws per \u03bb (each alone: {each}) the rounding interval understates "
+                  "their variance by about a third.")
     else:
         caveat = "one noise draw per SIMEX level decides (the interval covers documents, not draws)"
         again = [f"{c} {signed_pct(r['change'])} {interval_pct(r['ci'])}" for c, r in second_set(readings).items()]
@@ -230,7 +263,7 @@ def headline_note(readings: dict, label: str) -> str:
     Holm-level paired interval, and where it is read (page 04d); "" when no corpus moves (or no question is
     complete), for rounding with the linear extrapolant and a second set of noise draws (where committed) beside
     it. The headline's own values stay those of the model as loaded."""
-    again = second_set(readings)
+    again = draws_beside(readings)
 
     def noted(r, corpus):
         change, beside = change_text(r, corpus, "linear", again if r["question"] == ROUNDING else None)
@@ -255,10 +288,17 @@ def headline_note(readings: dict, label: str) -> str:
 
 def limitation_line(readings: dict) -> str:
     """The model-regime limitation of pages 03-05: each question's decided reading (question_lead), or how many of
-    its cells are committed while it is incomplete; then what a second set of SIMEX noise draws gives, if any."""
+    its cells are committed while it is incomplete; then what the noise draws give: each common-random-number
+    draw alone once that reading decides, before it a second set of SIMEX noise draws where committed."""
     leads = "; ".join(question_lead(r) for r in readings.values())
-    again = "".join(f" A second set of SIMEX noise draws gives {c} {signed_pct(r['change'])} {interval_pct(r['ci'])} "
-                    "(95%, described, not decided)." for c, r in second_set(readings).items())
+    crn = crn_draws(readings)
+    if crn:
+        each = "; ".join(f"{c} {each_draw_text(crn, c)}" for c in crn["each_draw"])
+        again = (f" Rounding is read with {crn['draws']} common-random-number noise draws per \u03bb on "
+                 f"{crn['n_docs']} documents; each draw alone gives {each} (described).")
+    else:
+        again = "".join(f" A second set of SIMEX noise draws gives {c} {signed_pct(r['change'])} "
+                        f"{interval_pct(r['ci'])} (95%, described, not decided)." for c, r in second_set(readings).items())
     return (f"**The model's regime** (page 04d, `04d_model_regime`): SmolLM2 is rounded to 4 bits and its chunks "
             f"start with no start token. {leads[0].upper() + leads[1:]}.{again}")
 
@@ -279,7 +319,7 @@ def second_draw_sentence(rows: list[dict]) -> str:
     for r in rows:
         by.setdefault(r["corpus"], {})[r["draws"]] = f"{signed_pct(r['change'])} {interval_pct(r['ci'])}"
     parts = [f"{c}'s R(16K) extrapolated to unrounded weights changes by {v[SECOND_SET]} with the second set of "
-             f"noise draws and by {v[AVERAGED]} with both draws averaged at each λ (the decided set: "
+             f"noise draws and by {v[AVERAGED]} with both draws averaged at each λ (the first set: "
              f"{v[FIRST_SET]}, here at 95%)" for c, v in by.items()]
     return ("Described, not decided (a check added after the rounding was read): " + "; ".join(parts) + "."
             if parts else "")
@@ -299,14 +339,15 @@ def described_sentence(reading: dict, statistics=("mean_gradient_share", "B_simp
 
 def described_rows(reading: dict) -> list[dict]:
     """Rows of the described (not decided) changes: statistic, corpus, change, 95% interval; for rounding also
-    the linear extrapolant's change of R (sensitivity)."""
-    rows = []
+    the linear extrapolant's change of R (sensitivity) of the reading the described statistics come from (the
+    first draw's, "first_draw", once the common-random-number reading decides)."""
+    rows, linear = [], reading.get("first_draw", reading).get("linear", {})
     for k, per_corpus in reading.get("described", {}).items():
         for corpus, d in per_corpus.items():
             row = {"statistic": STATISTIC_NAMES[k], "corpus": corpus, "change": signed_pct(d["delta"]),
                    "95% interval": interval_pct(d["ci"]) if d["ci"] else "not defined"}
             if reading["question"] == ROUNDING:
-                row["linear extrapolant"] = signed_pct(reading["linear"][corpus]) if k == "R" else ""
+                row["linear extrapolant"] = signed_pct(linear[corpus]) if k == "R" else ""
             rows.append(row)
     return rows
 

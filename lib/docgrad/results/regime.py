@@ -236,7 +236,7 @@ def read_question(question: str, found: dict, resamples: int, seed: int, alpha: 
 def crn_reading(results_dir: str | Path, regime_dir: str | Path, found: dict, resamples: int, seed: int) -> dict:
     """The rounding question by common random numbers (results.rounding) from the regime folder's cells of
     documents 0-7 and the model as loaded in `found`; complete: "R" is its regime_reading (Holm over CODE and WEB,
-    margin 10%)."""
+    margin 10%) and "curves" the rows of its figure (rounding.crn_curve_rows)."""
     try:
         crn = {(c.corpus, c.regime): c for c in load_cells(Path(regime_dir), groups=None, docs=RD.CRN_DOCS,
                                                              regime=None).values() if c.regime}
@@ -246,6 +246,7 @@ def crn_reading(results_dir: str | Path, regime_dir: str | Path, found: dict, re
     out = RD.read_crn_rounding(crn, as_loaded, resamples, seed)
     if out["complete"]:
         out["R"] = regime_reading(out.pop("changes"))
+        out["curves"] = RD.crn_curve_rows(out["values"])
     return out
 
 
@@ -256,8 +257,9 @@ def read_model_regime(results_dir: str | Path, regime_dir: str | Path, model: st
     state R(16K) (03-05) read it with the rule's 2,000 paired draws and seed, whatever their own resamples; page
     04d, which shows it all, with its parameters (the same by default). The rounding reading also carries
     "second_draws" (second_draw_rows: a second set of noise draws, described, [] until committed), "crn" (the
-    common-random-number reading, crn_reading) and "withdrawn" (until that reading is complete; then its "R" and
-    "linear" are the question's); a complete start-token reading carries "parts" (regime_parts.start_token_parts per
+    common-random-number reading, crn_reading) and "withdrawn" (until that reading is complete; then its "R",
+    "linear" and "n_docs" are the question's, the first draw's kept under "first_draw", with which its
+    "described" statistics go); a complete start-token reading carries "parts" (regime_parts.start_token_parts per
     corpus: R's change read through sigma^2, the long-lag covariance and the block noise)."""
     sub = get_offline(model).results_dir
     found = regime_cells(Path(results_dir) / sub, Path(regime_dir) / sub)
@@ -267,7 +269,8 @@ def read_model_regime(results_dir: str | Path, regime_dir: str | Path, model: st
     readings[ROUNDING]["crn"] = crn
     readings[ROUNDING]["withdrawn"] = not crn["complete"]
     if crn["complete"]:                        # the decision is the common-random-number reading's
-        readings[ROUNDING].update({"R": crn["R"], "linear": crn["linear"]})
+        first = {k: readings[ROUNDING][k] for k in ("R", "linear", "n_docs") if k in readings[ROUNDING]}
+        readings[ROUNDING].update({"R": crn["R"], "linear": crn["linear"], "n_docs": crn["n_docs"], "first_draw": first})
     start = readings[START_TOKEN]
     if start["complete"]:                        # each change read through its numerator and denominator
         start["parts"] = {c: RP.start_token_parts(found[(c, AS_LOADED)], found[(c, r)], resamples, seed)

@@ -93,17 +93,35 @@ def crn_change(R0: np.ndarray, R: np.ndarray, rng: np.random.Generator, method: 
 def read_crn_rounding(found: dict, as_loaded: dict, resamples: int, seed: int, alpha: float = 0.05) -> dict:
     """The rounding question by section 5: while a cell is missing {"complete": False, "present", "missing"}
     only; complete: "R" (regime_reading: Holm over CODE and WEB, margin 10%), "linear" (the linear extrapolant's
-    delta, a sensitivity check), "each_draw" ({corpus: delta of each draw alone}), "n_docs" and "draws"."""
+    delta, a sensitivity check), "each_draw" ({corpus: delta of each draw alone}), "values" ({corpus: R(16K) at
+    lambda 0 and, per draw, at 1 and 2}), "n_docs" and "draws"."""
     out = {"question": "rounding", **crn_cells(found, as_loaded), "method": "common random numbers"}
     if not out["complete"]:
         return out
-    changes, linear, each = {}, {}, {}
+    changes, linear, each, values = {}, {}, {}, {}
     for corpus in CRN_CORPORA:
         R0, R = crn_R(as_loaded[corpus], {r: found[(corpus, r)] for _, _, r in crn_regimes()}, resamples, seed)
         rng = np.random.default_rng([seed, sum(map(ord, corpus)), 5])      # the draws' resampling, its own stream
         point, draws, each[corpus] = crn_change(R0, R, rng)
         changes[corpus] = (point, draws)
         linear[corpus] = crn_change(R0, R, np.random.default_rng(0), "linear")[0]
-    out.update({"changes": changes, "linear": linear, "each_draw": each, "n_docs": CRN_DOCS[1] - CRN_DOCS[0],
-                "draws": len(CRN_SEEDS)})
+        values[corpus] = {"lambda0": float(R0[0]), "lambda1": R[0, 0].tolist(), "lambda2": R[0, 1].tolist()}
+    out.update({"changes": changes, "linear": linear, "each_draw": each, "values": values,
+                "n_docs": CRN_DOCS[1] - CRN_DOCS[0], "draws": len(CRN_SEEDS)})
     return out
+
+
+def crn_curve_rows(values: dict[str, dict]) -> list[dict]:
+    """The figure of the rounding reading: per corpus and draw ("seed 11".., and "mean", theta_lambda) R(16K) at
+    lambda = 0, 1, 2 ("measured") and the quadratic through them read at lambda = -1 ("unrounded");
+    values: read_crn_rounding's {corpus: {"lambda0", "lambda1": [per draw], "lambda2": [per draw]}}."""
+    rows = []
+    for corpus, v in values.items():
+        by = {f"seed {s}": (v["lambda0"], a, b) for s, a, b in zip(CRN_SEEDS, v["lambda1"], v["lambda2"])}
+        by["mean"] = (v["lambda0"], float(np.mean(v["lambda1"])), float(np.mean(v["lambda2"])))
+        for draw, theta in by.items():
+            rows += [{"corpus": corpus, "draw": draw, "lambda": lam, "R": r, "kind": "measured"}
+                     for lam, r in zip((0, 1, 2), theta)]
+            rows.append({"corpus": corpus, "draw": draw, "lambda": -1, "kind": "unrounded",
+                         "R": float(extrapolate(np.array(theta), "quadratic"))})
+    return rows

@@ -206,7 +206,7 @@ def question_lead(reading: dict, margin: float = REGIME_MARGIN) -> str:
         parts.append(f"robust for {', '.join(by[ROBUST])} (every change inside {interval_pct([lo, hi])}, "
                      f"within \u00b1{margin:.0%})")
     def said(c):
-        change, beside = change_text(reading, c)
+        change, beside = change_text(reading, c, "linear")
         return f"{c} ({'; '.join([change] + beside)})"
 
     parts += [f"{way} for " + ", ".join(said(c) for c in cs)
@@ -240,16 +240,14 @@ def result_box(readings: dict, label: str, margin: float = REGIME_MARGIN) -> str
     n = next((f"{r['n_docs']} " for r in done), "")
     crn = crn_draws(readings)
     counts = ", ".join(f"{QUESTION_NAMES[r['question']]} {r['n_docs']}" for r in done)
-    same = (f"the same documents per corpus in each question's regimes ({counts})" if crn
-            else f"the same {n}documents per corpus in every regime")
+    same = f"documents per corpus ({counts})" if crn else f"the same {n}documents per corpus in every regime"
     measured = (f"{label}, {same}; paired document bootstrap; Holm over each question's corpora; margin "
                 f"\u00b1{margin:.0%}.")
     if readings.get(ROUNDING, {}).get("withdrawn"):     # its lead already gives the second draw
         caveat = "the rounding decision waits for three noise draws per \u03bb (docs/methods.md, addendum 2026-12-07)."
     elif crn:
-        each = "; ".join(f"{c} {each_draw_text(crn, c)}" for c in crn["each_draw"])
-        caveat = (f"with {crn['draws']} noise draws per \u03bb (each alone: {each}) the rounding interval understates "
-                  "their variance by about a third.")
+        caveat = (f"with {crn['draws']} noise draws per \u03bb the rounding interval understates their variance by "
+                  "about a third (each draw: page 04d).")
     else:
         caveat = "one noise draw per SIMEX level decides (the interval covers documents, not draws)"
         again = [f"{c} {signed_pct(r['change'])} {interval_pct(r['ci'])}" for c, r in second_set(readings).items()]

@@ -273,9 +273,10 @@ if crn_rows:
     d = pd.DataFrame(crn_rows)
     base = alt.Chart().encode(x=alt.X("lambda:Q", title="λ (added variance / rounding's)"),
                               y=alt.Y("R:Q", title="R(16K)", scale=alt.Scale(zero=False)),
-                              detail="draw:N", color=dg.corpus_color(),
-                              size=alt.condition(alt.datum.draw == "mean", alt.value(3), alt.value(1)))
-    chart = alt.layer(base.mark_line(), base.transform_filter(alt.datum.kind == "measured").mark_point(filled=True),
+                              detail="draw:N", color=dg.corpus_color())
+    thick = alt.condition(alt.datum.draw == "mean", alt.value(3), alt.value(1))
+    chart = alt.layer(base.transform_filter(alt.datum.kind == "quadratic").mark_line().encode(strokeWidth=thick),
+                      base.transform_filter(alt.datum.kind == "measured").mark_point(filled=True),
                       base.transform_filter(alt.datum.kind == "unrounded").mark_point(shape="diamond", size=90)
                       .encode(tooltip=["corpus", "draw", "R"]),
                       data=d).properties(width=260, height=180).facet(column=alt.Column("corpus:N", title=None))

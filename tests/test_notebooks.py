@@ -855,3 +855,15 @@ def test_docgrad_run_refuses_a_reversed_document_range_without_starting_a_kernel
     assert main(["run", "04c", "-p", "documents", "5:2"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "parameter 'documents' = '5:2'" in err.splitlines()[0]
+
+
+def test_readme_states_the_rounding_reading_page_04d_read_with_its_draws():
+    """README's rounding sentence quotes page 04d's common-random-number reading: each corpus's change with its
+    interval and CODE's draws alone, as the page computed them."""
+    line = json.loads((ROOT / "figures" / "04d_model_regime.json").read_text())["crn_line"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    for corpus in ("CODE", "WEB"):
+        said = line.split(f"{corpus} ")[1].split(" (")[0]                  # '−39.9% [−93.0%, +1.9%]'
+        assert f"{corpus} (R(16K)" in text or f"for {corpus}" in text
+        assert said in text, (corpus, said)
+    assert line.split("CODE ")[1].split("each draw alone ")[1].split(")")[0] in text

@@ -75,3 +75,5 @@ def test_the_figure_rows_extrapolate_each_draw_and_their_mean_to_the_deltas_the_
     assert unrounded["mean"] == pytest.approx(3 * 2.0 - 3 * 1.9 + 1.7)
     measured = [r for r in rows if r["draw"] == "seed 12" and r["kind"] == "measured"]
     assert [(r["lambda"], r["R"]) for r in measured] == [(0, 2.0), (1, 1.9), (2, 1.7)]
+    curve = {r["lambda"]: r["R"] for r in rows if r["draw"] == "seed 12" and r["kind"] == "quadratic"}
+    assert curve[-1.0] == pytest.approx(unrounded["seed 12"]) and curve[1.0] == pytest.approx(1.9)   # through them

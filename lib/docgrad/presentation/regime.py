@@ -304,9 +304,11 @@ def limitation_line(readings: dict) -> str:
 def reading_numbers(readings: dict) -> dict:
     """What a page's numbers file records of the model-regime readings it states: per question whether it is
     complete, the decided R(16K) per corpus, the described statistics, the linear extrapolant, the second set of
-    noise draws and the missing cells."""
+    noise draws, the missing cells, and each common-random-number draw's change once that reading decides."""
+    crn = crn_draws(readings)
     return {q: {k: v for k, v in r.items() if k in ("complete", "R", "described", "linear", "n_docs", "second_draws")}
-            | {"missing": [cell_name(m) for m in r["missing"]]} for q, r in readings.items()}
+            | {"missing": [cell_name(m) for m in r["missing"]]}
+            | ({"each_draw": crn["each_draw"]} if crn and q == ROUNDING else {}) for q, r in readings.items()}
 
 
 def second_draw_sentence(rows: list[dict]) -> str:

@@ -111,17 +111,24 @@ def read_crn_rounding(found: dict, as_loaded: dict, resamples: int, seed: int, a
     return out
 
 
+CURVE_LAMBDAS = np.linspace(-1.0, 2.0, 13)
+
+
 def crn_curve_rows(values: dict[str, dict]) -> list[dict]:
     """The figure of the rounding reading: per corpus and draw ("seed 11".., and "mean", theta_lambda) R(16K) at
-    lambda = 0, 1, 2 ("measured") and the quadratic through them read at lambda = -1 ("unrounded");
-    values: read_crn_rounding's {corpus: {"lambda0", "lambda1": [per draw], "lambda2": [per draw]}}."""
+    lambda = 0, 1, 2 ("measured"), the quadratic through them on CURVE_LAMBDAS ("quadratic") and read at
+    lambda = -1 ("unrounded", the extrapolant the reading decides on); values: read_crn_rounding's
+    {corpus: {"lambda0", "lambda1": [per draw], "lambda2": [per draw]}}."""
     rows = []
     for corpus, v in values.items():
         by = {f"seed {s}": (v["lambda0"], a, b) for s, a, b in zip(CRN_SEEDS, v["lambda1"], v["lambda2"])}
         by["mean"] = (v["lambda0"], float(np.mean(v["lambda1"])), float(np.mean(v["lambda2"])))
         for draw, theta in by.items():
-            rows += [{"corpus": corpus, "draw": draw, "lambda": lam, "R": r, "kind": "measured"}
-                     for lam, r in zip((0, 1, 2), theta)]
-            rows.append({"corpus": corpus, "draw": draw, "lambda": -1, "kind": "unrounded",
-                         "R": float(extrapolate(np.array(theta), "quadratic"))})
+            row = {"corpus": corpus, "draw": draw}
+            rows += [row | {"lambda": lam, "R": r, "kind": "measured"} for lam, r in zip((0, 1, 2), theta)]
+            curve = np.polyval(np.polyfit([0.0, 1.0, 2.0], theta, 2), CURVE_LAMBDAS)
+            rows += [row | {"lambda": float(lam), "R": float(r), "kind": "quadratic"}
+                     for lam, r in zip(CURVE_LAMBDAS, curve)]
+            rows.append(row | {"lambda": -1, "R": float(extrapolate(np.array(theta), "quadratic")),
+                               "kind": "unrounded"})
     return rows

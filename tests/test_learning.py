@@ -285,6 +285,24 @@ def test_probing_before_the_checkpoints_exist_names_them_and_how_to_make_them(tm
         lc.probe_run("CODE", [], 500, 128, tmp_path)
 
 
+def test_an_r_file_of_the_same_settings_is_kept_without_its_checkpoints_and_one_of_others_refused(tmp_path):
+    """A fresh checkout has the committed R_<CORPUS>.json but not the git-ignored checkpoints: probing again keeps
+    the file; a file of other settings is neither overwritten nor read as these."""
+    import json
+
+    from docgrad.errors import DocgradError
+    from docgrad.runtime import learning_command as lc
+
+    run = next(r for r in lc.ladder("CODE", [0], 500, 500) if r.checkpoints)
+    held = {**lc.probe_settings("CODE", run, 128), "R": 5.0}
+    (tmp_path / "R_CODE.json").write_text(json.dumps(held))
+    assert lc.probe_run("CODE", [], 500, 128, tmp_path) == held
+    (tmp_path / "R_CODE.json").write_text(json.dumps({**held, "chunk": 64}))
+    with pytest.raises(DocgradError, match=r"R_CODE.json holds R of other settings than these.*it is kept"):
+        lc.probe_run("CODE", [], 500, 128, tmp_path)
+    assert json.loads((tmp_path / "R_CODE.json").read_text())["chunk"] == 64
+
+
 def test_an_out_that_cannot_be_written_is_refused_before_any_training(tmp_path):
     from docgrad.errors import DocgradError
     from docgrad.runtime import learning_command as lc

@@ -203,26 +203,43 @@ def pilot(data: dict, out: Path) -> int:
     return 0
 
 
+def probe_settings(corpus: str, run: RunConfig, chunk: int) -> dict:
+    """What an R_<corpus>.json is of: the probed run, its checkpoints' steps, documents, C, draws and seed."""
+    return {"corpus": corpus, "run": run.name, "checkpoint_steps": list(run.checkpoints), "docs": list(PROBE_DOCS),
+            "chunk": chunk, "resamples": PROBE_RESAMPLES, "seed": PROBE_SEED, "window": PROBE_WINDOW}
+
+
 def probe_run(corpus: str, spans, steps: int, chunk: int, out: Path) -> dict:
     """R of the probed run (PROBED_RUN) of one corpus: its checkpoints at T/10, T/2 and T probed on training
     documents PROBE_DOCS (a result already there is kept), read by results.learning.checkpoint_R and written to
-    out/R_<corpus>.json with the result files' sha256s."""
+    out/R_<corpus>.json with each checkpoint's weights digest (the probe result's revision) and result sha256.
+    An R_<corpus>.json of the same settings is kept (its checkpoints, git-ignored, need not be there); one of
+    other settings is refused."""
     run = next(r for r in ladder(corpus, [PROBED_RUN[2]], steps, steps) if (r.arm, r.b, r.seed) == PROBED_RUN)
+    settings, target = probe_settings(corpus, run, chunk), out / f"R_{corpus}.json"
+    if target.exists():
+        held = json.loads(target.read_text())
+        if {k: held.get(k) for k in settings} != settings:
+            raise DocgradError(f"{shown_path(target)} holds R of other settings than these ({settings}); it is kept: "
+                               "move it away, or probe with the settings it records")
+        print(f"learning: {shown_path(target)} is already there, kept", file=sys.stderr)
+        return held
     folders = [out / "checkpoints" / f"{run.name}_step{k}" for k in run.checkpoints]
     missing = [shown_path(f) for f in folders if not f.is_dir()]
     if missing:
         raise DocgradError(f"{', '.join(missing)}: no such checkpoint; `docgrad learning --steps {steps} ...` saves "
                            f"them while it trains {run.name} (rerun it after deleting {run.name}.json to regenerate "
                            "them bit for bit)")
-    found = []
-    for f in folders:
+    found, pins = [], []
+    for k, f in zip(run.checkpoints, folders):
         path = probe_checkpoint(f, corpus, spans, out / "probe", chunk, PROBE_DOCS)
         found.append(next(iter(load_cells(path.parent, groups=None, docs=PROBE_DOCS).values())))
+        meta = json.loads(path.with_suffix(".json").read_text())
+        pins.append({"step": k, "revision": meta["pin"]["revision"], "npz_sha256": meta["npz_sha256"]})
         print(f"learning: probed {shown_path(f)} -> {shown_path(path)}", file=sys.stderr)
     R = reading.checkpoint_R(found, PROBE_WINDOW, PROBE_RESAMPLES, PROBE_SEED)
-    record = {"corpus": corpus, "run": run.name, "checkpoint_steps": list(run.checkpoints), "docs": list(PROBE_DOCS),
-              "chunk": chunk, "resamples": PROBE_RESAMPLES, "seed": PROBE_SEED, **R}
-    atomic_write_json(out / f"R_{corpus}.json", record)
+    record = {**settings, **R, "probed": pins}
+    atomic_write_json(target, record)
     print(f"learning: {corpus} R({PROBE_WINDOW}) of {run.name} at steps {run.checkpoints}: "
           + ", ".join(f"{c['R']:.2f}" for c in R["checkpoints"]) + f"; their mean {R['R']:.2f} "
           f"[{R['ci'][0]:.2f}, {R['ci'][1]:.2f}]", file=sys.stderr)

@@ -313,3 +313,18 @@ def test_an_out_that_cannot_be_written_is_refused_before_any_training(tmp_path):
         lc.check_writable(blocker / "out")
     lc.check_writable(tmp_path / "new" / "out")
     assert list((tmp_path / "new" / "out").iterdir()) == []
+
+
+def test_the_malloc_speed_warning_is_printed_before_training_and_not_before_a_probe(tmp_path, capsys, monkeypatch):
+    from docgrad.runtime import learning_command as lc
+    from docgrad.runtime.cli import main
+
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.setattr(lc, "corpus_data", lambda *a: None)
+    monkeypatch.setattr(lc.corpora, "load_spans", lambda *a: [])
+    monkeypatch.setattr(lc, "probe_run", lambda *a: {})
+    assert main(["learning", "--corpora", "CODE", "--probe", "--steps", "500", "--out", str(tmp_path)]) == 0
+    assert "malloc" not in capsys.readouterr().err
+    assert main(["learning", "--corpora", "CODE", "--out", str(tmp_path)]) == 2      # training: no --steps
+    err = capsys.readouterr().err
+    assert "malloc returns each step's logits" in err and "--steps and --eval-every: set them" in err

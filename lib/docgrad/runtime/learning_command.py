@@ -112,7 +112,7 @@ def cli_learning(args) -> int:
     corpora_names, seeds, out = check_arguments(args, root.resolve())
     if args.threads:
         torch.set_num_threads(args.threads)
-    if "mmap_threshold" not in os.environ.get("GLIBC_TUNABLES", ""):
+    if not args.probe and "mmap_threshold" not in os.environ.get("GLIBC_TUNABLES", ""):   # training only
         print("learning: glibc's malloc returns each step's logits to the kernel here: steps take about 1.6x longer "
               "than under `make learning` (GLIBC_TUNABLES, benchmarks/learning_speed.py)", file=sys.stderr)
     check_writable(out)                # before minutes of training, not after them

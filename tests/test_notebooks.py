@@ -437,6 +437,16 @@ def test_index_opens_with_the_headline_cells_outputs_and_short_contents(tmp_path
     assert "word39 …" in text and "word40" not in text            # contents: first paragraph cut at 40 words
 
 
+def test_headline_cells_of_pages_numbering_their_cells_alike_keep_unique_ids():
+    v4 = nbformat.v4
+    cell = v4.new_code_cell("headline_frame", metadata={"tags": ["headline"]})
+    cell.id = "cell-003"                               # every executed page numbers its cells cell-000, cell-001...
+    nbs = [v4.new_notebook(cells=[cell]), v4.new_notebook(cells=[cell])]
+    ids = [c.id for c in R.headline_cells(nbs)]
+    assert len(set(ids)) == 2 and all("cell-003" in i for i in ids)
+    assert nbs[0].cells[0].id == "cell-003"           # the pages themselves are left as they are
+
+
 def test_index_without_headline_cells_has_no_headline_section(tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()

@@ -277,7 +277,8 @@ def drop_widgets(nb) -> int:
 
 def headline_cells(nbs) -> list:
     """Copies of the code cells tagged `headline`, from the notebooks in order, each with `docgrad_page`
-    (the notebook's index in nbs) in its metadata."""
+    (the notebook's index in nbs) in its metadata and an id prefixed by that index (pages number their cells
+    alike, and one notebook's ids are unique)."""
     import copy
 
     cells = []
@@ -286,6 +287,7 @@ def headline_cells(nbs) -> list:
             if cell.cell_type == "code" and HEADLINE_TAG in cell.metadata.get("tags", []):
                 cell = copy.deepcopy(cell)
                 cell.metadata["docgrad_page"] = i
+                cell.id = f"page{i}-{cell.get('id', len(cells))}"
                 cells.append(cell)
     return cells
 

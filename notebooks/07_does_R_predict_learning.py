@@ -50,16 +50,18 @@ display(Markdown(box + "\n\n" + "\n\n".join(answers)))
 # %% [markdown]
 # ## Held-out loss against tokens
 #
-# Every run's loss on documents 40-47, which no run trains on, at each evaluation, against the tokens it has
-# seen (steps × chunks a step × 128). Arms with more chunks a step see more tokens a step.
+# Every run's loss on documents 40-47, which no run trains on, at each evaluation after the first, against the
+# tokens it has seen (steps × chunks a step × 128, on a log scale). Every run makes the same number of steps, so
+# arms with more chunks a step see more tokens; the contiguous and shuffled $b = 32$ arms see the same tokens.
 
 # %% tags=["hide-input"]
 curves = pd.DataFrame(dg.learning.loss_rows(test["runs"]))
 if len(curves):
-    chart = alt.Chart(curves).mark_line(opacity=0.7).encode(
-        x=alt.X("tokens:Q", title="tokens seen"),
+    arms = dg.learning.arm_order(curves.to_dict("records"))
+    chart = alt.Chart(curves[curves.step > 0]).mark_line(opacity=0.7).encode(
+        x=alt.X("tokens:Q", title="tokens seen", scale=alt.Scale(type="log", nice=False)),
         y=alt.Y("held_out:Q", title="held-out loss", scale=alt.Scale(zero=False)),
-        color=alt.Color("arm:N", title="arm"), detail="seed:N",
+        color=alt.Color("arm:N", title="arm", sort=arms), detail="seed:N",
         tooltip=["corpus", "arm", "seed", "step", "held_out"]).properties(width=300, height=200).facet(
         column=alt.Column("corpus:N", title=None))
     display(dg.save_chart(chart.properties(title="Held-out loss of every run"), "07_loss_curves", figures_dir))
@@ -69,10 +71,9 @@ else:
 # %% [markdown]
 # ## Steps to the target loss against the batch
 #
-# $L^*$ is the shuffled $b = 2$ arm's held-out loss halfway through its runs. Each run's steps to $L^*$ (points),
-# the curve $S_\mathrm{min}(1 + b_\mathrm{noise}/b)$ fitted to the shuffled runs, and at $b = 32$ the contiguous
-# runs beside the two predictions: with the trained model's $R$ ($S_R$) and with no design effect ($S_1$), with the
-# intervals the decision uses.
+# $L^*$ is the shuffled $b = 2$ arm's held-out loss halfway through its runs. Each run's steps to $L^*$ (points)
+# and the curve $S_\mathrm{min}(1 + b_\mathrm{noise}/b)$ fitted to the shuffled runs; at $b = 32$ the contiguous
+# runs beside the shuffled ones.
 
 # %% tags=["hide-input"]
 ladder = pd.DataFrame(dg.learning.ladder_rows(test))
@@ -81,16 +82,39 @@ if len(ladder):
     chart = alt.layer(
         base.transform_filter(alt.datum.kind == "fit").mark_line(color="gray").encode(
             y=alt.Y("steps:Q", title="steps to L*")),
-        base.transform_filter((alt.datum.kind == "shuffled") | (alt.datum.kind == "contiguous")).mark_point(
-            filled=True).encode(y="steps:Q", shape=alt.Shape("kind:N", title="run"),
-                                color=alt.Color("kind:N", title="run")),
-        base.transform_filter((alt.datum.kind == "S_R") | (alt.datum.kind == "S_1")).mark_rule(strokeWidth=3).encode(
-            y="lo:Q", y2="hi:Q", color=alt.Color("kind:N")),
+        base.transform_filter(alt.datum.kind != "fit").mark_point(filled=True, size=50, opacity=0.8).encode(
+            y="steps:Q", color=alt.Color("kind:N", title="runs"), shape=alt.Shape("kind:N", title="runs")),
         data=ladder).properties(width=300, height=220).facet(column=alt.Column("corpus:N", title=None))
-    display(dg.save_chart(chart.properties(title="Steps to L*: shuffled ladder, its fit, contiguous runs and "
-                                                 "the two predictions"), "07_steps_to_target", figures_dir))
+    display(dg.save_chart(chart.properties(title="Steps to L*: the shuffled ladder, its fit and the contiguous "
+                                                 "runs"), "07_steps_to_target", figures_dir))
 else:
     display(Markdown("*Nothing to fit until every run and R is committed.*"))
+
+# %% [markdown]
+# ## Predicted against measured
+#
+# Left, steps to $L^*$: the contiguous runs' mean (95% $t$ interval over seeds) beside the prediction with the
+# trained model's $R$ ($S_R$) and with no design effect ($S_1$, $R = 1$), at the level the decision reads them.
+# Right, the same read as a batch: the shuffled batch $b_\mathrm{eff}$ that reaches $L^*$ in the contiguous
+# steps on the fitted curve, beside $b/R$ (95% intervals).
+
+# %% tags=["hide-input"]
+versus = pd.DataFrame(dg.learning.prediction_rows(test))
+if len(versus):
+    def interval_chart(quantity, title):
+        base = alt.Chart(versus[versus.quantity == quantity]).encode(
+            y=alt.Y("what:N", title=None, sort=None), color=alt.Color("what:N", legend=None))
+        return (base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title=title, scale=alt.Scale(zero=False)),
+                                                     x2="hi:Q")
+                + base.mark_point(filled=True, size=60).encode(x="value:Q", tooltip=["corpus", "what", "value",
+                                                                                      "lo", "hi"])
+                ).properties(width=220, height=90).facet(row=alt.Row("corpus:N", title=None))
+    chart = alt.hconcat(interval_chart("steps to L*", "steps to L*"),
+                        interval_chart("shuffled chunks", "shuffled chunks a contiguous batch is worth"))
+    display(dg.save_chart(chart.properties(title="Predicted against measured"), "07_predicted_vs_measured",
+                          figures_dir))
+else:
+    display(Markdown("*Nothing is predicted until every run and R is committed.*"))
 
 # %% [markdown]
 # ## R of the trained model through training

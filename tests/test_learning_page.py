@@ -33,7 +33,9 @@ def test_nothing_is_decided_until_every_run_and_r_are_committed(tmp_path):
     assert page["complete"] is False and page["present"] == {"CODE": 18, "WEB": 0}
     box = pl.result_box(page)
     assert "Not measured yet" in box and "CODE 18 of 18, WEB 0 of 18" in box and "missing for CODE, WEB" in box
-    assert pl.ladder_rows(page) == [] and len(pl.loss_rows(page["runs"])) == 18 * 11
+    assert pl.ladder_rows(page) == [] == pl.prediction_rows(page) and len(pl.loss_rows(page["runs"])) == 18 * 11
+    assert pl.arm_order(pl.loss_rows(page["runs"])) == ["shuffled b=2", "shuffled b=4", "shuffled b=8",
+                                                         "shuffled b=16", "shuffled b=32", "contiguous b=32"]
 
 
 def test_a_complete_test_states_each_corpus_decision_with_b_eff_against_b_over_r(tmp_path):
@@ -51,7 +53,13 @@ def test_a_complete_test_states_each_corpus_decision_with_b_eff_against_b_over_r
     assert "95% intervals)." in sentence
     assert pl.result_box(page).startswith("> **Result.** CODE: R predicts learning; b_eff 10.")
     kinds = {row["kind"] for row in pl.ladder_rows(page)}
-    assert kinds == {"shuffled", "contiguous", "fit", "S_R", "S_1"}
+    assert kinds == {"shuffled", "contiguous", "fit"}
+    pred = {row["what"]: row for row in pl.prediction_rows(page)}
+    assert pred["predicted with R"]["value"] == pytest.approx(r["S_R"]) and pred["predicted with R = 1"]["lo"] == \
+        pytest.approx(r["S_1_ci"][0])
+    contiguous = page["steps"]["CODE"]["contiguous"]
+    assert pred["measured: contiguous b=32"]["value"] == pytest.approx(sum(contiguous) / 3)   # mean of the seeds
+    assert pred["predicted: 32 / R"]["value"] == pytest.approx(32 / 3.0) and pred["measured: b_eff"]["hi"] > 10
     assert [row["step"] for row in pl.R_rows(page["R"])] == [10, 50, 100]
 
 

@@ -71,10 +71,15 @@ def loss_rows(runs: Mapping[str, list]) -> list[dict]:
     return rows
 
 
+def arm_order(rows: list[dict]) -> list[str]:
+    """The arms of loss_rows in reading order: shuffled by b ascending, then contiguous (a legend's order)."""
+    key = lambda a: (a.startswith("contiguous"), int(a.split("b=")[1]))
+    return sorted({r["arm"] for r in rows}, key=key)
+
+
 def ladder_rows(page: Mapping, grid=(2, 3, 4, 6, 8, 12, 16, 24, 32)) -> list[dict]:
-    """Steps to L* against b: every shuffled and contiguous run (kind 'shuffled' / 'contiguous'), the fitted
-    curve S_min (1 + b_noise / b) on a grid of b (kind 'fit'), and the two predictions at the contiguous b
-    (kinds 'S_R', 'S_1', with lo and hi). [] until the test is complete."""
+    """Steps to L* against b: every shuffled and contiguous run (kind 'shuffled' / 'contiguous') and the fitted
+    curve S_min (1 + b_noise / b) on a grid of b (kind 'fit'). [] until the test is complete."""
     if not page["complete"]:
         return []
     rows = []
@@ -85,9 +90,27 @@ def ladder_rows(page: Mapping, grid=(2, 3, 4, 6, 8, 12, 16, 24, 32)) -> list[dic
         rows += [{"corpus": c, "b": 32, "steps": x, "kind": "contiguous"} for x in st["contiguous"]]
         rows += [{"corpus": c, "b": b, "steps": r["fit"]["S_min"] + r["fit"]["slope"] / b, "kind": "fit"}
                  for b in grid]
-        for k in ("S_R", "S_1"):
-            rows.append({"corpus": c, "b": 32, "steps": r[k], "lo": r[f"{k}_ci"][0], "hi": r[f"{k}_ci"][1],
-                         "kind": k})
+    return rows
+
+
+def prediction_rows(page: Mapping, b: int = 32) -> list[dict]:
+    """Predicted against measured, per corpus, each a point with its interval (value, lo, hi): steps to L*
+    (quantity 'steps to L*': the contiguous runs' mean with its t interval, S_R and S_1 at the decision's level)
+    and shuffled chunks a contiguous batch is worth (quantity 'shuffled chunks': b_eff and b / R, 95%).
+    [] until the test is complete."""
+    if not page["complete"]:
+        return []
+    rows = []
+    for c, r in page["readings"].items():
+        for quantity, what, value, ci in (
+                ("steps to L*", f"measured: contiguous b={b}", r["measured"], r["measured_ci"]),
+                ("steps to L*", "predicted with R", r["S_R"], r["S_R_ci"]),
+                ("steps to L*", "predicted with R = 1", r["S_1"], r["S_1_ci"]),
+                ("shuffled chunks", "measured: b_eff", r["b_eff"], r["b_eff_ci"]),
+                ("shuffled chunks", f"predicted: {b} / R", r["b_over_R"], r["b_over_R_ci"])):
+            if value is not None:
+                rows.append({"corpus": c, "quantity": quantity, "what": what, "value": value,
+                             "lo": ci[0], "hi": ci[1]})
     return rows
 
 

@@ -1,6 +1,8 @@
 """The training test (docs/methods.md, "Does R predict learning?"): its runs (measure.learning) and its reading
 (results.learning), on tiny inputs with known answers."""
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -96,7 +98,7 @@ def test_the_pilot_times_steps_and_an_evaluation_and_writes_the_hours_it_would_t
     from docgrad.runtime import learning_command as lc
 
     torch.set_num_threads(1)
-    monkeypatch.setattr(lc, "PILOT_STEPS", 2)
+    monkeypatch.setattr(lc, "PILOT_STEPS", 3)
     periodic = [1000 + (np.arange(4096) * 3 + doc) % 50 for doc in range(48)]     # 32 chunks of 128 a document
     wider = [1000 + (np.arange(4096) * 7 + doc) % 90 for doc in range(48)]
     data = {"CODE": lm.LearningData.from_spans(periodic, chunk=128), "WEB": lm.LearningData.from_spans(wider, 128)}
@@ -106,12 +108,29 @@ def test_the_pilot_times_steps_and_an_evaluation_and_writes_the_hours_it_would_t
     code, web = rec["corpora"]["CODE"], rec["corpora"]["WEB"]
     assert set(code["arms"]) == {"shuffled b=2", "shuffled b=32", "contiguous b=32"}
     assert code["seconds_per_evaluation"] > 0 and code["vocab_size"] == 50 and web["vocab_size"] == 90
+    assert all(0 < a["seconds_per_step"] < a["seconds"] for c in (code, web) for a in c["arms"].values())
     hours = rec["hours_for_all_runs"]
     assert hours["T=500, E=10"] > hours["T=500, E=50"] > 0
     one = lc.pilot_hours({"CODE": code}, 500, 50) + lc.pilot_hours({"WEB": web}, 500, 50)
     assert hours["T=500, E=50"] == pytest.approx(one)      # the hours add over corpora, each at its own costs
     printed = capsys.readouterr().out
     assert "pilot: CODE one held-out evaluation (50 ids)" in printed and "pilot: WEB" in printed
+
+
+def test_a_step_is_timed_between_the_evaluations_not_as_a_difference_of_two_timings(monkeypatch):
+    """A slow evaluation (here 0.5 s more) leaves a step's time as it is: on busy cores, a run's seconds less a
+    separately timed evaluation went negative."""
+    from docgrad.runtime import learning_command as lc
+
+    torch.set_num_threads(1)
+    d = lm.LearningData.from_spans([1000 + (np.arange(4096) * 3 + doc) % 50 for doc in range(48)], chunk=128)
+    slow = lm.held_out_loss
+    monkeypatch.setattr(lm, "held_out_loss", lambda *a: (time.sleep(0.5), slow(*a))[1])
+    per_step, rec = lc.step_seconds(lm.RunConfig("CODE", "shuffled", 2, 0, steps=4, eval_every=4, layers=1,
+                                                 width=16, heads=2, mlp=32), d)
+    assert 0 < per_step < 0.5 and rec.seconds > 1.0                     # two evaluations of at least 0.5 s each
+    with pytest.raises(ValueError, match="steps 2: at least 3"):
+        lc.step_seconds(lm.RunConfig("CODE", "shuffled", 2, 0, steps=2, eval_every=2), d)
 
 
 def test_a_run_file_holding_another_configuration_is_refused_and_kept(tmp_path):

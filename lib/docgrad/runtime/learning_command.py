@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -154,20 +155,31 @@ def check_writable(out: Path) -> None:
                            "can write") from None
 
 
+def step_seconds(config: RunConfig, d: LearningData) -> tuple[float, dict]:
+    """(seconds a training step, the run's record) for one run evaluated only at step 0 and its last step: the
+    median of the times between consecutive steps' ends, the first and the last left out (the evaluations fall
+    there), so the step's time is timed alone, not a run's seconds less a separately timed evaluation (whose
+    difference goes negative on busy cores). Needs config.steps >= 3."""
+    if config.steps < 3:
+        raise ValueError(f"steps {config.steps}: at least 3 to time a step between the two evaluations")
+    ends = []
+    rec = train_run(config, d, progress=lambda step, loss: ends.append(time.perf_counter()))
+    return float(np.median(np.diff(ends[:-1]))), rec
+
+
 def pilot_corpus(corpus: str, d: LearningData, steps: int) -> dict:
     """One corpus's costs: seconds a step of the cheapest and dearest arms (shuffled b = 2 and b = 32, contiguous
-    b = 32), seed 0, over `steps` steps, less their two evaluations; the seconds of one held-out evaluation; the
-    ladder's per-step seconds interpolated linearly in the chunks a step."""
+    b = 32), seed 0, over `steps` steps (step_seconds); the seconds of one held-out evaluation; the ladder's
+    per-step seconds interpolated linearly in the chunks a step."""
     rows = {}
     for arm, b in ((SHUFFLED, 2), (SHUFFLED, 32), (CONTIGUOUS, 32)):
-        rec = train_run(RunConfig(corpus, arm, b, 0, steps=steps, eval_every=steps), d)
-        rows[f"{arm} b={b}"] = {"seconds": rec.seconds, "held_out": [rec.held_out[0], rec.held_out[-1]]}
+        per_step, rec = step_seconds(RunConfig(corpus, arm, b, 0, steps=steps, eval_every=steps), d)
+        rows[f"{arm} b={b}"] = {"seconds": rec.seconds, "held_out": [rec.held_out[0], rec.held_out[-1]],
+                                "seconds_per_step": per_step}
     model = make_model(RunConfig(corpus, SHUFFLED, 2, 0, steps=1, eval_every=1), d.vocab_size)
     t0 = time.perf_counter()
     held_out_loss(model, d.held_out)
     evaluation = time.perf_counter() - t0
-    for r in rows.values():                        # each run evaluated twice (step 0 and its last step)
-        r["seconds_per_step"] = (r["seconds"] - 2 * evaluation) / steps
     lo, hi = rows[f"{SHUFFLED} b=2"]["seconds_per_step"], rows[f"{SHUFFLED} b=32"]["seconds_per_step"]
     per_step = {b: lo + (hi - lo) * (b - 2) / 30 for b in LADDER}
     return {"vocab_size": d.vocab_size, "arms": rows, "seconds_per_evaluation": evaluation,

@@ -30,7 +30,7 @@ from docgrad.errors import DocgradError
 from docgrad.fileio import atomic_write_json, project_root, shown_path
 from docgrad.measure.checkpoint_probe import probe_checkpoint
 from docgrad.measure.learning import (CONTIGUOUS, HELD_OUT_DOCS, SHUFFLED, LearningData, RunConfig, code_sha256,
-                                      data_sha256, held_out_loss, make_model, train_run)
+                                      RunRecord, data_sha256, held_out_loss, make_model, train_run)
 from docgrad.results import learning as reading
 from docgrad.results.cells import load_cells
 
@@ -155,7 +155,7 @@ def check_writable(out: Path) -> None:
                            "can write") from None
 
 
-def step_seconds(config: RunConfig, d: LearningData) -> tuple[float, dict]:
+def step_seconds(config: RunConfig, d: LearningData) -> tuple[float, RunRecord]:
     """(seconds a training step, the run's record) for one run evaluated only at step 0 and its last step: the
     median of the times between consecutive steps' ends, the first and the last left out (the evaluations fall
     there), so the step's time is timed alone, not a run's seconds less a separately timed evaluation (whose

@@ -126,7 +126,7 @@ else:
 # %% tags=["hide-input"]
 R_through = pd.DataFrame(dg.learning.R_rows(test["R"]))
 if len(R_through):
-    base = alt.Chart(R_through).encode(x=alt.X("step:Q", title="training step"), color=dg.corpus_color())
+    base = alt.Chart(R_through).encode(x=alt.X("step:Q", title="training step"), color=dg.corpus_color(shown=corpora))
     chart = base.mark_rule().encode(y=alt.Y("lo:Q", title="R(4096)"), y2="hi:Q") + base.mark_line(point=True).encode(
         y="R:Q", tooltip=["corpus", "step", "R", "lo", "hi", "B_simple_tokens"])
     display(dg.save_chart(chart.properties(title="R(4096) of the trained model's checkpoints", width=300,
@@ -134,6 +134,19 @@ if len(R_through):
             R_through.round(3))
 else:
     display(Markdown("*No checkpoint is probed yet: `make learning-probe` after the runs.*"))
+
+# %% [markdown]
+# ## The decision through its parts
+#
+# Described, not decided: $b_\mathrm{eff}$ as its numerator (the fit's $S_\mathrm{min} b_\mathrm{noise}$) over the
+# contiguous runs' steps beyond $S_\mathrm{min}$, and what the same curve makes of the shuffled $b = 32$ runs (the
+# fit's own check); each seed's steps; the $b/R$ each probed checkpoint gives alone, beside the rule's mean over
+# them; and where the contiguous runs' held-out loss at the last step falls on the shuffled ladder.
+
+# %% tags=["hide-input"]
+described = dg.learning.described_lines(test)
+display(Markdown("\n\n".join(described) if described else "*Nothing is described until every run and R is "
+                 "committed.*"))
 
 # %% [markdown]
 # ## What it means, and what it does not
@@ -148,7 +161,7 @@ else:
 
 # %%
 numbers = {"learning_dir": learning_dir, "corpora": corpora, "complete": test["complete"], "T": test["T"],
-           "present": test["present"], "expected": test["expected"], "result_box": box, "answers": answers,
+           "present": test["present"], "expected": test["expected"], "result_box": box, "answers": answers, "described": described,
            "readings": test["readings"], "R": {c: {k: v for k, v in r.items() if k != "draws"}
                                                for c, r in test["R"].items()},
            "steps": test["steps"]}

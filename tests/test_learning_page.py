@@ -69,3 +69,36 @@ def test_runs_of_two_lengths_are_refused(tmp_path):
     write_runs(tmp_path, "CODE", S, [200] * 4, T=200, seeds=(3,))
     with pytest.raises(ValueError, match="runs of different T"):
         lr.read_page(tmp_path, ["CODE"])
+
+
+def test_the_decision_is_described_through_its_parts_each_checkpoint_and_the_loss_at_step_t(tmp_path):
+    S = {b: 100 * (1 + 16 / b) for b in (2, 4, 8, 16, 32)}             # held-out loss 5 - step / S
+    S_R = 100 * (1 + 3.0 * 16 / 32)                                      # 250: contiguous loss at T = 100 is 4.6
+    write_runs(tmp_path, "CODE", S, [S_R - 2, S_R, S_R + 2])
+    write_R(tmp_path, "CODE", 3.0)
+    page = lr.read_page(tmp_path, ["CODE"], controls=())
+    (line,) = pl.described_lines(page)
+    r = page["readings"]["CODE"]
+    numerator, rest = line.split("b_eff = S_min b_noise / (S − S_min) = ")[1].split(" / (", 1)
+    S, S_min = (float(x) for x in rest.split(")")[0].split(" − "))
+    assert float(numerator) / (S - S_min) == pytest.approx(r["b_eff"], rel=0.02)    # the parts give b_eff back
+    assert "evaluations 10 steps apart" in line
+    assert line.count("10.7 [9.7, 11.9] at step") == 3      # 32 / 3.0 in 32 / [3.3, 2.7] and "alone gives 32 / R = 10.7 [9.7, 11.9] at step 10," in line
+    assert "the rule's R, their mean, gives 10.7" in line
+    assert "lies between the shuffled b = 8 (4.667) and b = 16 (4.500) arms" in line                   # 4.600
+    assert pl.described_lines(lr.read_page(tmp_path, ["CODE", "WEB"])) == []                           # incomplete
+
+
+def test_a_loss_off_the_ladder_is_said_to_be_above_or_below_every_shuffled_arm():
+    means = {2: 6.0, 8: 5.5, 32: 5.0}
+    assert pl._where_on_ladder(6.2, means) == "above every shuffled arm (b = 2: 6.000)"
+    assert pl._where_on_ladder(4.9, means) == "below every shuffled arm (b = 32: 5.000)"
+    assert pl._where_on_ladder(5.2, means).startswith("between the shuffled b = 8 (5.500) and b = 32")
+
+
+def test_a_legend_limited_to_two_corpora_keeps_each_corpus_colour_of_the_other_pages():
+    from docgrad.presentation.charts import corpus_color
+
+    full, shown = corpus_color().to_dict(), corpus_color(shown=["CODE", "WEB"]).to_dict()
+    assert shown["scale"] == full["scale"] and full["scale"]["domain"][0] != "CODE"   # CODE keeps its place
+    assert shown["legend"] == {"values": ["CODE", "WEB"]} and "legend" not in full

@@ -877,3 +877,23 @@ def test_readme_states_the_rounding_reading_page_04d_read_with_its_draws():
         assert f"{corpus} (R(16K)" in text or f"for {corpus}" in text
         assert said in text, (corpus, said)
     assert line.split("CODE ")[1].split("each draw alone ")[1].split(")")[0] in text
+
+
+def test_readme_states_the_training_test_decision_as_page_07_computed_it():
+    """README lists page 07's decision: its per-corpus sentences, and the checkpoints' b / R and the contiguous CODE
+    runs' steps to L* it quotes, as the executed page read them."""
+    numbers = json.loads((ROOT / "figures" / "07_does_R_predict_learning.json").read_text())
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert numbers["complete"] and len(numbers["answers"]) == 2
+    for answer in numbers["answers"]:
+        assert f"- {answer}" in text
+    code = numbers["R"]["CODE"]
+    alone = [f"{32 / cp['R']:.1f}" for cp in code["checkpoints"]]
+    steps = ", ".join(str(s) for s in code["checkpoint_steps"][:-1]) + " and " + str(code["checkpoint_steps"][-1])
+    assert f"alone give 32 / R = {alone[0]}, {alone[1]} and {alone[2]} at steps {steps}" in text
+    contiguous = numbers["steps"]["CODE"]["contiguous"]
+    assert f"reach L* at steps {min(contiguous):.0f} to {max(contiguous):.0f}" in text
+    decisions = {c: r["decision"] for c, r in numbers["readings"].items()}
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `07_"))
+    assert ("for CODE, R predicts learning" in row) == (decisions["CODE"] == "R predicts learning")
+    assert ("the WEB control is consistent" in row) == (decisions["WEB"] == "consistent")

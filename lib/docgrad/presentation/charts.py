@@ -17,9 +17,11 @@ import altair as alt
 from docgrad.core.constants import CORPORA, HEADLINE_WINDOW
 
 
-def corpus_color(order=CORPORA, title: str = "corpus") -> alt.Color:
-    """Colour by corpus with a fixed domain (the requested corpora), whatever cells are present."""
-    return alt.Color("corpus:N", sort=list(order), title=title, scale=alt.Scale(domain=list(order)))
+def corpus_color(order=CORPORA, title: str = "corpus", shown=None) -> alt.Color:
+    """Colour by corpus with a fixed domain (the requested corpora), whatever cells are present; `shown` limits
+    the legend to those corpora and keeps every corpus's colour (the same colour on every page)."""
+    legend = alt.Legend(values=list(shown)) if shown is not None else alt.Undefined
+    return alt.Color("corpus:N", sort=list(order), title=title, scale=alt.Scale(domain=list(order)), legend=legend)
 
 
 def legend_pick(field: str = "corpus"):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
+
 from docgrad.presentation import evidence as ev
 from docgrad.results.learning import CONSISTENT, NOT_RESOLVED, PREDICTS, REFUTED
 
@@ -119,3 +121,52 @@ def R_rows(R: Mapping[str, Mapping]) -> list[dict]:
     return [{"corpus": c, "step": step, "R": cp["R"], "lo": cp["ci"][0], "hi": cp["ci"][1],
              "B_simple_tokens": cp["B_simple_tokens"]}
             for c, rec in R.items() for step, cp in zip(rec["checkpoint_steps"], rec["checkpoints"])]
+
+
+def _where_on_ladder(x: float, means: Mapping[int, float]) -> str:
+    """Where a held-out loss falls among the shuffled arms' means (loss falls as b grows)."""
+    bs = sorted(means)
+    for lo, hi in zip(bs, bs[1:]):
+        if means[hi] <= x <= means[lo]:
+            return f"between the shuffled b = {lo} ({means[lo]:.3f}) and b = {hi} ({means[hi]:.3f}) arms"
+    if x > means[bs[0]]:
+        return f"above every shuffled arm (b = {bs[0]}: {means[bs[0]]:.3f})"
+    return f"below every shuffled arm (b = {bs[-1]}: {means[bs[-1]]:.3f})"
+
+
+def described_lines(page: Mapping, b: int = 32) -> list[str]:
+    """The decision read through its parts, described and not decided, one line per corpus: b_eff = S_min b_noise /
+    (S - S_min) as its numerator over the contiguous runs' steps beyond S_min (beside the shuffled b runs', and
+    what those are worth read on the same curve: the fit's check at b), every
+    contiguous seed's steps to L* and the widest spread of a shuffled arm, the b / R that each probed checkpoint
+    alone gives beside the rule's mean, and where the contiguous runs' held-out loss at step T falls on the
+    shuffled ladder. [] until the test is complete."""
+    if not page["complete"]:
+        return []
+    lines = []
+    for c, r in page["readings"].items():
+        st, R, runs = page["steps"][c], page["R"][c], page["runs"][c]
+        shuffled = {int(k): v for k, v in st["shuffled"].items()}
+        S_min, slope, S = r["fit"]["S_min"], r["fit"]["slope"], r["measured"]
+        gap = float(np.diff(runs[0]["eval_steps"])[0])
+        widest = max(shuffled, key=lambda k: np.ptp(shuffled[k]))
+        parts = (f"b_eff = S_min b_noise / (S − S_min) = {slope:.0f} / ({S:.1f} − {S_min:.1f}): the contiguous runs "
+                 f"reach L* {S - S_min:.0f} steps after S_min, the shuffled b = {b} runs "
+                 f"{np.mean(shuffled[b]) - S_min:.0f}, which the same curve reads as "
+                 f"{slope / (np.mean(shuffled[b]) - S_min):.0f} shuffled chunks" if b in shuffled else
+                 f"b_eff = {slope:.0f} / ({S:.1f} − {S_min:.1f})")
+        seeds = ", ".join(f"{x:.0f}" for x in st["contiguous"])
+        alone = ", ".join(f"{b / cp['R']:.1f} [{b / cp['ci'][1]:.1f}, {b / cp['ci'][0]:.1f}] at step {s}"
+                          for s, cp in zip(R["checkpoint_steps"], R["checkpoints"]))
+        T = page["T"]
+        final = lambda rs: float(np.mean([x["held_out"][-1] for x in rs]))
+        ladder = {k: final([x for x in runs if x["config"]["arm"] == "shuffled" and x["config"]["b"] == k])
+                  for k in shuffled}
+        contig = final([x for x in runs if x["config"]["arm"] == "contiguous"])
+        lines.append(
+            f"**{c}**: {parts}. Steps to L* are interpolated between evaluations {gap:.0f} steps apart; the "
+            f"contiguous seeds reach it at steps {seeds}, and the widest spread of a shuffled arm is {np.ptp(shuffled[widest]):.0f} "
+            f"steps (b = {widest}). Each probed checkpoint alone gives {b} / R = {alone}; the rule's R, their mean, "
+            f"gives {r['b_over_R']:.1f}. At step {T} the contiguous runs' held-out loss, {contig:.3f}, lies "
+            f"{_where_on_ladder(contig, ladder)}.")
+    return lines

@@ -102,3 +102,15 @@ def test_a_legend_limited_to_two_corpora_keeps_each_corpus_colour_of_the_other_p
     full, shown = corpus_color().to_dict(), corpus_color(shown=["CODE", "WEB"]).to_dict()
     assert shown["scale"] == full["scale"] and full["scale"]["domain"][0] != "CODE"   # CODE keeps its place
     assert shown["legend"] == {"values": ["CODE", "WEB"]} and "legend" not in full
+
+
+def test_a_missing_folder_a_file_or_an_unknown_corpus_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="no such folder"):
+        lr.read_page(tmp_path / "nope", ["CODE"])
+    (tmp_path / "run.json").write_text("{}")
+    with pytest.raises(ValueError, match="run.json: a file"):
+        lr.read_page(tmp_path / "run.json", ["CODE"])
+    with pytest.raises(ValueError, match="NOPE is neither one of BOOKS, CODE, PAPERS, WEB nor a corpus with runs"):
+        lr.read_page(tmp_path, ["CODE", "NOPE"])
+    write_runs(tmp_path, "MINE", {b: 100 * (1 + 16 / b) for b in (2, 4, 8, 16, 32)}, [200] * 3)
+    assert lr.read_page(tmp_path, ["MINE", "CODE"])["present"] == {"MINE": 18, "CODE": 0}   # a user's own corpus

@@ -27,7 +27,7 @@ from scipy import stats as sps
 
 from docgrad.core import bootstrap as bs
 from docgrad.core.bootstrap import percentile_ci
-from docgrad.core.constants import ALL
+from docgrad.core.constants import ALL, CORPORA
 from docgrad.core.decomposition import window_column
 from docgrad.results.paired import paired_counts
 
@@ -240,8 +240,17 @@ def read_page(folder: str | Path, corpora: Sequence[str], seeds: int = 3, arms: 
               controls: Sequence[str] = ("WEB",)) -> dict:
     """What page 07 reads: the runs and R of each corpus, and the rule's reading (read_learning) only when every
     corpus has all its runs (seeds x arms, one T) and its R; until then {"complete": False} with what is there.
+    A folder that is not there, or a corpus that is neither known nor among the folder's runs, is a ValueError.
     {"complete", "runs" (by corpus), "R", "expected", "present", "T", "readings", "steps"}."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"learning_dir {folder}: {'a file' if folder.exists() else 'no such folder'}; expected the "
+                         "folder of run records that `docgrad learning` writes (data/learning)")
     runs, R = load_runs(folder), load_R(folder)
+    unknown = [c for c in corpora if c not in CORPORA and c not in runs]
+    if unknown:
+        raise ValueError(f"corpora {list(corpora)}: {', '.join(unknown)} is neither one of {', '.join(CORPORA)} nor "
+                         f"a corpus with runs in {folder}")
     runs = {c: runs.get(c, []) for c in corpora}
     present = {c: len(runs[c]) for c in corpora}
     Ts = {r["config"]["steps"] for rs in runs.values() for r in rs}

@@ -126,7 +126,8 @@ else:
 # %% tags=["hide-input"]
 R_through = pd.DataFrame(dg.learning.R_rows(test["R"]))
 if len(R_through):
-    base = alt.Chart(R_through).encode(x=alt.X("step:Q", title="training step"), color=dg.corpus_color(shown=corpora))
+    base = alt.Chart(R_through).encode(x=alt.X("step:Q", title="training step"),
+                                       color=dg.corpus_color(shown=corpora))
     chart = base.mark_rule().encode(y=alt.Y("lo:Q", title="R(4096)"), y2="hi:Q") + base.mark_line(point=True).encode(
         y="R:Q", tooltip=["corpus", "step", "R", "lo", "hi", "B_simple_tokens"])
     display(dg.save_chart(chart.properties(title="R(4096) of the trained model's checkpoints", width=300,
@@ -161,8 +162,8 @@ display(Markdown("\n\n".join(described) if described else "*Nothing is described
 
 # %%
 numbers = {"learning_dir": learning_dir, "corpora": corpora, "complete": test["complete"], "T": test["T"],
-           "present": test["present"], "expected": test["expected"], "result_box": box, "answers": answers, "described": described,
-           "readings": test["readings"], "R": {c: {k: v for k, v in r.items() if k != "draws"}
+           "present": test["present"], "expected": test["expected"], "result_box": box, "answers": answers,
+           "described": described, "readings": test["readings"], "R": {c: {k: v for k, v in r.items() if k != "draws"}
                                                for c, r in test["R"].items()},
            "steps": test["steps"]}
 _ = dg.save_numbers("07_does_R_predict_learning", numbers, figures_dir)

@@ -83,7 +83,8 @@ def test_the_decision_is_described_through_its_parts_each_checkpoint_and_the_los
     S, S_min = (float(x) for x in rest.split(")")[0].split(" − "))
     assert float(numerator) / (S - S_min) == pytest.approx(r["b_eff"], rel=0.02)    # the parts give b_eff back
     assert "evaluations 10 steps apart" in line
-    assert line.count("10.7 [9.7, 11.9] at step") == 3      # 32 / 3.0 in 32 / [3.3, 2.7] and "alone gives 32 / R = 10.7 [9.7, 11.9] at step 10," in line
+    assert line.count("10.7 [9.7, 11.9] at step") == 3                          # 32 / 3.0 in 32 / [3.3, 2.7]
+    assert "alone gives 32 / R = 10.7 [9.7, 11.9] at step 10," in line
     assert "the rule's R, their mean, gives 10.7" in line
     assert "lies between the shuffled b = 8 (4.667) and b = 16 (4.500) arms" in line                   # 4.600
     assert pl.described_lines(lr.read_page(tmp_path, ["CODE", "WEB"])) == []                           # incomplete

@@ -136,11 +136,11 @@ def _where_on_ladder(x: float, means: Mapping[int, float]) -> str:
 
 def described_lines(page: Mapping, b: int = 32) -> list[str]:
     """The decision read through its parts, described and not decided, one line per corpus: b_eff = S_min b_noise /
-    (S - S_min) as its numerator over the contiguous runs' steps beyond S_min (beside the shuffled b runs', and
-    what those are worth read on the same curve: the fit's check at b), every
-    contiguous seed's steps to L* and the widest spread of a shuffled arm, the b / R that each probed checkpoint
-    alone gives beside the rule's mean, and where the contiguous runs' held-out loss at step T falls on the
-    shuffled ladder. [] until the test is complete."""
+    (S - S_min) as its numerator over the contiguous runs' steps beyond S_min, beside the shuffled b runs' steps
+    beyond S_min and what the same curve reads them as (the fit's check at b); every contiguous seed's steps to L*
+    and the widest spread of a shuffled arm; the b / R that each probed checkpoint alone gives beside the rule's
+    mean; and where the contiguous runs' held-out loss at step T falls on the shuffled ladder. [] until the test
+    is complete."""
     if not page["complete"]:
         return []
     lines = []
@@ -148,25 +148,23 @@ def described_lines(page: Mapping, b: int = 32) -> list[str]:
         st, R, runs = page["steps"][c], page["R"][c], page["runs"][c]
         shuffled = {int(k): v for k, v in st["shuffled"].items()}
         S_min, slope, S = r["fit"]["S_min"], r["fit"]["slope"], r["measured"]
+        parts = f"b_eff = S_min b_noise / (S − S_min) = {slope:.0f} / ({S:.1f} − {S_min:.1f})"
+        if b in shuffled:
+            beyond = float(np.mean(shuffled[b])) - S_min
+            parts += (f": the contiguous runs reach L* {S - S_min:.0f} steps after S_min, the shuffled b = {b} runs "
+                      f"{beyond:.0f}, which the same curve reads as {slope / beyond:.0f} shuffled chunks")
         gap = float(np.diff(runs[0]["eval_steps"])[0])
         widest = max(shuffled, key=lambda k: np.ptp(shuffled[k]))
-        parts = (f"b_eff = S_min b_noise / (S − S_min) = {slope:.0f} / ({S:.1f} − {S_min:.1f}): the contiguous runs "
-                 f"reach L* {S - S_min:.0f} steps after S_min, the shuffled b = {b} runs "
-                 f"{np.mean(shuffled[b]) - S_min:.0f}, which the same curve reads as "
-                 f"{slope / (np.mean(shuffled[b]) - S_min):.0f} shuffled chunks" if b in shuffled else
-                 f"b_eff = {slope:.0f} / ({S:.1f} − {S_min:.1f})")
         seeds = ", ".join(f"{x:.0f}" for x in st["contiguous"])
         alone = ", ".join(f"{b / cp['R']:.1f} [{b / cp['ci'][1]:.1f}, {b / cp['ci'][0]:.1f}] at step {s}"
                           for s, cp in zip(R["checkpoint_steps"], R["checkpoints"]))
-        T = page["T"]
-        final = lambda rs: float(np.mean([x["held_out"][-1] for x in rs]))
-        ladder = {k: final([x for x in runs if x["config"]["arm"] == "shuffled" and x["config"]["b"] == k])
-                  for k in shuffled}
-        contig = final([x for x in runs if x["config"]["arm"] == "contiguous"])
+        final = lambda arm, k: float(np.mean([x["held_out"][-1] for x in runs
+                                              if x["config"]["arm"] == arm and x["config"]["b"] == k]))
+        contig, ladder = final("contiguous", b), {k: final("shuffled", k) for k in shuffled}
         lines.append(
             f"**{c}**: {parts}. Steps to L* are interpolated between evaluations {gap:.0f} steps apart; the "
-            f"contiguous seeds reach it at steps {seeds}, and the widest spread of a shuffled arm is {np.ptp(shuffled[widest]):.0f} "
-            f"steps (b = {widest}). Each probed checkpoint alone gives {b} / R = {alone}; the rule's R, their mean, "
-            f"gives {r['b_over_R']:.1f}. At step {T} the contiguous runs' held-out loss, {contig:.3f}, lies "
-            f"{_where_on_ladder(contig, ladder)}.")
+            f"contiguous seeds reach it at steps {seeds}, and the widest spread of a shuffled arm is "
+            f"{np.ptp(shuffled[widest]):.0f} steps (b = {widest}). Each probed checkpoint alone gives {b} / R = "
+            f"{alone}; the rule's R, their mean, gives {r['b_over_R']:.1f}. At step {page['T']} the contiguous runs' "
+            f"held-out loss, {contig:.3f}, lies {_where_on_ladder(contig, ladder)}.")
     return lines
